@@ -1,0 +1,5 @@
+import sys
+
+from tapetui.cli import main
+
+sys.exit(main())

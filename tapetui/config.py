@@ -1,0 +1,209 @@
+"""``tapes.toml``: where tapes live, how to redact, diff and replay them, per-tool policy.
+
+Read with tomlkit (not tomllib) so that edits the app makes keep a person's comments.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+from tomlkit.exceptions import ParseError
+
+from tapetui.errors import ConfigError
+from tapetui.jsondiff import IgnoreRules
+from tapetui.redact import Redactor
+
+__all__ = ["CONFIG_NAME", "STALE_POLICIES", "Config", "ToolPolicy", "find_config", "load_config"]
+
+CONFIG_NAME = "tapes.toml"
+STALE_POLICIES = ("warn", "miss", "error")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPolicy:
+    """How one tool is treated on replay."""
+
+    live: bool = False
+    ttl: float | None = None
+    stale_policy: str | None = None
+    check_fingerprint: bool = True
+
+
+_DEFAULT_POLICY = ToolPolicy()
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything ``tapes.toml`` says, resolved against the folder it lives in."""
+
+    root: Path
+    tapes_dir: Path
+    changelog: Path
+    path: Path | None = None
+    registry: str | None = None
+    replay_command: str | None = None
+    stale_policy: str = "warn"
+    ignore: tuple[str, ...] = ()
+    volatile_defaults: bool = True
+    redact_keys: tuple[str, ...] = ()
+    redact_patterns: tuple[str, ...] = ()
+    tools: dict[str, ToolPolicy] = field(default_factory=dict)
+
+    @classmethod
+    def for_dir(cls, tapes_dir: Path | str) -> Config:
+        """Defaults for a tapes folder with no ``tapes.toml``."""
+        d = Path(tapes_dir).resolve()
+        return cls(root=d, tapes_dir=d, changelog=d / "CHANGELOG.md")
+
+    def policy(self, tool: str) -> ToolPolicy:
+        return self.tools.get(tool, _DEFAULT_POLICY)
+
+    def redactor(self) -> Redactor:
+        return Redactor(self.redact_keys, self.redact_patterns)
+
+    def ignore_rules(self) -> IgnoreRules:
+        return IgnoreRules(self.ignore, volatile=self.volatile_defaults)
+
+
+# key → (expected type(s), description)
+_SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
+    "tapes": {
+        "dir": ((str,), "a string"),
+        "changelog": ((str,), "a string"),
+        "registry": ((str,), "a string of the form module:attribute"),
+        "replay_command": ((str,), "a string"),
+        "stale_policy": ((str,), "one of warn, miss, error"),
+    },
+    "diff": {
+        "ignore": ((list,), "a list of path patterns"),
+        "volatile_defaults": ((bool,), "true or false"),
+    },
+    "redact": {
+        "keys": ((list,), "a list of key names"),
+        "patterns": ((list,), "a list of regular expressions"),
+    },
+}
+_TOOL_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
+    "live": ((bool,), "true or false"),
+    "ttl": ((int, float, str), "seconds, or a duration such as \"30m\", \"1h\", \"2d\""),
+    "stale_policy": ((str,), "one of warn, miss, error"),
+    "check_fingerprint": ((bool,), "true or false"),
+}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$")
+_UNIT = {None: 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(value: Any, where: str) -> float:
+    if isinstance(value, bool):
+        raise ConfigError(f"{where}: expected a duration, got {value!r}")
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    else:
+        m = _DURATION.match(str(value))
+        if not m:
+            raise ConfigError(f"{where}: {value!r} is not a duration (try 3600, \"30m\", \"1h\", \"2d\")")
+        seconds = float(m.group(1)) * _UNIT[m.group(2)]
+    if seconds <= 0:
+        raise ConfigError(f"{where}: a ttl must be positive, got {value!r}")
+    return seconds
+
+
+def find_config(start: Path | str = ".") -> Path | None:
+    """The nearest ``tapes.toml`` in ``start`` or a parent folder."""
+    here = Path(start).resolve()
+    for d in (here, *here.parents):
+        cand = d / CONFIG_NAME
+        if cand.is_file():
+            return cand
+    return None
+
+
+def _check_type(value: Any, types: tuple[type, ...], desc: str, where: str) -> None:
+    if isinstance(value, bool) and bool not in types:
+        raise ConfigError(f"{where} must be {desc}, got {value!r}")
+    if not isinstance(value, types):
+        raise ConfigError(f"{where} must be {desc}, got {type(value).__name__} {value!r}")
+
+
+def _inside(root: Path, rel: str, where: str) -> Path:
+    p = (root / rel).resolve()
+    if p != root and root not in p.parents:
+        raise ConfigError(f"{where} = {rel!r} points outside the project folder {root}")
+    return p
+
+
+def load_config(path: Path | str) -> Config:
+    """Read and validate a ``tapes.toml``.
+
+    Raises:
+        ConfigError: the file cannot be read or parsed, or holds an unknown key or a
+            value of the wrong type; the message names the file and the key.
+    """
+    path = Path(path).resolve()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: cannot read: {e}") from None
+    try:
+        doc = tomlkit.parse(text).unwrap()
+    except ParseError as e:
+        raise ConfigError(f"{path}:{e.line}: {e}") from None
+    root = path.parent
+    known_tables = set(_SCHEMA) | {"tools"}
+    for table, body in doc.items():
+        if table not in known_tables:
+            raise ConfigError(f"{path}: unknown key {table!r} (known: {', '.join(sorted(known_tables))})")
+        if not isinstance(body, dict):
+            raise ConfigError(f"{path}: {table!r} must be a table")
+    values: dict[str, Any] = {}
+    for table, spec in _SCHEMA.items():
+        body = doc.get(table, {})
+        for key, value in body.items():
+            if key not in spec:
+                raise ConfigError(f"{path}: unknown key '{table}.{key}' (known: {', '.join(sorted(spec))})")
+            types, desc = spec[key]
+            _check_type(value, types, desc, f"{path}: '{table}.{key}'")
+            if isinstance(value, list) and not all(isinstance(v, str) for v in value):
+                raise ConfigError(f"{path}: '{table}.{key}' must be {desc} (strings only)")
+            values[f"{table}.{key}"] = value
+    stale = values.get("tapes.stale_policy", "warn")
+    if stale not in STALE_POLICIES:
+        raise ConfigError(f"{path}: 'tapes.stale_policy' must be one of {', '.join(STALE_POLICIES)}, got {stale!r}")
+    for pat in values.get("redact.patterns", []):
+        try:
+            re.compile(pat)
+        except re.error as e:
+            raise ConfigError(f"{path}: 'redact.patterns' has an invalid regular expression {pat!r}: {e}") from None
+    registry = values.get("tapes.registry")
+    if registry is not None and not re.fullmatch(r"[\w.]+:[\w.]+", registry):
+        raise ConfigError(f"{path}: 'tapes.registry' must look like module:attribute, got {registry!r}")
+    tools: dict[str, ToolPolicy] = {}
+    for name, body in doc.get("tools", {}).items():
+        if not isinstance(body, dict):
+            raise ConfigError(f"{path}: 'tools.{name}' must be a table")
+        kw: dict[str, Any] = {}
+        for key, value in body.items():
+            where = f"{path}: 'tools.{name}.{key}'"
+            if key not in _TOOL_KEYS:
+                raise ConfigError(f"{path}: unknown key 'tools.{name}.{key}' (known: {', '.join(sorted(_TOOL_KEYS))})")
+            _check_type(value, *_TOOL_KEYS[key], where)
+            if key == "ttl":
+                value = parse_duration(value, where)
+            if key == "stale_policy" and value not in STALE_POLICIES:
+                raise ConfigError(f"{where} must be one of {', '.join(STALE_POLICIES)}, got {value!r}")
+            kw[key] = value
+        tools[name] = ToolPolicy(**kw)
+    tapes_dir = _inside(root, values.get("tapes.dir", "tapes"), f"{path}: 'tapes.dir'")
+    changelog = _inside(root, values.get("tapes.changelog", str(Path(values.get("tapes.dir", "tapes")) / "CHANGELOG.md")),
+                        f"{path}: 'tapes.changelog'")
+    return Config(
+        root=root, tapes_dir=tapes_dir, changelog=changelog, path=path, registry=registry,
+        replay_command=values.get("tapes.replay_command"), stale_policy=stale,
+        ignore=tuple(values.get("diff.ignore", ())), volatile_defaults=values.get("diff.volatile_defaults", True),
+        redact_keys=tuple(values.get("redact.keys", ())), redact_patterns=tuple(values.get("redact.patterns", ())),
+        tools=tools,
+    )

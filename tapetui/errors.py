@@ -1,0 +1,127 @@
+"""Exceptions raised by tapetui. Every one of them is a :class:`TapeError`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["ConfigError", "TapeDrift", "TapeError", "TapeMiss", "TapeStale", "ToolDriftError"]
+
+
+class TapeError(Exception):
+    """Base class of every tapetui error: bad tapes, bad config, failed replays."""
+
+
+class ConfigError(TapeError):
+    """``tapes.toml`` is missing, malformed, or holds an unknown key or a wrong type."""
+
+
+class TapeDrift(TapeError):
+    """The tape has a call of the same tool at this step, but with other arguments.
+
+    Attributes:
+        seq: the 1-based step where the drift happened.
+        tool: the tool name.
+        recorded_key / new_key: the two call keys.
+        recorded_args / new_args: the two (redacted) argument sets.
+        changes: the differing argument paths, as ``(path, old, new)``.
+    """
+
+    def __init__(
+        self,
+        *,
+        path: str,
+        seq: int,
+        tool: str,
+        recorded_key: str,
+        new_key: str,
+        recorded_args: Any,
+        new_args: Any,
+        changes: list[tuple[str, Any, Any]],
+    ) -> None:
+        self.path = path
+        self.seq = seq
+        self.tool = tool
+        self.recorded_key = recorded_key
+        self.new_key = new_key
+        self.recorded_args = recorded_args
+        self.new_args = new_args
+        self.changes = changes
+        from tapetui.jsondiff import format_changes
+
+        lines = format_changes(changes, prefix="args")
+        super().__init__(
+            f"{path}: argument drift at step {seq} ({tool}): "
+            f"{recorded_key} recorded, {new_key} now\n" + "\n".join(f"  {line}" for line in lines)
+        )
+
+
+class TapeMiss(TapeError):
+    """The call's key is nowhere on the tape.
+
+    Attributes:
+        seq, tool, key, args: the call that missed.
+        nearest_seq: the step of the nearest recorded call of the same tool, or None.
+        changes: argument paths that differ from that nearest call.
+    """
+
+    def __init__(
+        self,
+        *,
+        path: str,
+        seq: int,
+        tool: str,
+        key: str,
+        args: Any,
+        nearest_seq: int | None,
+        changes: list[tuple[str, Any, Any]],
+        reason: str = "",
+    ) -> None:
+        self.path = path
+        self.seq = seq
+        self.tool = tool
+        self.key = key
+        self.args = args
+        self.nearest_seq = nearest_seq
+        self.changes = changes
+        from tapetui.jsondiff import format_changes
+
+        head = f"{path}: miss at step {seq}: {key} is not on the tape"
+        if reason:
+            head += f" ({reason})"
+        if nearest_seq is None:
+            body = f"  no recorded call of {tool!r} at all"
+        else:
+            lines = format_changes(changes, prefix="args") or ["(same arguments; every recording of it was already used)"]
+            body = f"  nearest recorded {tool} is step {nearest_seq}; it differs in:\n" + "\n".join(
+                f"    {line}" for line in lines
+            )
+        super().__init__(head + "\n" + body)
+
+
+class TapeStale(TapeError):
+    """A replayed entry expired and the tool's stale policy is ``error``."""
+
+
+class ToolDriftError(TapeError):
+    """The live tool's fingerprint differs from the one on the tape.
+
+    Attributes:
+        tool: the tool name.
+        recorded: the fingerprint on the tape.
+        live: the fingerprint of the registered tool.
+        explanation: what changed between the two manifests, when both are known.
+    """
+
+    def __init__(self, *, path: str, seq: int, tool: str, recorded: str, live: str, explanation: list[str]) -> None:
+        self.path = path
+        self.seq = seq
+        self.tool = tool
+        self.recorded = recorded
+        self.live = live
+        self.explanation = explanation
+        detail = "".join(f"\n  {line}" for line in explanation)
+        super().__init__(
+            f"{path}: tool contract of {tool!r} changed at step {seq}: "
+            f"fingerprint {recorded} on tape, {live} registered{detail}\n"
+            f"  (re-record, accept a candidate, or set check_fingerprint = false for {tool!r} in tapes.toml)"
+        )

@@ -1,0 +1,164 @@
+"""Differences between two JSON values, by JSON path, with ignorable paths.
+
+The structural work is done by deepdiff (it aligns lists, tells type changes from
+value changes and handles deep nesting); this module turns its tree into
+``(path, old, new)`` changes and filters them through ignore patterns.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
+
+import orjson
+
+__all__ = ["MISSING", "Change", "IgnoreRules", "VOLATILE_DEFAULTS", "diff_values", "format_changes", "format_path",
+           "short"]
+
+
+class _Missing:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "(absent)"
+
+
+MISSING: Any = _Missing()
+
+# Paths that differ between otherwise identical runs. On by default; tapes.toml
+# `[diff] volatile_defaults = false` turns them off.
+VOLATILE_DEFAULTS: tuple[str, ...] = (
+    "**.request_id", "**.requestId", "**.trace_id", "**.traceId", "**.span_id", "**.x-request-id",
+    "**.timestamp", "**.created_at", "**.updated_at", "**.date", "**.Date",
+    "**.latency_ms", "**.duration_ms", "**.elapsed_ms", "**.took_ms",
+)
+
+
+class Change(NamedTuple):
+    """One differing JSON path. ``old`` or ``new`` is :data:`MISSING` when added or removed."""
+
+    path: str
+    old: Any
+    new: Any
+
+    @property
+    def kind(self) -> str:
+        if self.old is MISSING:
+            return "added"
+        if self.new is MISSING:
+            return "removed"
+        return "changed"
+
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+
+
+def format_path(parts: Sequence[str | int], prefix: str = "") -> str:
+    """``["opts", "a", 2]`` → ``opts.a[2]``; keys that are not identifiers are quoted."""
+    out = prefix
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        elif _IDENT.match(p):
+            out += f".{p}" if out else p
+        else:
+            out += f"[{orjson.dumps(p).decode()}]"
+    return out
+
+
+class IgnoreRules:
+    """Glob patterns over JSON paths: ``headers.date``, ``*.request_id``, ``**.timestamp``.
+
+    Segments are separated by dots; ``*`` (or any fnmatch glob) matches one segment,
+    ``**`` matches any number of them; list indices are segments too (``items.*.id``).
+    A pattern that starts with ``*.`` also matches at any depth, as people expect of
+    ``*.request_id``.
+    """
+
+    def __init__(self, patterns: Iterable[str] = (), *, volatile: bool = True) -> None:
+        pats = list(patterns) + (list(VOLATILE_DEFAULTS) if volatile else [])
+        self.patterns = tuple(pats)
+        self._compiled = [self._split(p) for p in pats]
+
+    @staticmethod
+    def _split(pattern: str) -> tuple[str, ...]:
+        segs = tuple(s for s in re.split(r"\.|\[|\]", pattern) if s)
+        if segs and segs[0] == "*":
+            segs = ("**",) + segs[1:]
+        return segs
+
+    def ignores(self, parts: Sequence[str | int]) -> bool:
+        segs = tuple(str(p) for p in parts)
+        return any(_match(pat, segs) for pat in self._compiled)
+
+
+def _match(pat: tuple[str, ...], segs: tuple[str, ...]) -> bool:
+    if not pat:
+        return not segs
+    head = pat[0]
+    if head == "**":
+        return any(_match(pat[1:], segs[i:]) for i in range(len(segs) + 1))
+    return bool(segs) and fnmatch.fnmatchcase(segs[0], head) and _match(pat[1:], segs[1:])
+
+
+NO_RULES = IgnoreRules(volatile=False)
+
+
+def diff_values(old: Any, new: Any, ignore: IgnoreRules | None = None) -> list[Change]:
+    """Every path where ``old`` and ``new`` differ, as :class:`Change`, in path order."""
+    if old == new and type(old) is type(new):
+        return []
+    from deepdiff import DeepDiff
+
+    rules = ignore or NO_RULES
+    tree = DeepDiff(old, new, view="tree", verbose_level=2, threshold_to_diff_deeper=0)
+    changes: list[Change] = []
+    for kind, levels in tree.items():
+        for level in levels:
+            parts = level.path(output_format="list")
+            if rules.ignores(parts):
+                continue
+            t1 = MISSING if "added" in kind else level.t1
+            t2 = MISSING if "removed" in kind else level.t2
+            changes.append(Change(format_path(parts), t1, t2))
+    changes.sort(key=lambda c: c.path)
+    return changes
+
+
+def short(value: Any, width: int = 60, around: str | None = None) -> str:
+    """Compact JSON of ``value``, shortened to about ``width`` chars.
+
+    Args:
+        around: the other side's string; when both are long strings the window is
+            placed at their first difference so that what changed stays visible.
+    """
+    if value is MISSING:
+        return "(absent)"
+    text = orjson.dumps(value, default=repr).decode() if not isinstance(value, str) else orjson.dumps(value).decode()
+    if len(text) <= width:
+        return text
+    start = 0
+    if around is not None and isinstance(value, str):
+        other = orjson.dumps(around).decode()
+        start = next((i for i, (a, b) in enumerate(zip(text, other)) if a != b), min(len(text), len(other)))
+        start = max(0, start - width // 3)
+    piece = text[start : start + width]
+    return ("…" if start else "") + piece + ("…" if start + width < len(text) else "")
+
+
+def format_changes(changes: Iterable[Change | tuple[str, Any, Any]], prefix: str = "", width: int = 60) -> list[str]:
+    """Lines such as ``args.max_words  120 → 80``; added and removed paths say so."""
+    lines = []
+    for path, old, new in changes:
+        full = (prefix + ("" if path.startswith("[") or not prefix else ".") + path) if path else prefix
+        if old is MISSING:
+            lines.append(f"{full}  (added) {short(new, width)}")
+        elif new is MISSING:
+            lines.append(f"{full}  (removed) {short(old, width)}")
+        else:
+            o = short(old, width, around=new if isinstance(new, str) else None)
+            n = short(new, width, around=old if isinstance(old, str) else None)
+            lines.append(f"{full}  {o} → {n}")
+    return lines

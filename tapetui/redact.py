@@ -1,0 +1,130 @@
+"""Redaction: secrets are replaced before anything reaches disk, a log or a screen."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["DEFAULT_REDACTOR", "REDACTED", "Redactor"]
+
+REDACTED = "[REDACTED]"
+
+# Words (after splitting a key on punctuation and camelCase) that make its value secret.
+_SECRET_WORDS = frozenset(
+    {"token", "password", "passwd", "pwd", "passphrase", "secret", "cookie", "authorization", "apikey",
+     "credential", "credentials", "sessionid", "signature"}
+)
+# Adjacent word pairs that do the same: api_key, private_key, access_key, auth_token ...
+_SECRET_PAIRS = frozenset({("api", "key"), ("private", "key"), ("access", "key"), ("secret", "key"),
+                           ("session", "id"), ("client", "secret"), ("set", "cookie")})
+
+_WORD_SPLIT = re.compile(r"[^0-9a-zA-Z]+|(?<=[a-z0-9])(?=[A-Z])")
+
+# Value shapes that are secrets wherever they appear. Each pattern's group 1, if
+# any, is kept (a prefix such as "Bearer "); the rest of the match is replaced.
+DEFAULT_PATTERNS: tuple[str, ...] = (
+    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|$)",
+    r"((?i:\b(?:bearer|token|basic|digest))\s+)[A-Za-z0-9._~+/=-]{8,}",
+    r"(://[^/\s:@]+:)[^/\s@]+(?=@)",  # password inside a URL
+    r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b",  # AWS access key id
+    r"\bgh[pousr]_[A-Za-z0-9]{20,}\b",
+    r"\bgithub_pat_[A-Za-z0-9_]{20,}\b",
+    r"\bgl(?:pat|ptt|dt)-[A-Za-z0-9_-]{20,}\b",
+    r"\bxox[abposr]-[A-Za-z0-9-]{10,}",
+    r"https://hooks\.slack\.com/services/[A-Za-z0-9/]+",
+    r"\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}",  # JWT
+    r"\b(?:sk|pk|rk)[-_](?:live|test|proj|ant|or)?[-_]?[A-Za-z0-9_-]{16,}",  # OpenAI, Anthropic, Stripe
+    r"\bAIza[0-9A-Za-z_-]{35}\b",  # Google API key
+    r"\bnpm_[A-Za-z0-9]{36}\b",
+    r"\bhf_[A-Za-z0-9]{30,}\b",
+    r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}",  # SendGrid
+    r"((?i:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key)\s*[=:]\s*)[^\s&;,\"']+",
+)
+
+
+def _words(key: str) -> list[str]:
+    return [w.lower() for w in _WORD_SPLIT.split(key) if w]
+
+
+class Redactor:
+    """Replaces secret values with ``[REDACTED]`` in nested JSON-like data.
+
+    Args:
+        keys: extra key names (case-insensitive, ``fnmatch`` globs allowed) whose values are secret.
+        patterns: extra regular expressions for secret values inside strings.
+        defaults: keep the built-in key words and value patterns (on by default).
+    """
+
+    def __init__(self, keys: Iterable[str] = (), patterns: Iterable[str] = (), *, defaults: bool = True) -> None:
+        self._defaults = defaults
+        self._extra_keys = tuple(k.lower() for k in keys)
+        pats = (list(DEFAULT_PATTERNS) if defaults else []) + list(patterns)
+        self._patterns = [re.compile(p) for p in pats]
+        try:  # one combined pass first: most strings hold no secret at all
+            self._pattern: re.Pattern[str] | None = re.compile("|".join(f"(?:{p})" for p in pats)) if pats else None
+        except re.error:  # a user pattern with global flags cannot be combined
+            self._pattern = re.compile(".") if pats else None
+        self._key_cache: dict[str, bool] = {}
+
+    def is_secret_key(self, key: str) -> bool:
+        """Whether a dict key's value must be redacted."""
+        hit = self._key_cache.get(key)
+        if hit is None:
+            hit = self._classify(key)
+            if len(self._key_cache) < 10_000:
+                self._key_cache[key] = hit
+        return hit
+
+    def _classify(self, key: str) -> bool:
+        low = key.lower()
+        if any(fnmatch.fnmatchcase(low, pat) for pat in self._extra_keys):
+            return True
+        if not self._defaults:
+            return False
+        words = _words(key)
+        if any(w in _SECRET_WORDS for w in words):
+            return True
+        joined = "".join(words)
+        if joined in _SECRET_WORDS or joined.endswith(("apikey", "secretkey", "privatekey", "accesskey")):
+            return True
+        return any(pair in _SECRET_PAIRS for pair in zip(words, words[1:]))
+
+    def redact_text(self, text: str) -> str:
+        """Redact secret-shaped substrings of one string."""
+        if self._pattern is None or not self._pattern.search(text):
+            return text
+        for pat in self._patterns:
+            text = pat.sub(_keep_prefix, text)
+        return text
+
+    def redact(self, value: Any) -> Any:
+        """Return ``value`` with secrets replaced; unchanged parts are shared, not copied."""
+        if isinstance(value, str):
+            return self.redact_text(value)
+        if isinstance(value, dict):
+            out = {}
+            changed = False
+            for k, v in value.items():
+                if isinstance(k, str) and self.is_secret_key(k) and v is not None:
+                    nv: Any = REDACTED
+                else:
+                    nv = self.redact(v)
+                changed = changed or nv is not v
+                out[k] = nv
+            return out if changed else value
+        if isinstance(value, (list, tuple)):
+            items = [self.redact(v) for v in value]
+            if any(a is not b for a, b in zip(items, value)):
+                return items
+            return value
+        return value
+
+
+def _keep_prefix(m: re.Match[str]) -> str:
+    prefix = next((g for g in m.groups() if g), "")
+    return prefix + REDACTED
+
+
+DEFAULT_REDACTOR = Redactor()

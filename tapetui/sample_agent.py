@@ -1,0 +1,287 @@
+"""A small agent with real tools and no network, and the sessions in ``sample_tapes/``.
+
+Tools: ``fetch_doc`` (fails for an unknown document), ``search_index``, ``summarize``
+(``max_words``), ``quote_price`` (time-sensitive, ttl 1 h) and ``write_report`` (writes
+a real file: its side effect). ``python -m tapetui.sample_agent regenerate [DIR]``
+rebuilds the sample tapes byte for byte (fixed clock, fixed content);
+``python -m tapetui.sample_agent replay TAPE`` replays one session as the agent
+behaves today, which is what ``tapes.toml``'s ``replay_command`` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from tapetui.config import Config
+from tapetui.errors import TapeError
+from tapetui.registry import ToolRegistry
+from tapetui.store import candidate_path, runlog_path
+from tapetui.tape import Tape
+
+__all__ = ["DocNotFound", "SESSIONS", "build_registry", "registry", "regenerate", "run_agent"]
+
+DOCS = {
+    "handbook": ("Agent handbook", "Agents call tools. Tools have contracts. Contracts drift. " * 12),
+    "appendix": ("Appendix: tool contracts", "Every tool pins a version and a schema so replays stay honest. " * 6),
+    "pricing": ("Pricing notes", "Quotes expire after an hour; replaying an old quote is a stale read. " * 4),
+}
+
+
+class DocNotFound(LookupError):
+    """The document store has no such document."""
+
+
+def _reports_dir() -> Path:
+    return Path(os.environ.get("TAPETUI_SAMPLE_REPORTS", Path(tempfile.gettempdir()) / "tapetui-sample-reports"))
+
+
+def fetch_doc(doc_id: str) -> dict[str, Any]:
+    if doc_id not in DOCS:
+        raise DocNotFound(f"no document {doc_id!r} in the store")
+    title, text = DOCS[doc_id]
+    return {"doc_id": doc_id, "title": title, "text": text.strip()}
+
+
+def search_index(query: str, top_k: int = 3) -> list[dict[str, Any]]:
+    words = set(query.lower().split())
+    scored = []
+    for doc_id, (title, text) in sorted(DOCS.items()):
+        score = sum(text.lower().count(w) for w in words)
+        scored.append({"doc_id": doc_id, "title": title, "score": score})
+    scored.sort(key=lambda h: (-h["score"], h["doc_id"]))
+    return scored[:top_k]
+
+
+def summarize(text: str, max_words: int = 120) -> dict[str, Any]:
+    words = text.split()
+    summary = " ".join(words[:max_words])
+    return {"summary": summary, "words": min(len(words), max_words)}
+
+
+def summarize_legacy(text: str, max_words: int = 120) -> dict[str, Any]:
+    return summarize(text, max_words)
+
+
+def quote_price(symbol: str) -> dict[str, Any]:
+    price = round(sum(map(ord, symbol)) / 3.0, 2)
+    return {"symbol": symbol, "price": price, "currency": "EUR"}
+
+
+def write_report(path: str, body: str) -> dict[str, Any]:
+    out = _reports_dir()
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / Path(path).name  # never outside the reports folder
+    target.write_text(body, encoding="utf-8")
+    return {"written": target.name, "bytes": len(body.encode())}
+
+
+SUMMARIZE_SCHEMA = {
+    "type": "object",
+    "properties": {"text": {"type": "string"}, "max_words": {"type": "integer", "minimum": 10, "maximum": 200}},
+    "required": ["text"],
+}
+LEGACY_SUMMARIZE_SCHEMA = {
+    "type": "object",
+    "properties": {"text": {"type": "string"}, "max_words": {"type": "integer", "minimum": 10, "maximum": 500}},
+    "required": ["text"],
+}
+
+
+def build_registry(*, legacy_summarize: bool = False) -> ToolRegistry:
+    """The sample tools; ``legacy_summarize`` gives the older contract of ``summarize`` (v1.0.0, max 500)."""
+    reg = ToolRegistry()
+    reg.register(fetch_doc, version="1.0.0", schema={"type": "object", "properties": {"doc_id": {"type": "string"}},
+                                                     "required": ["doc_id"]})
+    reg.register(search_index, version="1.0.0", schema={
+        "type": "object", "properties": {"query": {"type": "string"}, "top_k": {"type": "integer"}},
+        "required": ["query"]})
+    if legacy_summarize:
+        reg.register(summarize_legacy, name="summarize", version="1.0.0", schema=LEGACY_SUMMARIZE_SCHEMA)
+    else:
+        reg.register(summarize, version="1.1.0", schema=SUMMARIZE_SCHEMA)
+    reg.register(quote_price, version="2.0.0", ttl=3600, schema={
+        "type": "object", "properties": {"symbol": {"type": "string"}}, "required": ["symbol"]})
+    reg.register(write_report, version="1.0.0", side_effect=True, schema={
+        "type": "object", "properties": {"path": {"type": "string"}, "body": {"type": "string"}},
+        "required": ["path", "body"]})
+    return reg
+
+
+registry = build_registry()
+
+
+@dataclass(frozen=True)
+class AgentParams:
+    """How the sample agent behaves in one session."""
+
+    topic: str = "tool contracts"
+    doc_id: str = "handbook"
+    max_words: int = 120
+    extra_doc: str | None = None
+    quote: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+def run_agent(tape: Tape, p: AgentParams, delay: float = 0.0) -> str:
+    """The agent: fetch → search → summarize → (quote) → write a report. Returns the report body."""
+
+    def call(tool: str, args: dict[str, Any]) -> Any:
+        result = tape.call(tool, args)
+        if delay:
+            time.sleep(delay)
+        return result
+
+    try:
+        doc = call("fetch_doc", {"doc_id": p.doc_id})
+        text = doc["text"]
+    except DocNotFound:
+        text = ""  # fall back on the search results alone
+    if p.extra_doc:
+        text += " " + call("fetch_doc", {"doc_id": p.extra_doc})["text"]
+    hits = call("search_index", {"query": p.topic, "top_k": 3})
+    if not text:
+        text = " ".join(h["title"] for h in hits)
+    summary = call("summarize", {"text": text, "max_words": p.max_words})["summary"]
+    lines = [f"# Report: {p.topic}", "", summary, "", "Sources: " + ", ".join(h["doc_id"] for h in hits)]
+    if p.quote:
+        q = call("quote_price", {"symbol": p.quote})
+        lines.append(f"Quote: {q['symbol']} {q['price']} {q['currency']}")
+    body = "\n".join(lines) + "\n"
+    call("write_report", {"path": "report.md", "body": body})
+    return body
+
+
+# Each session: (params at recording time, params of the agent today, legacy contract when recorded).
+SESSIONS: dict[str, tuple[AgentParams, AgentParams, bool]] = {
+    "clean": (AgentParams(), AgentParams(), False),
+    "drift_summarize": (AgentParams(), AgentParams(max_words=80), False),
+    "contract_change": (AgentParams(topic="schemas"), AgentParams(topic="schemas"), True),
+    "miss_extra_doc": (AgentParams(topic="versions"), AgentParams(topic="versions", extra_doc="appendix"), False),
+    "stale_quote": (AgentParams(topic="pricing", quote="ACME"), AgentParams(topic="pricing", quote="ACME"), False),
+    "error_missing_doc": (AgentParams(doc_id="retired-faq", topic="faq"), AgentParams(doc_id="retired-faq", topic="faq"),
+                          False),
+}
+SAMPLE_CONFIG_TOOLS = {"quote_price"}
+EPOCH = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+
+
+def _fixed_clock(start: datetime) -> tuple[Callable[[], datetime], Callable[[], float]]:
+    ticks = iter(range(10**9))
+    timer_ticks = iter(range(10**9))
+
+    def clock() -> datetime:
+        return start + timedelta(seconds=next(ticks))
+
+    def timer() -> float:
+        return next(timer_ticks) * 0.0125
+
+    return clock, timer
+
+
+def _labels(name: str, p: AgentParams) -> dict[str, Any]:
+    return {"agent": "sample_agent", "session": name, "model": "sample-model-1", "prompt": "v3", **p.labels}
+
+
+def regenerate(out_dir: Path) -> list[Path]:
+    """Rebuild every sample session in ``out_dir``: the same bytes on every run."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    from dataclasses import replace
+
+    from tapetui.config import ToolPolicy
+
+    # The same policy as the repository's tapes.toml: an expired quote is re-recorded by fill.
+    config = replace(Config.for_dir(out_dir), tools={"quote_price": ToolPolicy(ttl=3600, stale_policy="miss")})
+    written = []
+    with tempfile.TemporaryDirectory() as reports:
+        old = os.environ.get("TAPETUI_SAMPLE_REPORTS")
+        os.environ["TAPETUI_SAMPLE_REPORTS"] = reports
+        try:
+            for n, (name, (then, now, legacy)) in enumerate(SESSIONS.items()):
+                tape_path = out_dir / f"{name}.jsonl"
+                for stale in (tape_path, candidate_path(tape_path), runlog_path(tape_path)):
+                    stale.unlink(missing_ok=True)
+                start = EPOCH + timedelta(days=n)
+                clock, timer = _fixed_clock(start)
+                with Tape(tape_path, "record", build_registry(legacy_summarize=legacy), config=config,
+                          labels=_labels(name, then), clock=clock, timer=timer, run_log=False) as tape:
+                    run_agent(tape, then)
+                written.append(tape_path)
+                later, timer2 = _fixed_clock(start + timedelta(hours=2))
+                if then != now and name != "miss_extra_doc":
+                    with Tape(tape_path, "record", registry, config=config, labels=_labels(name, now), clock=later,
+                              timer=timer2, run_log=False) as tape:
+                        run_agent(tape, now)
+                    written.append(candidate_path(tape_path))
+                if legacy:
+                    with Tape(tape_path, "record", registry, config=config, labels=_labels(name, now), clock=later,
+                              timer=timer2, run_log=False) as tape:
+                        run_agent(tape, now)
+                    written.append(candidate_path(tape_path))
+                later, _ = _fixed_clock(start + timedelta(hours=3))
+                try:
+                    with Tape(tape_path, "replay", registry, config=config, clock=later) as tape:
+                        run_agent(tape, now)
+                except TapeError:
+                    pass  # the run log keeps the drift, miss or contract change
+                written.append(runlog_path(tape_path))
+        finally:
+            if old is None:
+                os.environ.pop("TAPETUI_SAMPLE_REPORTS", None)
+            else:
+                os.environ["TAPETUI_SAMPLE_REPORTS"] = old
+    return written
+
+
+def replay(tape_path: Path, mode: str = "replay", delay: float = 0.0) -> int:
+    """Replay one sample session as the agent behaves today; exit status 0 clean, 1 otherwise."""
+    from tapetui.config import find_config, load_config
+
+    name = Path(tape_path).name.removesuffix(".jsonl")
+    _, now, _ = SESSIONS.get(name, (None, AgentParams(), False))
+    cfg_path = find_config(Path(tape_path).parent)
+    config = load_config(cfg_path) if cfg_path else Config.for_dir(Path(tape_path).parent)
+    try:
+        with Tape(tape_path, mode, registry, config=config) as tape:
+            run_agent(tape, now, delay=delay)
+            stats = tape.stats()
+    except TapeError as e:
+        print(e, file=sys.stderr)
+        return 1
+    print(" ".join(f"{k}={v}" for k, v in stats.items() if not isinstance(v, list)))
+    return 0 if not (stats["drift_events"] or stats["tape_misses"]) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tapetui.sample_agent", description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("regenerate", help="rebuild the sample tapes (deterministic)")
+    g.add_argument("dir", nargs="?", default="sample_tapes", type=Path)
+    r = sub.add_parser("replay", help="replay one sample session as the agent behaves today")
+    r.add_argument("tape", type=Path)
+    r.add_argument("--mode", choices=["replay", "fill", "record"], default="replay")
+    r.add_argument("--delay", type=float, default=0.0, help="seconds to wait after each call (to watch it live)")
+    a = ap.parse_args(argv)
+    if a.cmd == "regenerate":
+        for p in regenerate(a.dir):
+            print(p)
+        return 0
+    return replay(a.tape, a.mode, a.delay)
+
+
+def _iter_sessions() -> Iterator[str]:
+    yield from SESSIONS
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,452 @@
+"""Tape files on disk: JSONL v1, appended under a lock, read into a lazy index.
+
+Writers: every record is one ``write`` on an ``O_APPEND`` descriptor while holding an
+exclusive ``flock``, so concurrent appenders never interleave. Before writing, the
+writer checks (under the lock) that the file ends with a newline; bytes after the last
+newline can only be a crashed writer's torn line (a live writer's line is complete
+before it unlocks), so they are moved to ``<tape>.torn`` and cut off.
+
+Readers: :func:`read_index` scans a tape once, in chunks, keeping per call only what
+replay needs (seq, tool, key, fingerprint, duration, expiry, where the line is). The
+arguments and result of a call are decoded when they are asked for.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import tempfile
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tapetui.errors import TapeError
+from tapetui.fingerprint import ToolManifest
+
+__all__ = ["Appender", "CallRecord", "TapeIndex", "TornTail", "atomic_write", "call_line", "dump_line",
+           "read_index", "torn_path"]
+
+FORMAT_VERSION = 1
+_CHUNK = 16 * 1024 * 1024
+
+
+def torn_path(path: Path) -> Path:
+    """Where torn bytes cut from ``path`` are kept for forensics."""
+    return path.with_name(path.name + ".torn")
+
+
+def dump_line(record: dict[str, Any]) -> bytes:
+    """One JSONL line. Raises TypeError for values JSON cannot hold."""
+    return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+
+
+def call_line(
+    *, seq: int, tool: str, key: str, fingerprint: str, side_effect: bool, ms: float,
+    expires_at: str | None, recorded_at: str, args: Any, result: Any = None, error: dict[str, Any] | None = None,
+    requested_tool: str | None = None, extra: dict[str, Any] | None = None,
+) -> bytes:
+    """Serialise a call record. The leading fields keep a fixed order: the index reads them without a parse."""
+    rec: dict[str, Any] = {
+        "type": "call", "seq": seq, "tool": tool, "key": key, "fingerprint": fingerprint,
+        "side_effect": side_effect, "ms": ms, "expires_at": expires_at, "recorded_at": recorded_at, "args": args,
+    }
+    if error is not None:
+        rec["error"] = error
+    else:
+        rec["result"] = result
+    if requested_tool is not None:
+        rec["requested_tool"] = requested_tool
+    if extra:
+        for k, v in extra.items():
+            rec.setdefault(k, v)
+    return dump_line(rec)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data``: temp file in the same folder, fsync, rename, fsync the folder."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        try:
+            mode = path.stat().st_mode & 0o7777
+        except FileNotFoundError:
+            mode = 0o666 & ~_umask()
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    fsync_dir(path.parent)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def fsync_dir(folder: Path) -> None:
+    dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+class Appender:
+    """An append-only writer for one JSONL file, safe across threads and processes."""
+
+    def __init__(self, path: Path, *, fsync: bool = False) -> None:
+        self.path = Path(path)
+        self.fsync = fsync
+        self.healed: list[int] = []  # offsets where torn tails were cut, for reporting
+        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+
+    def append(self, data: bytes) -> None:
+        """Append complete lines (``data`` ends with a newline) as one write under the lock."""
+        fd = self._fd
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            self._heal(fd)
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            if self.fsync:
+                os.fsync(fd)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _heal(self, fd: int) -> None:
+        size = os.fstat(fd).st_size
+        if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+            return
+        cut = _last_newline(fd, size) + 1
+        torn = os.pread(fd, size - cut, cut)
+        with open(torn_path(self.path), "ab") as fh:
+            fh.write(torn + b"\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.ftruncate(fd, cut)
+        self.healed.append(cut)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> Appender:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _last_newline(fd: int, size: int) -> int:
+    pos = size
+    while pos > 0:
+        start = max(0, pos - 65536)
+        block = os.pread(fd, pos - start, start)
+        i = block.rfind(b"\n")
+        if i >= 0:
+            return start + i
+        pos = start
+    return -1
+
+
+@dataclass(frozen=True, slots=True)
+class TornTail:
+    """An incomplete last line: where it starts and how many bytes it has."""
+
+    line: int
+    offset: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """One decoded call line."""
+
+    seq: int
+    tool: str
+    key: str
+    args: Any
+    result: Any
+    error: dict[str, Any] | None
+    ms: float
+    side_effect: bool
+    fingerprint: str
+    recorded_at: str | None
+    expires_at: str | None
+    requested_tool: str | None
+    line: int
+    raw: dict[str, Any] = field(repr=False)
+
+    @property
+    def executed_tool(self) -> str:
+        return self.tool
+
+    def as_record(self) -> dict[str, Any]:
+        """The line as it is on disk, unknown fields included."""
+        return self.raw
+
+
+# The fields call_line writes first, in this order. Lines that do not match (hand
+# written, escaped names, older writers) take the slow path: a full parse.
+_FAST = re.compile(
+    rb'\{"type":"call","seq":(\d+),"tool":"([^"\\\n]*)","key":"([^"\\\n]*)","fingerprint":"([^"\\\n]*)",'
+    rb'"side_effect":(true|false),"ms":(-?[0-9.eE+-]+),"expires_at":(null|"[^"\\\n]*"),[^\n]*\}\n'
+)
+
+
+class TapeIndex:
+    """What one scan of a tape knows: header, manifests, and per call the fields replay needs."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.header: dict[str, Any] | None = None
+        self.manifests: dict[str, ToolManifest] = {}
+        self.manifest_lines: dict[str, bytes] = {}
+        self.seqs = array("q")
+        self.offsets = array("q")
+        self.lengths = array("l")
+        self.lines = array("l")
+        self.ms = array("d")
+        self.side_effects = bytearray()
+        self.tools: list[str] = []
+        self.keys: list[str] = []
+        self.fingerprints: list[str] = []
+        self.expires: dict[int, str] = {}  # call index → expires_at, only for time-sensitive calls
+        self.key_first: dict[str, int] = {}
+        self.key_next = array("l")
+        self.torn: TornTail | None = None
+        self.unknown_lines = 0
+        self.size = 0
+        self._seq_map: dict[int, int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+    # ---- lookups -----------------------------------------------------------------
+    def at_seq(self, seq: int) -> int | None:
+        """Index of the first call recorded at ``seq``, or None."""
+        i = seq - 1
+        if 0 <= i < len(self.seqs) and self.seqs[i] == seq:
+            return i
+        if self._seq_map is None:
+            m: dict[int, int] = {}
+            for idx, s in enumerate(self.seqs):
+                m.setdefault(s, idx)
+            self._seq_map = m
+        return self._seq_map.get(seq)
+
+    def indices_of_key(self, key: str) -> Iterator[int]:
+        i = self.key_first.get(key, -1)
+        while i >= 0:
+            yield i
+            i = self.key_next[i]
+
+    def raw_line(self, i: int) -> bytes:
+        with open(self.path, "rb") as fh:
+            fh.seek(self.offsets[i])
+            return fh.read(self.lengths[i])
+
+    def record(self, i: int, fh: Any = None) -> CallRecord:
+        """Decode call ``i`` fully (arguments, result, unknown fields)."""
+        if fh is None:
+            data = self.raw_line(i)
+        else:
+            data = os.pread(fh, self.lengths[i], self.offsets[i]) if isinstance(fh, int) else _read_at(fh, self.offsets[i], self.lengths[i])
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError as e:
+            raise TapeError(f"{self.path}:{self.lines[i]}: invalid JSON: {e}") from None
+        return _call_from_obj(obj, self.path, self.lines[i])
+
+    def records(self) -> Iterator[CallRecord]:
+        """Every call, decoded, in file order."""
+        with open(self.path, "rb") as fh:
+            for i in range(len(self)):
+                yield self.record(i, fh)
+
+    # ---- building ----------------------------------------------------------------
+    def _add(self, seq: int, tool: str, key: str, fp: str, se: bool, ms: float, expires: str | None,
+             offset: int, length: int, line: int) -> None:
+        i = len(self.seqs)
+        self.seqs.append(seq)
+        self.tools.append(tool)
+        self.keys.append(key)
+        self.fingerprints.append(fp)
+        self.side_effects.append(se)
+        self.ms.append(ms)
+        if expires is not None:
+            self.expires[i] = expires
+        self.offsets.append(offset)
+        self.lengths.append(length)
+        self.lines.append(line)
+        self.key_next.append(-1)
+        prev = self.key_first.get(key)
+        if prev is None:
+            self.key_first[key] = i
+        else:
+            while self.key_next[prev] >= 0:
+                prev = self.key_next[prev]
+            self.key_next[prev] = i
+
+
+def _read_at(fh: Any, offset: int, length: int) -> bytes:
+    fh.seek(offset)
+    return fh.read(length)
+
+
+def _call_from_obj(obj: Any, path: Path, line: int) -> CallRecord:
+    if not isinstance(obj, dict):
+        raise TapeError(f"{path}:{line}: a call line must be a JSON object")
+    seq, tool = obj.get("seq"), obj.get("tool")
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
+        raise TapeError(f"{path}:{line}: call has no valid 'seq' (a positive integer), got {seq!r}")
+    if not isinstance(tool, str) or not tool:
+        raise TapeError(f"{path}:{line}: call has no valid 'tool' (a non-empty string)")
+    key = obj.get("key")
+    if key is None:
+        from tapetui.canon import call_key
+
+        key = call_key(tool, obj.get("args") or {})
+    elif not isinstance(key, str):
+        raise TapeError(f"{path}:{line}: call 'key' must be a string")
+    err = obj.get("error")
+    if err is not None and not isinstance(err, dict):
+        raise TapeError(f"{path}:{line}: call 'error' must be an object with 'type' and 'message'")
+    ms = obj.get("ms", 0)
+    exp = obj.get("expires_at")
+    return CallRecord(
+        seq=seq, tool=tool, key=key, args=obj.get("args"), result=obj.get("result"), error=err,
+        ms=float(ms) if isinstance(ms, (int, float)) and not isinstance(ms, bool) else 0.0,
+        side_effect=bool(obj.get("side_effect", False)), fingerprint=str(obj.get("fingerprint") or ""),
+        recorded_at=obj.get("recorded_at") if isinstance(obj.get("recorded_at"), str) else None,
+        expires_at=exp if isinstance(exp, str) else None,
+        requested_tool=obj.get("requested_tool") if isinstance(obj.get("requested_tool"), str) else None,
+        line=line, raw=obj,
+    )
+
+
+def read_index(path: Path | str, *, validate: bool = False) -> TapeIndex:
+    """Scan a tape once and index it.
+
+    Args:
+        path: the tape.
+        validate: parse every line fully (``check`` does); by default lines in the
+            writer's own layout are indexed without a parse and decoded on use.
+
+    Raises:
+        TapeError: the file cannot be read, or a line (other than a torn last line)
+            is malformed; the message names the file, the line and the problem.
+    """
+    path = Path(path)
+    idx = TapeIndex(path)
+    try:
+        fh = open(path, "rb")
+    except OSError as e:
+        raise TapeError(f"{path}: cannot read tape: {e.strerror or e}") from None
+    with fh:
+        base = 0
+        line_no = 0
+        carry = b""
+        while True:
+            chunk = fh.read(_CHUNK)
+            if not chunk:
+                break
+            buf = carry + chunk if carry else chunk
+            end = buf.rfind(b"\n") + 1
+            if end == 0:
+                carry = buf
+                continue
+            line_no = _scan(idx, buf, end, base, line_no, validate)
+            base += end
+            carry = buf[end:]
+        idx.size = base + len(carry)
+        if carry:
+            if carry.strip():
+                idx.torn = TornTail(line_no + 1, base, len(carry))
+            else:
+                idx.size = base + len(carry)
+    return idx
+
+
+def _scan(idx: TapeIndex, buf: bytes, end: int, base: int, line_no: int, validate: bool) -> int:
+    pos = 0
+    if not validate:
+        for m in _FAST.finditer(buf, 0, end):
+            start = m.start()
+            if start != pos:
+                line_no = _slow(idx, buf, pos, start, base, line_no)
+            line_no += 1
+            seq_b, tool_b, key_b, fp_b, se_b, ms_b, exp_b = m.groups()
+            stop = m.end()
+            try:
+                ms = float(ms_b)
+            except ValueError:
+                line_no = _slow(idx, buf, start, stop, base, line_no - 1)
+                pos = stop
+                continue
+            idx._add(int(seq_b), tool_b.decode(), key_b.decode(), fp_b.decode(), se_b == b"true", ms,
+                     None if exp_b == b"null" else exp_b[1:-1].decode(), base + start, stop - start, line_no)
+            pos = stop
+    if pos < end:
+        line_no = _slow(idx, buf, pos, end, base, line_no)
+    return line_no
+
+
+def _slow(idx: TapeIndex, buf: bytes, start: int, stop: int, base: int, line_no: int) -> int:
+    """Parse whole lines in ``buf[start:stop]`` with a full JSON decode."""
+    pos = start
+    while pos < stop:
+        nl = buf.index(b"\n", pos, stop)
+        line_no += 1
+        raw = buf[pos:nl]
+        if raw.strip():
+            _parse_line(idx, raw, base + pos, nl + 1 - pos, line_no)
+        pos = nl + 1
+    return line_no
+
+
+def _parse_line(idx: TapeIndex, raw: bytes, offset: int, length: int, line_no: int) -> None:
+    path = idx.path
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        raise TapeError(f"{path}:{line_no}: invalid JSON: {e}") from None
+    if not isinstance(obj, dict):
+        raise TapeError(f"{path}:{line_no}: expected a JSON object, got {type(obj).__name__}")
+    kind = obj.get("type")
+    if kind == "call" or (kind is None and "seq" in obj and "tool" in obj):
+        rec = _call_from_obj(obj, path, line_no)
+        idx._add(rec.seq, rec.tool, rec.key, rec.fingerprint, rec.side_effect, rec.ms, rec.expires_at,
+                 offset, length, line_no)
+    elif kind == "tool":
+        name = obj.get("name")
+        if not isinstance(name, str) or not name:
+            raise TapeError(f"{path}:{line_no}: tool manifest has no 'name'")
+        idx.manifests[name] = ToolManifest.from_record(obj)
+        idx.manifest_lines[name] = raw + b"\n"
+    elif kind == "session":
+        if idx.header is None:
+            idx.header = obj
+    elif kind is None:
+        raise TapeError(f"{path}:{line_no}: line has no 'type' and is not a call (needs 'seq' and 'tool')")
+    elif isinstance(kind, str):
+        idx.unknown_lines += 1  # a line kind from a newer format: kept on disk, ignored here
+    else:
+        raise TapeError(f"{path}:{line_no}: 'type' must be a string, got {type(kind).__name__}")

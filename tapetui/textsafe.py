@@ -1,0 +1,37 @@
+"""Text from tapes shown safely: terminal control bytes are escaped, never sent raw.
+
+A tape may hold anything a tool returned: ANSI CSI/OSC sequences (clear screen, set
+the title, write the clipboard with OSC 52), C1 controls, bidi overrides that reorder
+what a reviewer reads. Everything here turns them into visible escapes.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["safe_json_text", "safe_text"]
+
+# C0 controls but tab and newline, DEL, C1 controls, bidi embeddings/overrides/isolates,
+# zero-width and line/paragraph separators.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]")
+_UNSAFE_ALL = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]")
+
+
+def _escape(m: re.Match[str]) -> str:
+    c = ord(m.group())
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def safe_text(text: str, *, newlines: bool = True) -> str:
+    """``text`` with every control and bidi character written as an escape (``\\x1b``).
+
+    Args:
+        newlines: keep newlines and tabs as they are (multi-line display); when False
+            they are escaped too (one-line display).
+    """
+    return (_UNSAFE if newlines else _UNSAFE_ALL).sub(_escape, text)
+
+
+def safe_json_text(text: str) -> str:
+    """JSON text with the characters JSON allows raw but terminals act on escaped as ``\\uXXXX``."""
+    return _UNSAFE_ALL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
