@@ -12,9 +12,9 @@ from tapetui.registry import Tool, ToolRegistry
 from tapetui.tape import MODES, Tape
 
 __all__ = [
-    "MODES",
     "Config",
     "ConfigError",
+    "MODES",
     "Redactor",
     "Tape",
     "TapeDrift",

@@ -32,6 +32,10 @@ def safe_text(text: str, *, newlines: bool = True) -> str:
     return (_UNSAFE if newlines else _UNSAFE_ALL).sub(_escape, text)
 
 
+_UNSAFE_IN_JSON = re.compile("[\x7f-\x9f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]")
+
+
 def safe_json_text(text: str) -> str:
-    """JSON text with the characters JSON allows raw but terminals act on escaped as ``\\uXXXX``."""
-    return _UNSAFE_ALL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    """JSON text (whose C0 controls are escaped already) with the characters JSON allows raw but
+    terminals act on — C1 controls, bidi overrides — escaped as ``\\uXXXX``; still valid JSON."""
+    return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)

@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tapetui import Config, ToolRegistry
+from tapetui.config import ToolPolicy
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Calls:
+    """Counts how often each live tool really ran."""
+
+    def __init__(self) -> None:
+        self.n: dict[str, int] = {}
+
+    def hit(self, name: str) -> None:
+        self.n[name] = self.n.get(name, 0) + 1
+
+
+@pytest.fixture
+def calls() -> Calls:
+    return Calls()
+
+
+@pytest.fixture
+def registry(calls: Calls, tmp_path: Path) -> ToolRegistry:
+    reg = ToolRegistry()
+
+    @reg.tool(schema={"type": "object", "properties": {"text": {"type": "string"}}}, version="1.0")
+    def summarize(text: str, max_words: int = 120) -> dict[str, Any]:
+        calls.hit("summarize")
+        return {"summary": " ".join(text.split()[:max_words])}
+
+    @reg.tool(schema={"type": "object"}, version="1.0")
+    def search(query: str) -> list[str]:
+        calls.hit("search")
+        return [f"hit for {query}"]
+
+    @reg.tool(schema={"type": "object"}, version="1.0", side_effect=True)
+    def send_email(to: str, body: str) -> dict[str, Any]:
+        calls.hit("send_email")
+        with (tmp_path / "outbox.txt").open("a") as fh:
+            fh.write(f"{to}: {body}\n")
+        return {"sent": True}
+
+    @reg.tool(schema={"type": "object"}, version="1.0", ttl=60)
+    def quote(symbol: str) -> dict[str, Any]:
+        calls.hit("quote")
+        return {"symbol": symbol, "price": 1.5}
+
+    @reg.tool(schema={"type": "object"}, version="1.0")
+    def flaky(n: int) -> int:
+        calls.hit("flaky")
+        raise ValueError(f"upstream said no to {n}")
+
+    return reg
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Config:
+    return Config.for_dir(tmp_path)
+
+
+@pytest.fixture
+def sample_dir(tmp_path: Path) -> Path:
+    """A writable copy of the repository's sample tapes and a tapes.toml pointing at it."""
+    d = tmp_path / "proj"
+    shutil.copytree(ROOT / "sample_tapes", d / "sample_tapes")
+    shutil.copy(ROOT / "tapes.toml", d / "tapes.toml")
+    return d
+
+
+def policy(**kw: Any) -> ToolPolicy:
+    return ToolPolicy(**kw)

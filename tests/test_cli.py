@@ -1,0 +1,102 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tapetui.store import candidate_path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tapetui", *args], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, stdin=subprocess.DEVNULL)
+
+
+def test_check_readable_output_and_exit_codes(sample_dir: Path) -> None:
+    r = run(sample_dir, "check")
+    assert r.returncode == 1
+    assert "summarize  step 3  args.max_words  120 → 80" in r.stdout
+    assert "[CONTRACT] schema.properties.max_words.maximum  500 → 200" in r.stdout
+    assert "fetch_doc  step 2  miss" in r.stdout
+    assert "\x1b[" not in r.stdout  # not a TTY: no colour
+    assert "Traceback" not in r.stderr
+
+
+def test_check_json(sample_dir: Path) -> None:
+    r = run(sample_dir, "check", "--json")
+    doc = orjson.loads(r.stdout)
+    assert r.returncode == 1 and doc["ok"] is False and doc["sessions"] == 6
+    failing = {rep["session"] for rep in doc["reports"] if not rep["ok"]}
+    assert failing == {"drift_summarize", "contract_change", "miss_extra_doc", "stale_quote"}
+
+
+def test_review_workflow_accept_needs_why(sample_dir: Path) -> None:
+    r = run(sample_dir, "accept", "drift_summarize")
+    assert r.returncode == 2 and "needs a rationale" in r.stderr
+    assert candidate_path(sample_dir / "sample_tapes/drift_summarize.jsonl").exists()
+    r = run(sample_dir, "accept", "drift_summarize", "--why", "shorter summaries are intended")
+    assert r.returncode == 0, r.stderr
+    assert "shorter summaries are intended" in (sample_dir / "sample_tapes/CHANGELOG.md").read_text()
+    r = run(sample_dir, "pending", "--json")
+    assert [p["session"] for p in orjson.loads(r.stdout)] == ["contract_change"]
+    assert run(sample_dir, "reject", "contract_change", "--why", "not yet").returncode == 0
+    assert run(sample_dir, "expire", "stale_quote", "--all-time-sensitive").returncode == 0
+    assert run(sample_dir, "rerecord", "clean", "--step", "4").returncode == 2  # side effect, no --yes
+    assert run(sample_dir, "rerecord", "clean", "--step", "4", "--yes",
+               env={"TAPETUI_SAMPLE_REPORTS": str(sample_dir / "out")}).returncode == 0
+    assert (sample_dir / "out" / "report.md").exists()
+
+
+def test_bad_input_is_one_line_with_file_and_line(sample_dir: Path) -> None:
+    bad = sample_dir / "sample_tapes" / "broken.jsonl"
+    bad.write_text('{"type":"session","v":1}\n{"type":"call", nope}\n{"type":"call"}\n')
+    r = run(sample_dir, "check")
+    assert r.returncode == 2
+    assert "broken.jsonl:2: invalid JSON" in r.stderr and "Traceback" not in r.stderr
+    (sample_dir / "tapes.toml").write_text("[tapes]\ndirr = 'x'\n")
+    r = run(sample_dir, "check")
+    assert r.returncode == 2 and "unknown key 'tapes.dirr'" in r.stderr and "tapes.toml" in r.stderr
+
+
+def test_usage_errors_exit_2(sample_dir: Path) -> None:
+    assert run(sample_dir, "check", "/no/such/dir").returncode == 2
+    assert run(sample_dir, "expire", "clean").returncode == 2
+    assert run(sample_dir, "diff", "nope").returncode == 2
+    r = run(sample_dir)  # the app without a terminal
+    assert r.returncode == 2 and "no terminal" in r.stderr
+
+
+def test_diff_and_stats(sample_dir: Path) -> None:
+    r = run(sample_dir, "diff", "drift_summarize", "--json")
+    doc = orjson.loads(r.stdout)
+    assert r.returncode == 1 and doc["steps"][0]["arg_changes"] == [
+        {"path": "max_words", "kind": "changed", "old": 120, "new": 80}]
+    r = run(sample_dir, "diff", "clean")  # no candidate: the run log
+    assert r.returncode == 0 and "no differences" in r.stdout
+    r = run(sample_dir, "stats", "--json")
+    assert orjson.loads(r.stdout)["stale_quote"]["time_sensitive"] == 1
+
+
+def test_cli_output_escapes_terminal_sequences(sample_dir: Path) -> None:
+    g = sample_dir / "sample_tapes" / "drift_summarize.jsonl"
+    cand = candidate_path(g)
+    evil = "\x1b]52;c;cGF3bmVk\x07\x1b[2J[bold red]x[/]\u202e"
+    cand.write_text(cand.read_text().replace('"max_words":80', '"max_words":' + orjson.dumps(evil).decode()))
+    r = run(sample_dir, "diff", "drift_summarize")
+    assert "\x1b" not in r.stdout and "\x07" not in r.stdout and "\u202e" not in r.stdout
+    assert "\\u001b]52;c;cGF" in r.stdout and "\\u202e" in r.stdout
+    r = run(sample_dir, "diff", "drift_summarize", "--json")
+    assert "\x1b" not in r.stdout and "\u202e" not in r.stdout
+    assert evil in orjson.loads(r.stdout)["steps"][0]["arg_changes"][0]["new"]
+
+
+@pytest.mark.parametrize("var", ["NO_COLOR"])
+def test_no_color_respected(sample_dir: Path, var: str) -> None:
+    r = run(sample_dir, "check", env={var: "1"})
+    assert "\x1b[" not in r.stdout

@@ -1,0 +1,209 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tapetui import TapeError, load_config
+from tapetui.golden import accept, check, compare, expire, recover, reject, rerecord, restore
+from tapetui.store import candidate_path
+from tapetui.tapefile import read_index
+
+
+def calls_of(path: Path) -> list[dict]:
+    return [r for r in map(orjson.loads, path.read_bytes().splitlines()) if r.get("type") == "call"]
+
+
+def test_compare_drift_candidate(sample_dir: Path) -> None:
+    cfg = load_config(sample_dir / "tapes.toml")
+    g = cfg.tapes_dir / "drift_summarize.jsonl"
+    cmp = compare(g, candidate_path(g), cfg)
+    assert cmp.edit_distance == 0 and not cmp.contracts
+    step3 = [s for s in cmp.changed_steps if s.seq == 3][0]
+    assert step3.kind == "changed" and step3.tool == "summarize"
+    assert [(c.path, c.old, c.new) for c in step3.arg_changes] == [("max_words", 120, 80)]
+    assert "summarize  step 3  args.max_words  120 → 80" in cmp.lines()
+
+
+def test_compare_explains_contract_change(sample_dir: Path) -> None:
+    cfg = load_config(sample_dir / "tapes.toml")
+    g = cfg.tapes_dir / "contract_change.jsonl"
+    cmp = compare(g, candidate_path(g), cfg)
+    old, new, why = cmp.contracts["summarize"]
+    assert old != new
+    assert "version: 1.0.0 → 1.1.0" in why
+    assert "schema.properties.max_words.maximum  500 → 200" in why
+
+
+def test_alignment_names_inserted_and_skipped_steps(tmp_path: Path, sample_dir: Path) -> None:
+    cfg = load_config(sample_dir / "tapes.toml")
+    g = cfg.tapes_dir / "clean.jsonl"
+    lines = g.read_bytes().splitlines(keepends=True)
+    calls = [i for i, ln in enumerate(lines) if b'"type":"call"' in ln]
+    # Insert a copy of step 1 after it, drop step 3: steps 2 and 4 must still line up.
+    extra = lines[calls[0]].replace(b'"seq":1', b'"seq":2').replace(b'"doc_id":"handbook"', b'"doc_id":"appendix"')
+    other = lines[: calls[1]] + [extra] + [lines[calls[1]]] + [lines[calls[3]]]
+    o = tmp_path / "other.jsonl"
+    o.write_bytes(b"".join(other))
+    cmp = compare(g, o, cfg)
+    kinds = [(s.kind, s.tool) for s in cmp.steps]
+    assert ("added", "fetch_doc") in kinds and ("skipped", "summarize") in kinds
+    assert [s.kind for s in cmp.steps if s.tool in ("search_index", "write_report")] == ["same", "same"]
+    assert cmp.edit_distance == 2
+
+
+def test_ignore_rules_hide_volatile_paths(tmp_path: Path, sample_dir: Path) -> None:
+    cfg = load_config(sample_dir / "tapes.toml")
+    g = cfg.tapes_dir / "clean.jsonl"
+    text = g.read_text().replace('"doc_id":"handbook","title"', '"doc_id":"handbook","request_id":"r-2","title"')
+    o = tmp_path / "o.jsonl"
+    o.write_text(text)
+    assert compare(g, o, cfg).clean
+
+
+def test_sample_drift_fails_check_until_accepted(sample_dir: Path) -> None:
+    cfg = load_config(sample_dir / "tapes.toml")
+    g = cfg.tapes_dir / "drift_summarize.jsonl"
+    rep = {r.session: r for r in check(cfg.tapes_dir, cfg)}
+    assert not rep["drift_summarize"].ok and rep["clean"].ok
+    with pytest.raises(TapeError, match="needs a rationale"):
+        accept(cfg, g, "  ")
+    assert candidate_path(g).exists()
+    entry = accept(cfg, g, "max_words lowered to 80 on purpose: shorter reports")
+    assert not candidate_path(g).exists()
+    assert [c["args"]["max_words"] for c in calls_of(g) if c["tool"] == "summarize"] == [80]
+    log = cfg.changelog.read_text()
+    assert entry.id in log and "shorter reports" in log and "args.max_words  120 → 80" in log
+    # The old run log still shows the drift: replaying against the new golden clears it.
+    from tapetui.sample_agent import replay
+
+    assert replay(g) == 0
+    rep = {r.session: r for r in check(cfg.tapes_dir, cfg)}
+    assert rep["drift_summarize"].ok
+
+
+def test_accept_single_aligned_step(sample_dir: Path) -> None:
+    cfg = load_config(sample_dir / "tapes.toml")
+    g = cfg.tapes_dir / "drift_summarize.jsonl"
+    accept(cfg, g, "take the new summarize only", steps=[3])
+    summ, report = calls_of(g)[2], calls_of(g)[3]
+    assert summ["args"]["max_words"] == 80 and summ["seq"] == 3
+    assert "760" in str(report["result"])  # step 4 untouched
+    assert candidate_path(g).exists()  # step 4 still differs
+    with pytest.raises(TapeError, match="step 9 does not line up"):
+        accept(cfg, g, "x", steps=[9])
+
+
+def test_reject_and_expire(sample_dir: Path) -> None:
+    cfg = load_config(sample_dir / "tapes.toml")
+    g = cfg.tapes_dir / "drift_summarize.jsonl"
+    before = g.read_bytes()
+    reject(cfg, g)
+    assert not candidate_path(g).exists() and g.read_bytes() == before
+    assert not cfg.changelog.exists()
+    s = cfg.tapes_dir / "stale_quote.jsonl"
+    expire(cfg, s, all_time_sensitive=True, why="prices moved")
+    q = [c for c in calls_of(s) if c["tool"] == "quote_price"][0]
+    assert q["expires_at"] != "2026-01-09T10:00:04Z"
+    assert "prices moved" in cfg.changelog.read_text() and "expire" in cfg.changelog.read_text()
+    with pytest.raises(TapeError, match="no time-sensitive"):
+        expire(cfg, g, all_time_sensitive=True)
+    expire(cfg, g, [2])
+    assert calls_of(g)[1]["expires_at"] is not None
+
+
+def test_expired_entry_is_rerecorded_by_fill(sample_dir: Path) -> None:
+    cfg = load_config(sample_dir / "tapes.toml")
+    s = cfg.tapes_dir / "stale_quote.jsonl"
+    expire(cfg, s, [4])
+    from tapetui.sample_agent import replay
+
+    assert replay(s, "fill") == 0
+    cand = calls_of(candidate_path(s))
+    assert cand[3]["tool"] == "quote_price" and cand[3]["expires_at"] > cand[3]["recorded_at"]
+
+
+def test_rerecord_runs_live_tool_and_makes_a_candidate(sample_dir: Path) -> None:
+    cfg = load_config(sample_dir / "tapes.toml")
+    g = cfg.tapes_dir / "clean.jsonl"
+    before = g.read_bytes()
+    with pytest.raises(TapeError, match="side effects.*--yes"):
+        rerecord(cfg, g, 4)
+    cand = rerecord(cfg, g, 2)
+    assert g.read_bytes() == before and cand.exists()
+    assert calls_of(cand)[1].get("rerecorded") is True
+    assert compare(g, cand, cfg).clean  # same tool, same result: nothing to review but the candidate
+    with pytest.raises(TapeError, match="no step 99"):
+        rerecord(cfg, g, 99)
+
+
+def test_restore_writes_an_undo_entry(sample_dir: Path) -> None:
+    cfg = load_config(sample_dir / "tapes.toml")
+    g = cfg.tapes_dir / "drift_summarize.jsonl"
+    before, cand = g.read_bytes(), candidate_path(g).read_bytes()
+    accept(cfg, g, "try it")
+    restore(cfg, g, before, "undo: not yet", candidate=cand)
+    assert g.read_bytes() == before and candidate_path(g).read_bytes() == cand
+    assert "undo" in cfg.changelog.read_text()
+
+
+CHILD = r"""
+import os, sys
+import tapetui.golden as g
+from tapetui import load_config
+point, when = sys.argv[1], sys.argv[2]
+def wrap(owner, name):
+    orig = getattr(owner, name)
+    def f(*a, **k):
+        if when == "before":
+            os.kill(os.getpid(), 9)
+        r = orig(*a, **k)
+        if when == "after":
+            os.kill(os.getpid(), 9)
+        return r
+    setattr(owner, name, f)
+owners = {"journal": (g, "atomic_write"), "changelog": (g, "append_entry"), "rename": (g.os, "replace"),
+          "unlink": (g, "candidate_path")}
+if point == "tmp":
+    import builtins
+    real_open = builtins.open
+    def o(path, mode="r", *a, **k):
+        fh = real_open(path, mode, *a, **k)
+        if str(path).endswith(".next") and "w" in mode:
+            fh.write(b"partial")
+            fh.flush()
+            os.kill(os.getpid(), 9)
+        return fh
+    g.open = o
+else:
+    wrap(*owners[point])
+cfg = load_config(sys.argv[3])
+g.accept(cfg, cfg.tapes_dir / "drift_summarize.jsonl", "killed mid-way")
+"""
+
+
+@pytest.mark.parametrize("point,when", [("tmp", "during"), ("journal", "before"), ("journal", "after"),
+                                        ("changelog", "before"), ("changelog", "after"), ("rename", "before"),
+                                        ("rename", "after"), ("unlink", "before")])
+def test_killed_accept_never_leaves_a_golden_without_its_entry(sample_dir: Path, point: str, when: str) -> None:
+    cfg = load_config(sample_dir / "tapes.toml")
+    g = cfg.tapes_dir / "drift_summarize.jsonl"
+    old, new = g.read_bytes(), candidate_path(g).read_bytes()
+    r = subprocess.run([sys.executable, "-c", CHILD, point, when, str(sample_dir / "tapes.toml")],
+                       capture_output=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)})
+    assert r.returncode == -9, r.stderr.decode()
+    recover(cfg)  # what every command does first
+    logged = cfg.changelog.exists() and "killed mid-way" in cfg.changelog.read_text()
+    now = g.read_bytes()
+    assert now in (old, new)
+    assert (now == new) == logged, (point, when, logged)
+    if now == new:
+        assert not candidate_path(g).exists()
+    else:
+        assert candidate_path(g).read_bytes() == new
+    assert not list(cfg.tapes_dir.glob(".*.next")) and not list(cfg.tapes_dir.glob("*.journal"))
+    read_index(g, validate=True)
