@@ -45,7 +45,7 @@ from tapetui.tape import iso, key_of, parse_iso, utcnow
 from tapetui.tapefile import CallRecord, TapeIndex, atomic_write, call_line, dump_line, fsync_dir, read_index
 
 __all__ = ["Comparison", "Finding", "SessionReport", "StepDiff", "accept", "check", "compare", "compare_run",
-           "expire", "pending", "recover", "rerecord", "reject", "restore"]
+           "expire", "pending", "recover", "rerecord", "reject", "restore", "restore_candidate"]
 
 
 # ---- loading ------------------------------------------------------------------------
@@ -288,7 +288,8 @@ def compare_run(golden: TapeIndex, events: list[dict[str, Any]], config: Config 
             detail = "; ".join(format_changes([Change(p, o, n) for p, o, n in ev.get("changes") or []], "args"))
             why = f" ({ev['reason']})" if ev.get("reason") else ""
             text = (f"{tool}  step {seq}  miss{why}: {ev.get('key')} not on tape"
-                    + (f"; nearest is step {near}: {detail}" if near else f"; no recorded {tool} call"))
+                    + ((f"; nearest is step {near}: {detail}" if detail else f"; recorded at step {near}")
+                       if near else f"; no recorded {tool} call"))
             out.append(Finding("miss", text, seq, tool, {"key": ev.get("key")}))
         elif kind == "fingerprint" and not ev.get("allowed"):
             out.append(Finding("fingerprint", f"{tool}  step {seq}  [CONTRACT] fingerprint {ev.get('recorded')} → "
@@ -607,6 +608,15 @@ def restore(config: Config, golden: Path, data: bytes, why: str, candidate: byte
     _commit(config, golden, data, entry)
     if candidate is not None:
         atomic_write(candidate_path(golden), candidate)
+    return entry
+
+
+def restore_candidate(config: Config, golden: Path, data: bytes, why: str) -> Entry:
+    """Put back a rejected candidate (undo of a reject), noted in the changelog."""
+    golden = Path(golden)
+    atomic_write(candidate_path(golden), data)
+    entry = _entry("undo", config, golden, [], ["restored the rejected candidate"], why)
+    append_entry(config.changelog, entry, config.redactor())
     return entry
 
 

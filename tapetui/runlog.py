@@ -19,7 +19,7 @@ import orjson
 
 from tapetui.tapefile import Appender, atomic_write, dump_line
 
-__all__ = ["EVENT_KINDS", "RunLog", "RunLogReader", "read_run_log"]
+__all__ = ["EVENT_KINDS", "RunLog", "RunLogReader", "RunSummary", "read_run_log"]
 
 EVENT_KINDS = ("start", "hit", "miss", "drift", "live", "stale", "fingerprint", "unused", "error", "end")
 
@@ -105,3 +105,72 @@ class RunLogReader:
 def read_run_log(path: Path) -> list[dict[str, Any]]:
     """Every complete event of a run log (an empty list when there is none)."""
     return RunLogReader(Path(path)).poll()[1]
+
+
+@dataclass
+class RunSummary:
+    """Counts of a run log and the status of each step it touched, kept up to date event by event."""
+
+    hits: int = 0
+    misses: int = 0
+    drift: int = 0
+    stale: int = 0
+    unused: int = 0
+    live: int = 0
+    invalid: int = 0
+    running: bool = False
+    ended: bool = False
+    status: dict[int, str] = field(default_factory=dict)  # recorded step → hit, drift, miss, stale, unused, contract
+    drift_events: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def add(self, ev: dict[str, Any]) -> None:
+        kind = ev.get("event")
+        step = ev.get("step", ev.get("seq"))
+        if kind == "start":
+            self.reset()  # a new run replaces the old one
+            self.running = True
+        elif kind == "hit":
+            self.hits += 1
+            if isinstance(step, int):
+                self.status.setdefault(step, "hit")
+        elif kind == "miss":
+            self.misses += 1
+            if isinstance(ev.get("nearest"), int):
+                self.status[ev["nearest"]] = "miss"
+        elif kind == "drift":
+            self.drift += 1
+            if isinstance(step, int):
+                self.status[step] = "drift"
+                self.drift_events[step] = ev
+        elif kind == "fingerprint" and not ev.get("allowed"):
+            self.drift += 1
+            if isinstance(step, int):
+                self.status[step] = "contract"
+                self.drift_events[step] = ev
+        elif kind == "stale":
+            self.stale += 1
+            if isinstance(step, int):
+                self.status[step] = "stale"
+        elif kind == "unused":
+            self.unused += 1
+            if isinstance(step, int):
+                self.status.setdefault(step, "unused")
+        elif kind in ("live", "record"):
+            self.live += 1
+        elif kind == "invalid":
+            self.invalid += 1
+        elif kind == "end":
+            self.running = False
+            self.ended = True
+
+    def reset(self) -> None:
+        fresh = RunSummary()
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(fresh, name))
+
+    @classmethod
+    def of(cls, events: list[dict[str, Any]]) -> RunSummary:
+        s = cls()
+        for ev in events:
+            s.add(ev)
+        return s

@@ -1,0 +1,653 @@
+"""The review app: a session tree, a detail pane with diffs, and a live run log."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Input, Log, Tree
+
+from tapetui import golden as review
+from tapetui.config import Config
+from tapetui.errors import TapeError
+from tapetui.runlog import RunLogReader
+from tapetui.store import candidate_path, golden_of, iter_goldens, runlog_path, session_name
+from tapetui.textsafe import safe_text
+from tapetui.tui.messages import FilesChanged, RunEvents, SummariesReady
+from tapetui.tui.model import Session
+from tapetui.tui.screens.confirm import ConfirmScreen
+from tapetui.tui.screens.help import HelpScreen
+from tapetui.tui.screens.rationale import RationaleScreen
+from tapetui.tui.widgets.detail import DetailView
+from tapetui.tui.widgets.session_tree import MoreRef, SessionTree, StepRef
+
+REVIEW_STATUSES = ("drift", "miss", "contract", "stale", "unused")
+
+
+class TapeApp(App[None]):
+    """``tapetui [DIR]``: browse tapes, watch replays, review drift, accept baselines."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "tapetui"
+    BINDINGS = [
+        Binding("q", "quit", "Quit"),
+        Binding("question_mark", "help", "Help"),
+        Binding("slash", "filter", "Filter"),
+        Binding("n", "next_review", "Next"),
+        Binding("N", "prev_review", "Prev", show=False),
+        Binding("s", "next_review", "Skip", show=False),
+        Binding("a", "accept", "Accept"),
+        Binding("A", "accept_all", "Accept all", show=False),
+        Binding("r", "reject", "Reject"),
+        Binding("R", "rerecord", "Re-record"),
+        Binding("x", "expire", "Expire"),
+        Binding("X", "expire_all", "Expire all", show=False),
+        Binding("p", "replay", "Replay"),
+        Binding("F", "follow", "Follow"),
+        Binding("t", "toggle_unified", "Unified", show=False),
+        Binding("right_square_bracket", "next_change", "Next change", show=False),
+        Binding("left_square_bracket", "prev_change", "Prev change", show=False),
+        Binding("space", "mark", "Mark", show=False),
+        Binding("u", "undo", "Undo"),
+        Binding("escape", "back", "Back", show=False),
+    ]
+
+    def __init__(self, config: Config, *, watch: bool = True) -> None:
+        super().__init__()
+        self.config = config
+        self.watch_files = watch
+        self.sessions: dict[Path, Session] = {}
+        self.order: list[Path] = []
+        self.filter_text = ""
+        self.follow = False
+        self.live_session: Path | None = None
+        self.undo_stack: list[tuple[str, Path, bytes | None, bytes | None]] = []
+        self.latencies: list[float] = []  # seconds from a run-log batch being read to it being on screen
+        self._stop = threading.Event()
+        self._readers: dict[Path, RunLogReader] = {}
+        self._detail_token = 0
+
+    # ---- layout -----------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Input(placeholder="filter: tool:NAME  status:drift|miss|stale|pending|error  or text — esc closes",
+                    id="filter")
+        with Horizontal(id="main"):
+            yield SessionTree(str(self.config.tapes_dir), id="tree")
+            with Vertical(id="right"):
+                yield DetailView(id="detail")
+                yield Log(id="live", max_lines=5000, auto_scroll=False)
+        yield Footer()
+
+    @property
+    def tree(self) -> SessionTree:
+        return self.query_one(SessionTree)
+
+    @property
+    def detail(self) -> DetailView:
+        return self.query_one(DetailView)
+
+    def on_mount(self) -> None:
+        try:
+            self.sub_title = str(self.config.tapes_dir.relative_to(self.config.root)) or "."
+        except ValueError:
+            self.sub_title = str(self.config.tapes_dir)
+        self.query_one("#filter", Input).display = False
+        self.query_one("#live", Log).border_title = "live run log (p starts a replay · F follows)"
+        try:
+            for note in review.recover(self.config):
+                self.notify(safe_text(note), severity="warning", markup=False)
+        except (TapeError, OSError) as e:
+            self.notify(safe_text(str(e)), severity="error", markup=False)
+        self.load_sessions()
+        self.tree.focus()
+        if self.tree.cursor_line < 0 and self.order:
+            self.tree.cursor_line = 0
+        self.background()
+
+    def on_unmount(self) -> None:
+        self._stop.set()
+
+    # ---- sessions ---------------------------------------------------------------
+    def load_sessions(self) -> None:
+        goldens = list(iter_goldens(self.config.tapes_dir))
+        keep = {}
+        for g in goldens:
+            keep[g] = self.sessions.get(g) or Session(g, session_name(g, self.config.tapes_dir))
+        self.sessions = keep
+        self.order = goldens
+        self.rebuild_tree()
+
+    def visible(self) -> list[Session]:
+        q = self.filter_text.strip().lower()
+        out = []
+        for g in self.order:
+            s = self.sessions[g]
+            if not q:
+                out.append(s)
+            elif q.startswith("status:"):
+                want = q[7:]
+                if want in s.statuses or (want == "error" and s.error):
+                    out.append(s)
+            elif q.startswith("tool:"):
+                try:
+                    if q[5:] in {t.lower() for t in s.index().tools}:
+                        out.append(s)
+                except TapeError:
+                    pass
+            elif q in s.name.lower():
+                out.append(s)
+        return out
+
+    def rebuild_tree(self) -> None:
+        self.tree.populate(self.config.tapes_dir, self.visible())
+
+    # ---- background: summaries, then watching ------------------------------------
+    @work(thread=True, exclusive=True, group="watch")
+    def background(self) -> None:
+        """Read every session's latest run log in batches, then watch the folder for changes.
+
+        This one thread owns the incremental run-log readers, so each byte is read once.
+        """
+        batch: dict[Path, Any] = {}
+        for g in list(self.order):
+            if self._stop.is_set():
+                return
+            batch[g] = self._poll(g)
+            if len(batch) >= 500:
+                self.post_message(SummariesReady(batch))
+                batch = {}
+        self.post_message(SummariesReady(batch))
+        if not self.watch_files:
+            return
+        from watchfiles import watch
+
+        for changes in watch(self.config.tapes_dir, stop_event=self._stop, debounce=25, step=10,
+                             rust_timeout=200, yield_on_timeout=False):
+            paths = frozenset(Path(p) for _, p in changes)
+            for p in paths:
+                g = golden_of(p)
+                if g is not None and p.name.endswith(".run.jsonl"):
+                    reset, events = self._poll(g)
+                    if events or reset:
+                        self.post_message(RunEvents(g, events, reset, time.monotonic()))
+            self.post_message(FilesChanged(paths))
+
+    def _poll(self, golden: Path) -> tuple[bool, list[dict[str, Any]]]:
+        reader = self._readers.get(golden)
+        if reader is None:
+            reader = self._readers[golden] = RunLogReader(runlog_path(golden))
+        return reader.poll()
+
+    def on_summaries_ready(self, msg: SummariesReady) -> None:
+        for g, (reset, events) in msg.summaries.items():
+            s = self.sessions.get(g)
+            if s is None:
+                continue
+            s.pending = candidate_path(g).exists()
+            for ev in events:
+                s.summary.add(ev)
+            s.loaded = True
+            self.tree.refresh_session(s)
+        self._refresh_selected()
+
+    def on_run_events(self, msg: RunEvents) -> None:
+        s = self.sessions.get(msg.golden)
+        if s is None:
+            return
+        if msg.reset:
+            s.summary.reset()
+        for ev in msg.events:
+            s.summary.add(ev)
+        self.tree.refresh_session(s)
+        log = self.query_one("#live", Log)
+        if self.live_session is None or self.live_session == msg.golden:
+            if msg.reset or any(e.get("event") == "start" for e in msg.events):
+                log.clear()
+                log.write_line(f"── {s.name} ──")
+            log.write_lines([_event_line(e) for e in msg.events])
+            if self.follow:
+                log.scroll_end(animate=False)
+                self._follow_step(s, msg.events)
+        self.latencies.append(time.monotonic() - msg.appended_at)
+
+    def on_files_changed(self, msg: FilesChanged) -> None:
+        # Run logs arrive as RunEvents (read incrementally); here only tapes and candidates matter.
+        goldens = {g for p in msg.paths if (g := golden_of(p)) is not None and not p.name.endswith(".run.jsonl")}
+        if not goldens:
+            return
+        structural = False
+        for g in goldens:
+            exists = g.exists() or candidate_path(g).exists()
+            s = self.sessions.get(g)
+            if s is None and exists:
+                structural = True
+            elif s is not None and not exists:
+                structural = True
+            elif s is not None:
+                s.pending = candidate_path(g).exists()
+                self.tree.refresh_session(s)
+        if structural:
+            self.load_sessions()
+        self._refresh_selected()
+
+    def _follow_step(self, s: Session, events: list[dict[str, Any]]) -> None:
+        node = self.tree.session_nodes.get(s.golden)
+        seqs = [e.get("step", e.get("seq")) for e in events if isinstance(e.get("seq"), int)]
+        if node is None or not seqs:
+            return
+        node.expand()
+        self.tree.build_steps(node)
+        for child in node.children:
+            if isinstance(child.data, StepRef) and child.data.seq == seqs[-1]:
+                self.tree.move_cursor(child)
+                break
+
+    # ---- detail -----------------------------------------------------------------
+    @on(Tree.NodeHighlighted)
+    def _highlighted(self, event: Tree.NodeHighlighted[Any]) -> None:
+        self.show_detail(event.node.data, with_log=True)
+        self.refresh_bindings()
+
+    @on(Tree.NodeSelected)
+    def _selected(self, event: Tree.NodeSelected[Any]) -> None:
+        data = event.node.data
+        if isinstance(data, MoreRef) and event.node.parent is not None:
+            self.tree.build_steps(event.node.parent, start=data.start)
+
+    def _refresh_selected(self) -> None:
+        node = self.tree.cursor_node
+        if node is not None:
+            self.show_detail(node.data)
+
+    def show_detail(self, data: Any, with_log: bool = False) -> None:
+        self._detail_token += 1
+        if isinstance(data, Session):
+            with_log = with_log and self.live_session != data.golden
+            self.live_session = data.golden
+            self._session_detail(data, self._detail_token, with_log)
+        elif isinstance(data, StepRef):
+            self.live_session = data.session.golden
+            self._step_detail(data, self._detail_token)
+
+    @work(thread=True, exclusive=True, group="detail")
+    def _session_detail(self, s: Session, token: int, with_log: bool) -> None:
+        try:
+            idx = s.index()
+            cmp = review.compare(s.golden, candidate_path(s.golden), self.config) \
+                if s.pending and s.golden.exists() else None
+            events = _events(s)
+            notes = [f.text for f in review.compare_run(idx, events, self.config)] if s.summary.ended else []
+            args = (s, idx.header, len(idx), cmp, notes)
+            if with_log:
+                self.call_from_thread(self._if_current, token, lambda: self._show_log(s, events))
+        except TapeError as e:
+            self.call_from_thread(self._if_current, token, lambda: self.detail.show_error(str(e)))
+            self.call_from_thread(self.tree.refresh_session, s)
+            return
+        self.call_from_thread(self._if_current, token, lambda: self.detail.show_session(*args))
+
+    @work(thread=True, exclusive=True, group="detail")
+    def _step_detail(self, ref: StepRef, token: int) -> None:
+        s = ref.session
+        try:
+            rec = s.index().record(ref.index)
+            sd = None
+            if s.pending and s.golden.exists():
+                cmp = review.compare(s.golden, candidate_path(s.golden), self.config)
+                sd = next((d for d in cmp.steps if d.old is not None and d.old.seq == ref.seq and d.differs), None)
+            ev = s.summary.drift_events.get(ref.seq)
+            contract = list(sd.fingerprint) if sd is not None and sd.fingerprint else []
+            if ev is not None and ev.get("event") == "fingerprint":
+                contract = [f"fingerprint {ev.get('recorded')} → {ev.get('live')}", *(ev.get("explanation") or [])]
+        except TapeError as e:
+            self.call_from_thread(self._if_current, token, lambda: self.detail.show_error(str(e)))
+            return
+        self.call_from_thread(self._if_current, token, lambda: self.detail.show_step(s, rec, sd, ev, contract))
+
+    def _show_log(self, s: Session, events: list[dict[str, Any]]) -> None:
+        """The selected session's latest run, in the live panel (new events keep arriving there)."""
+        log = self.query_one("#live", Log)
+        log.clear()
+        log.write_line(f"── {s.name} ──" + ("" if events else "  no run yet (p starts one)"))
+        log.write_lines([_event_line(e) for e in events])
+
+    def _if_current(self, token: int, fn: Callable[[], None]) -> None:
+        if token == self._detail_token:
+            fn()
+
+    # ---- what the cursor is on ---------------------------------------------------
+    def _cursor(self) -> tuple[Session | None, StepRef | None]:
+        node = self.tree.cursor_node
+        data = node.data if node is not None else None
+        if isinstance(data, StepRef):
+            return data.session, data
+        if isinstance(data, Session):
+            return data, None
+        return None, None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        s, step = self._cursor()
+        if action in ("accept", "reject"):
+            return True if s is not None and s.pending else None
+        if action in ("rerecord", "expire"):
+            return True if step is not None else None
+        if action in ("expire_all", "replay", "mark"):
+            return True if s is not None else None
+        if action == "undo":
+            return True if self.undo_stack else None
+        if action in ("toggle_unified", "next_change", "prev_change"):
+            return True if self.detail.diffs else None
+        return True
+
+    # ---- actions ----------------------------------------------------------------
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.display = True
+        box.focus()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.filter_text = event.value
+        self.rebuild_tree()
+
+    @on(Input.Submitted, "#filter")
+    def _filter_done(self, event: Input.Submitted) -> None:
+        self.tree.focus()
+
+    def action_back(self) -> None:
+        box = self.query_one("#filter", Input)
+        if box.has_focus or box.display:
+            box.display = False
+            self.tree.focus()
+            return
+        node = self.tree.cursor_node
+        if node is not None and isinstance(node.data, StepRef) and node.parent is not None:
+            self.tree.move_cursor(node.parent)
+            node.parent.collapse()
+        elif node is not None and node.is_expanded:
+            node.collapse()
+
+    def _review_nodes(self) -> list[Any]:
+        """Sessions and expanded steps that need review, in screen order."""
+        out = []
+        for s in self.visible():
+            node = self.tree.session_nodes.get(s.golden)
+            if node is None:
+                continue
+            if s.needs_review:
+                out.append(node)
+            if node.is_expanded:
+                out += [c for c in node.children if isinstance(c.data, StepRef)
+                        and s.summary.status.get(c.data.seq) in REVIEW_STATUSES]
+        return out
+
+    def _jump(self, step: int) -> None:
+        nodes = self._review_nodes()
+        if not nodes:
+            self.notify("Nothing needs review.", markup=False)
+            return
+        cur = self.tree.cursor_line
+        lines = [n.line for n in nodes]
+        if step > 0:
+            target = next((n for n, ln in zip(nodes, lines) if ln > cur), nodes[0])
+        else:
+            target = next((n for n, ln in reversed(list(zip(nodes, lines))) if 0 <= ln < cur), nodes[-1])
+        self.tree.move_cursor(target)
+        self.tree.scroll_to_node(target)
+
+    def action_next_review(self) -> None:
+        self._jump(1)
+
+    def action_prev_review(self) -> None:
+        self._jump(-1)
+
+    def action_mark(self) -> None:
+        s, _ = self._cursor()
+        if s is not None:
+            s.marked = not s.marked
+            self.tree.refresh_session(s)
+
+    def action_toggle_unified(self) -> None:
+        self.detail.toggle_unified()
+
+    def action_next_change(self) -> None:
+        self.detail.jump_change(1)
+
+    def action_prev_change(self) -> None:
+        self.detail.jump_change(-1)
+
+    def action_follow(self) -> None:
+        self.follow = not self.follow
+        log = self.query_one("#live", Log)
+        log.auto_scroll = self.follow
+        log.border_title = "live run log" + ("  [following]" if self.follow else "  (F follows)")
+        if self.follow:
+            log.scroll_end(animate=False)
+        self.notify("Following the newest event." if self.follow else "Stopped following.", markup=False)
+
+    # -- accept / reject / expire / undo
+    def action_accept(self) -> None:
+        s, step = self._cursor()
+        if s is None or not s.pending:
+            self.notify("Nothing to accept here: no pending candidate. Record or fill a run first.",
+                        severity="warning", markup=False)
+            return
+        what = (f"{s.name}: step {step.seq} ({step.tool}) from the candidate" if step is not None
+                else f"{s.name}: the whole candidate")
+        steps = [step.seq] if step is not None else None
+        self.push_screen(RationaleScreen(what), lambda why: why and self._accept([s], why, steps))
+
+    def action_accept_all(self) -> None:
+        chosen = [s for s in self.visible() if s.marked and s.pending] or \
+                 ([s for s in self.visible() if s.pending] if self.filter_text else [])
+        if not chosen:
+            self.notify("Mark sessions with space (or filter them) to accept them together.", markup=False)
+            return
+        what = f"{len(chosen)} session(s): " + ", ".join(s.name for s in chosen)
+        self.push_screen(RationaleScreen(what), lambda why: why and self._accept(chosen, why, None))
+
+    @work(thread=True, group="write")
+    def _accept(self, sessions: list[Session], why: str, steps: list[int] | None) -> None:
+        for s in sessions:
+            before = s.golden.read_bytes() if s.golden.exists() else None
+            cand = candidate_path(s.golden).read_bytes()
+            try:
+                entry = review.accept(self.config, s.golden, why, steps)
+            except (TapeError, OSError) as e:
+                self.call_from_thread(self._error, e)
+                continue
+            self.undo_stack.append(("accept", s.golden, before, cand))
+            s.marked = False
+            self.call_from_thread(self._done, s, f"Accepted {s.name}; changelog entry {entry.id}.")
+
+    def action_reject(self) -> None:
+        s, _ = self._cursor()
+        if s is None or not s.pending:
+            return
+        self._reject(s)
+
+    @work(thread=True, group="write")
+    def _reject(self, s: Session) -> None:
+        try:
+            cand = candidate_path(s.golden).read_bytes()
+            review.reject(self.config, s.golden)
+        except (TapeError, OSError) as e:
+            self.call_from_thread(self._error, e)
+            return
+        self.undo_stack.append(("reject", s.golden, None, cand))
+        self.call_from_thread(self._done, s, f"Rejected the candidate of {s.name} (u undoes).")
+
+    def action_expire(self) -> None:
+        s, step = self._cursor()
+        if s is not None and step is not None:
+            self._expire(s, [step.seq], False)
+
+    def action_expire_all(self) -> None:
+        s, _ = self._cursor()
+        if s is not None:
+            self._expire(s, None, True)
+
+    @work(thread=True, group="write")
+    def _expire(self, s: Session, steps: list[int] | None, all_ts: bool) -> None:
+        try:
+            before = s.golden.read_bytes()
+            entry = review.expire(self.config, s.golden, steps, all_time_sensitive=all_ts)
+        except (TapeError, OSError) as e:
+            self.call_from_thread(self._error, e)
+            return
+        self.undo_stack.append(("expire", s.golden, before, None))
+        self.call_from_thread(self._done, s, f"Expired steps {list(entry.steps)} of {s.name}; the next fill "
+                                             "re-records them.")
+
+    def action_undo(self) -> None:
+        if self.undo_stack:
+            self._undo()
+
+    @work(thread=True, group="write")
+    def _undo(self) -> None:
+        kind, golden, before, cand = self.undo_stack.pop()
+        why = f"undo of {kind} made in tapetui"
+        try:
+            if kind == "reject":
+                assert cand is not None
+                review.restore_candidate(self.config, golden, cand, why)
+            elif before is None:
+                raise TapeError("cannot undo the first accept of a new session (there was no golden before)")
+            else:
+                review.restore(self.config, golden, before, why, candidate=cand)
+        except (TapeError, OSError) as e:
+            self.call_from_thread(self._error, e)
+            return
+        s = self.sessions.get(golden)
+        if s is not None:
+            self.call_from_thread(self._done, s, f"Undid the {kind} of {s.name}.")
+
+    # -- re-record and replay
+    def action_rerecord(self) -> None:
+        s, step = self._cursor()
+        if s is None or step is None:
+            return
+        try:
+            rec = s.index().record(step.index)
+        except TapeError as e:
+            self._error(e)
+            return
+        body = (f"Step {rec.seq} ({rec.tool}) will run live with its recorded arguments.\n"
+                f"tapetui will import the registry {self.config.registry or '(none configured)'} "
+                f"from {self.config.root} to do it.")
+        if rec.side_effect:
+            body += f"\n\n{rec.tool} HAS SIDE EFFECTS: it will really run."
+        self.push_screen(ConfirmScreen("Re-record this step?", body),
+                         lambda ok: ok and self._rerecord(s, rec.seq))
+
+    @work(thread=True, group="write")
+    def _rerecord(self, s: Session, seq: int) -> None:
+        try:
+            review.rerecord(self.config, s.golden, seq, yes=True)
+        except (TapeError, OSError) as e:
+            self.call_from_thread(self._error, e)
+            return
+        s.pending = True
+        self.call_from_thread(self._done, s, f"Re-recorded step {seq} of {s.name}: review the pending change.")
+
+    def action_replay(self) -> None:
+        s, _ = self._cursor()
+        if s is None:
+            return
+        if not self.config.replay_command:
+            self.notify("No replay_command in tapes.toml.", severity="warning", markup=False)
+            return
+        self.live_session = s.golden
+        self._replay(s)
+
+    @work(thread=True, group="replay")
+    def _replay(self, s: Session) -> None:
+        cmd = (self.config.replay_command or "").replace("{tape}", shlex.quote(str(s.golden)))
+        self.call_from_thread(self.notify, f"Replaying {s.name}…", markup=False)
+        try:
+            proc = subprocess.run(shlex.split(cmd), cwd=self.config.root, capture_output=True, text=True,
+                                  stdin=subprocess.DEVNULL, timeout=3600)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            self.call_from_thread(self._error, e)
+            return
+        tail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or [""]
+        self.call_from_thread(self.notify, safe_text(f"Replay of {s.name} exited {proc.returncode}: {tail[0]}"),
+                              severity="information" if proc.returncode == 0 else "warning", markup=False)
+
+    # -- helpers
+    def _error(self, e: BaseException) -> None:
+        self.notify(safe_text(str(e)), severity="error", markup=False, timeout=8)
+
+    def _done(self, s: Session, message: str) -> None:
+        s.pending = candidate_path(s.golden).exists()
+        self.tree.refresh_session(s)
+        self._refresh_selected()
+        self.refresh_bindings()
+        self.notify(safe_text(message), markup=False)
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for b in self.BINDINGS:
+            assert isinstance(b, Binding)
+            if b.action in ("quit", "back"):
+                continue
+            yield SystemCommand(f"{b.description} ({b.key_display or b.key})", _COMMAND_HELP.get(b.action, ""),
+                                getattr(self, f"action_{b.action}"))
+
+
+_COMMAND_HELP = {
+    "accept": "Promote the candidate (or this step) to golden, with a rationale",
+    "accept_all": "Accept every marked or filtered session with one rationale",
+    "reject": "Discard the session's candidate",
+    "rerecord": "Run this step's tool live; the result becomes a pending change",
+    "expire": "Mark this entry expired so the next fill re-records it",
+    "expire_all": "Expire every time-sensitive entry of the session",
+    "replay": "Run tapes.toml's replay_command for this session and watch it live",
+    "follow": "Follow the newest run-log event",
+    "undo": "Undo the last accept, reject or expire of this sitting",
+    "filter": "Filter sessions by tool, status or text",
+    "next_review": "Go to the next item that needs review",
+    "help": "Show every key",
+}
+
+
+def _events(s: Session) -> list[dict[str, Any]]:
+    from tapetui.runlog import read_run_log
+
+    return read_run_log(runlog_path(s.golden))
+
+
+def _event_line(ev: dict[str, Any]) -> str:
+    kind = str(ev.get("event"))
+    seq = ev.get("seq")
+    tool = ev.get("tool", "")
+    extra = ""
+    if kind == "drift":
+        extra = "  " + "; ".join(f"{c[0]}: {c[1]!r} → {c[2]!r}" for c in ev.get("changes") or [])[:200]
+    elif kind == "miss":
+        extra = f"  nearest step {ev.get('nearest')}" if ev.get("nearest") else "  not on tape"
+    elif kind == "fingerprint":
+        extra = f"  {ev.get('recorded')} → {ev.get('live')}"
+    elif kind == "end":
+        st = ev.get("stats") or {}
+        extra = (f"  {st.get('tape_hits', 0)} hits, {st.get('tape_misses', 0)} misses, "
+                 f"{st.get('drift_events', 0)} drift, {st.get('unused', 0)} unused")
+    elif kind == "start":
+        extra = f"  mode {ev.get('mode')}"
+    head = f"{kind:<11}" + (f" step {seq:<4} {tool}" if seq is not None else "")
+    return safe_text(head + extra, newlines=False)

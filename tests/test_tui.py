@@ -1,0 +1,212 @@
+"""The app driven as a person would: keys in, screen and files out."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+from textual.widgets import Log
+
+from tapetui import load_config
+from tapetui.store import candidate_path, runlog_path
+from tapetui.tui.app import TapeApp
+from tapetui.tui.screens.rationale import RationaleScreen
+from tapetui.tui.widgets.session_tree import StepRef
+
+SIZE = (140, 44)
+
+
+def app_for(proj: Path, watch: bool = False) -> TapeApp:
+    return TapeApp(load_config(proj / "tapes.toml"), watch=watch)
+
+
+def _visible(app: TapeApp) -> str:
+    """The text on the terminal right now (modal screens included)."""
+    strips = app.screen._compositor.render_strips()
+    return "\n".join("".join(seg.text for seg in strip) for strip in strips)
+
+
+async def wait_for(pilot, cond, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while loop.time() < end:
+        await pilot.pause(0.05)
+        if cond():
+            return
+    raise AssertionError("condition not met in time")
+
+
+async def goto_session(pilot, app: TapeApp, name: str) -> None:  # type: ignore[no-untyped-def]
+    await wait_for(pilot, lambda: any(s.loaded for s in app.sessions.values()))
+    for _ in range(20):
+        node = app.tree.cursor_node
+        if node is not None and getattr(node.data, "name", None) == name:
+            return
+        await pilot.press("j")
+    raise AssertionError(f"no session {name}")
+
+
+async def test_find_drift_read_diff_accept_with_rationale(sample_dir: Path) -> None:
+    app = app_for(sample_dir)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: any(s.loaded for s in app.sessions.values()))
+        await pilot.press("n", "n")  # contract_change, then drift_summarize
+        await goto_session(pilot, app, "drift_summarize")
+        await pilot.press("enter", "j", "j", "j")  # expand, to step 3
+        node = app.tree.cursor_node
+        assert isinstance(node.data, StepRef) and node.data.seq == 3
+        await wait_for(pilot, lambda: "args.max_words  120 → 80" in _visible(app))
+        text = _visible(app)
+        assert "recorded" in text and "candidate" in text
+        assert "3 ≠ summarize" in text
+        await pilot.press("a")
+        assert isinstance(app.screen, RationaleScreen)
+        await pilot.press("enter")  # empty: refused
+        assert isinstance(app.screen, RationaleScreen)
+        assert "A rationale is required" in _visible(app)
+        await pilot.click("#why")
+        for ch in "shorter reports":
+            await pilot.press(ch if ch != " " else "space")
+        await pilot.press("enter")
+        cfg = app.config
+        g = cfg.tapes_dir / "drift_summarize.jsonl"
+        await wait_for(pilot, lambda: cfg.changelog.exists())
+        calls = [orjson.loads(x) for x in g.read_bytes().splitlines()]
+        assert [c["args"]["max_words"] for c in calls if c.get("tool") == "summarize"] == [80]
+        assert "shorter reports" in cfg.changelog.read_text()
+        assert "step 3" in cfg.changelog.read_text()
+        # u restores the previous golden and logs the undo
+        await wait_for(pilot, lambda: bool(app.undo_stack))
+        await pilot.press("u")
+        await wait_for(pilot, lambda: "undo" in cfg.changelog.read_text())
+        assert b'"max_words":120' in g.read_bytes()
+
+
+async def test_reject_and_expire_keys(sample_dir: Path) -> None:
+    app = app_for(sample_dir)
+    cfg = app.config
+    async with app.run_test(size=SIZE) as pilot:
+        await goto_session(pilot, app, "contract_change")
+        await pilot.press("r")
+        g = cfg.tapes_dir / "contract_change.jsonl"
+        await wait_for(pilot, lambda: not candidate_path(g).exists())
+        await goto_session(pilot, app, "stale_quote")
+        await pilot.press("X")
+        await wait_for(pilot, lambda: cfg.changelog.exists() and "expire" in cfg.changelog.read_text())
+        recs = [orjson.loads(x) for x in (cfg.tapes_dir / "stale_quote.jsonl").read_bytes().splitlines()]
+        quote = next(r for r in recs if r.get("type") == "call" and r["tool"] == "quote_price")
+        assert quote["expires_at"] != "2026-01-09T10:00:04Z"
+
+
+async def test_rerecord_against_sample_registry(sample_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TAPETUI_SAMPLE_REPORTS", str(sample_dir / "reports"))
+    app = app_for(sample_dir)
+    async with app.run_test(size=SIZE) as pilot:
+        await goto_session(pilot, app, "clean")
+        await pilot.press("enter", "j", "j")  # step 2: search_index
+        await pilot.press("R")
+        await wait_for(pilot, lambda: "tapetui.sample_agent:registry" in _visible(app))
+        await pilot.press("y")
+        g = app.config.tapes_dir / "clean.jsonl"
+        await wait_for(pilot, lambda: candidate_path(g).exists())
+        assert b'"rerecorded":true' in candidate_path(g).read_bytes()
+
+
+async def test_live_run_log_lines_appear(sample_dir: Path) -> None:
+    app = app_for(sample_dir, watch=True)
+    g = app.config.tapes_dir / "clean.jsonl"
+    async with app.run_test(size=SIZE) as pilot:
+        await goto_session(pilot, app, "clean")
+        await pilot.pause(0.5)  # the watcher is running
+        log = runlog_path(g)
+        with log.open("ab") as fh:
+            fh.write(orjson.dumps({"event": "start", "mode": "replay"}) + b"\n")
+        with log.open("ab") as fh:
+            fh.write(orjson.dumps({"event": "drift", "seq": 2, "tool": "search_index",
+                                   "changes": [["query", "a", "b"]]}) + b"\n")
+        live = app.query_one("#live", Log)
+        await wait_for(pilot, lambda: any("drift" in line and "search_index" in line for line in live.lines))
+        assert app.sessions[g].summary.drift == 1
+
+
+async def test_tape_text_is_shown_literally(sample_dir: Path) -> None:
+    g = sample_dir / "sample_tapes" / "clean.jsonl"
+    evil = "[bold red]boom[/] \x1b]0;pwned\x07 \x1b[2J \u202eevil"
+    g.write_text(g.read_text().replace('"doc_id":"handbook"', '"doc_id":' + orjson.dumps(evil).decode()))
+    app = app_for(sample_dir)
+    async with app.run_test(size=SIZE) as pilot:
+        await goto_session(pilot, app, "clean")
+        await pilot.press("enter", "j")
+        await wait_for(pilot, lambda: "[bold red]boom[/]" in _visible(app))
+        text = _visible(app)
+        assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
+        assert "\\u202e" in text
+
+
+async def test_malformed_tape_marks_error_and_app_keeps_working(sample_dir: Path) -> None:
+    bad = sample_dir / "sample_tapes" / "aaa_broken.jsonl"
+    bad.write_text('{"type":"session","v":1}\n{"type":"call", oops}\n')
+    app = app_for(sample_dir)
+    async with app.run_test(size=SIZE) as pilot:
+        await goto_session(pilot, app, "aaa_broken")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "aaa_broken.jsonl:2: invalid JSON" in _visible(app))
+        await goto_session(pilot, app, "drift_summarize")
+        await wait_for(pilot, lambda: "candidate vs golden" in _visible(app))
+
+
+async def test_help_and_filter(sample_dir: Path) -> None:
+    app = app_for(sample_dir)
+    async with app.run_test(size=SIZE) as pilot:
+        await goto_session(pilot, app, "clean")
+        await pilot.press("question_mark")
+        for ch in "expire":
+            await pilot.press(ch)
+        text = _visible(app)
+        assert "expire every time-sensitive" in text and "quit" not in text.split("what it does")[-1]
+        await pilot.press("escape")
+        await pilot.press("slash")
+        for ch in "status:miss":
+            await pilot.press(ch)
+        await pilot.press("enter")
+        names = [n.data.name for n in app.tree.session_nodes.values()]
+        assert names == ["miss_extra_doc", "stale_quote"]
+
+
+SNAP = Path(__file__).parent / "snapshot_app.py"
+
+
+def test_snapshot_main_screen(snap_compare, sample_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(sample_dir)
+
+    async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
+        await goto_session(pilot, pilot.app, "drift_summarize")
+        await pilot.pause(0.3)
+
+    assert snap_compare(str(SNAP), terminal_size=SIZE, run_before=run_before)
+
+
+def test_snapshot_diff_view(snap_compare, sample_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(sample_dir)
+
+    async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
+        await goto_session(pilot, pilot.app, "drift_summarize")
+        await pilot.press("enter", "j", "j", "j")
+        await wait_for(pilot, lambda: bool(pilot.app.detail.diffs))
+        await pilot.pause(0.3)
+
+    assert snap_compare(str(SNAP), terminal_size=SIZE, run_before=run_before)
+
+
+def test_snapshot_rationale_modal(snap_compare, sample_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(sample_dir)
+
+    async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
+        await goto_session(pilot, pilot.app, "drift_summarize")
+        await pilot.press("a")
+        await pilot.pause(0.3)
+
+    assert snap_compare(str(SNAP), terminal_size=SIZE, run_before=run_before)
