@@ -1,0 +1,169 @@
+"""Replay and record costs, and opening a 1,000,000-call tape, against a plain-json reference.
+
+Run: python benchmarks/bench_replay.py [--calls 1000000]
+Targets: hit ≤ 10 µs, record ≤ 40 µs (no fsync), 1M-call open ≤ 2 s and ≤ 400 MB peak RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tapetui import Tape, ToolRegistry
+
+
+def registry() -> ToolRegistry:
+    reg = ToolRegistry()
+
+    @reg.tool(schema={"type": "object"}, version="1")
+    def lookup(query: str, page: int = 1) -> dict:
+        return {"query": query, "hits": [{"id": page, "title": "result"}]}
+
+    return reg
+
+
+def per_call_us(fn, n: int) -> float:
+    """Median over 7 rounds of the mean per-call time of n calls, in µs."""
+    rounds = []
+    for _ in range(7):
+        t0 = time.perf_counter()
+        for i in range(n):
+            fn(i)
+        rounds.append((time.perf_counter() - t0) / n * 1e6)
+    return statistics.median(rounds)
+
+
+def bench_calls(d: Path) -> tuple[float, float, float]:
+    reg = registry()
+    n = 5000
+    tape_path = d / "calls.jsonl"
+    with Tape(tape_path, "record", reg, run_log=False) as t:
+        for i in range(n * 7):
+            t.call("lookup", {"query": f"q{i}", "page": i})
+    # record cost: a fresh tape per round
+    rec_rounds = []
+    for r in range(7):
+        with Tape(d / f"rec{r}.jsonl", "record", reg, run_log=False) as t:
+            t0 = time.perf_counter()
+            for i in range(n):
+                t.call("lookup", {"query": f"q{i}", "page": i})
+            rec_rounds.append((time.perf_counter() - t0) / n * 1e6)
+    record_us = statistics.median(rec_rounds)
+    hit_rounds = []
+    hit_log_rounds = []
+    for r in range(7):
+        for log, out in ((False, hit_rounds), (True, hit_log_rounds)):
+            with Tape(tape_path, "replay", reg, run_log=log) as t:
+                base = r * n
+                t0 = time.perf_counter()
+                for i in range(base, base + n):
+                    t.call("lookup", {"query": f"q{i}", "page": i})
+                out.append((time.perf_counter() - t0) / n * 1e6)
+    return statistics.median(hit_rounds), statistics.median(hit_log_rounds), record_us
+
+
+def json_reference_hit_us(tape_path: Path) -> float:
+    """A plain-json replayer: parse every line into dicts, look up by key, deep-copy nothing."""
+    import hashlib
+
+    index = {}
+    with open(tape_path) as fh:
+        for line in fh:
+            rec = json.loads(line)
+            if rec.get("type") == "call":
+                index.setdefault(rec["key"], []).append(rec)
+
+    def hit(i: int) -> object:
+        args = {"page": i, "query": f"q{i}"}
+        key = "lookup:" + hashlib.sha256(json.dumps(args, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:12]
+        recs = index.get(key)
+        return recs[0]["result"] if recs else None
+
+    return per_call_us(hit, 5000)
+
+
+OPEN_CHILD = r"""
+import sys, time, resource
+t0 = time.perf_counter()
+if sys.argv[2] == "tapetui":
+    from tapetui.tapefile import read_index
+    idx = read_index(sys.argv[1])
+    n = len(idx)
+else:
+    import json
+    index = {}
+    with open(sys.argv[1]) as fh:
+        for line in fh:
+            rec = json.loads(line)
+            if rec.get("type") == "call":
+                index.setdefault(rec["key"], []).append(rec)
+    n = len(index)
+dt = time.perf_counter() - t0
+print(dt, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, n)
+"""
+
+
+def make_big(path: Path, n: int) -> None:
+    from tapetui.tapefile import call_line, dump_line
+
+    reg = registry()
+    tool = reg["lookup"]
+    from tapetui.tape import key_of
+
+    with open(path, "wb") as fh:
+        fh.write(dump_line({"type": "session", "v": 1}))
+        fh.write(dump_line(tool.manifest.to_record(False)))
+        buf = []
+        for i in range(n):
+            args = {"page": i, "query": f"q{i}"}
+            buf.append(call_line(seq=i + 1, tool="lookup", key=key_of("lookup", args), fingerprint=tool.fingerprint,
+                                 side_effect=False, ms=1.25, expires_at=None, recorded_at="2026-01-01T00:00:00Z",
+                                 args=args, result={"query": f"q{i}", "hits": [{"id": i, "title": "result"}]}))
+            if len(buf) == 10000:
+                fh.write(b"".join(buf))
+                buf = []
+        fh.write(b"".join(buf))
+
+
+def bench_open(path: Path, impl: str) -> tuple[float, float]:
+    times, rss = [], []
+    for _ in range(3):
+        out = subprocess.run([sys.executable, "-c", OPEN_CHILD, str(path), impl], capture_output=True, text=True,
+                             check=True).stdout.split()
+        times.append(float(out[0]))
+        rss.append(float(out[1]))
+    return statistics.median(times), statistics.median(rss)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--calls", type=int, default=1_000_000)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        hit, hit_log, rec = bench_calls(d)
+        ref_hit = json_reference_hit_us(d / "calls.jsonl")
+        big = d / "big.jsonl"
+        make_big(big, a.calls)
+        size_mb = big.stat().st_size / 1e6
+        t_open, rss = bench_open(big, "tapetui")
+        t_ref, rss_ref = bench_open(big, "json")
+    print(f"replay hit            : {hit:7.2f} µs median (run log off)   target ≤ 10 µs")
+    print(f"replay hit + run log  : {hit_log:7.2f} µs median (one locked append per event)")
+    print(f"record per call       : {rec:7.2f} µs median (no fsync)      target ≤ 40 µs")
+    print(f"plain-json ref. hit   : {ref_hit:7.2f} µs median (lookup only: no canon, redaction or fingerprint check)")
+    print(f"open {a.calls:,}-call tape ({size_mb:.0f} MB): {t_open:.2f} s, peak RSS {rss:.0f} MB   "
+          f"target ≤ 2 s, ≤ 400 MB")
+    print(f"plain-json reference  : {t_ref:.2f} s, peak RSS {rss_ref:.0f} MB")
+    print(f"ratios tapetui/json   : open time {t_open / t_ref:.2f}×, peak RSS {rss / rss_ref:.2f}×, "
+          f"hit {hit / ref_hit:.2f}×")
+
+
+if __name__ == "__main__":
+    main()
