@@ -6,6 +6,7 @@ Read with tomlkit (not tomllib) so that edits the app makes keep a person's comm
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,12 @@ class Config:
         return Redactor(self.redact_keys, self.redact_patterns)
 
     def ignore_rules(self) -> IgnoreRules:
-        return IgnoreRules(self.ignore, volatile=self.volatile_defaults)
+        return _rules(self.ignore, self.volatile_defaults)
+
+
+@lru_cache(maxsize=16)
+def _rules(ignore: tuple[str, ...], volatile: bool) -> IgnoreRules:
+    return IgnoreRules(ignore, volatile=volatile)
 
 
 # key → (expected type(s), description)

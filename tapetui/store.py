@@ -58,10 +58,14 @@ def golden_of(path: Path) -> Path | None:
 
 def session_name(tape: Path, tapes_dir: Path) -> str:
     """``folder/name`` of a golden relative to the tapes folder."""
-    try:
-        rel = Path(tape).resolve().relative_to(Path(tapes_dir).resolve())
+    tape, tapes_dir = Path(tape), Path(tapes_dir)
+    try:  # paths from iter_goldens are already absolute and resolved: no system calls needed
+        rel = tape.relative_to(tapes_dir)
     except ValueError:
-        rel = Path(Path(tape).name)
+        try:
+            rel = tape.resolve().relative_to(tapes_dir.resolve())
+        except ValueError:
+            rel = Path(tape.name)
     return str(rel)[: -len(".jsonl")] if str(rel).endswith(".jsonl") else str(rel)
 
 

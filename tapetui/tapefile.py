@@ -432,9 +432,14 @@ def _parse_line(idx: TapeIndex, raw: bytes, offset: int, length: int, line_no: i
         raise TapeError(f"{path}:{line_no}: expected a JSON object, got {type(obj).__name__}")
     kind = obj.get("type")
     if kind == "call" or (kind is None and "seq" in obj and "tool" in obj):
-        rec = _call_from_obj(obj, path, line_no)
-        idx._add(rec.seq, rec.tool, rec.key, rec.fingerprint, rec.side_effect, rec.ms, rec.expires_at,
-                 offset, length, line_no)
+        seq, tool, key, ms, exp = obj.get("seq"), obj.get("tool"), obj.get("key"), obj.get("ms", 0), obj.get("expires_at")
+        if (type(seq) is not int or seq < 1 or type(tool) is not str or not tool or type(key) is not str
+                or type(ms) not in (int, float) or (exp is not None and type(exp) is not str)
+                or not isinstance(obj.get("error", {}), dict)):
+            rec = _call_from_obj(obj, path, line_no)  # names the problem, or fills in a missing key
+            seq, tool, key, ms, exp = rec.seq, rec.tool, rec.key, rec.ms, rec.expires_at
+        idx._add(seq, tool, key, str(obj.get("fingerprint") or ""), bool(obj.get("side_effect", False)), float(ms),
+                 exp, offset, length, line_no)
     elif kind == "tool":
         name = obj.get("name")
         if not isinstance(name, str) or not name:
