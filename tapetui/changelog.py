@@ -89,6 +89,3 @@ def read_entries(changelog: Path) -> list[str]:
     parts = text.split("\n## ")
     return ["## " + p.strip() for p in parts[1:]]
 
-
-def entries_since(changelog: Path, ids: Iterable[str]) -> list[str]:
-    return [e for e in read_entries(changelog) if any(i in e for i in ids)]

@@ -280,9 +280,6 @@ def main(argv: list[str] | None = None) -> int:
     return replay(a.tape, a.mode, a.delay)
 
 
-def _iter_sessions() -> Iterator[str]:
-    yield from SESSIONS
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -475,6 +475,3 @@ def _jsonable(v: Any) -> Any:
 
     return "(absent)" if v is MISSING else v
 
-
-def decode_result(data: bytes) -> Any:
-    return orjson.loads(data)
