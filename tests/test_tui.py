@@ -176,6 +176,74 @@ async def test_help_and_filter(sample_dir: Path) -> None:
         assert names == ["miss_extra_doc", "stale_quote"]
 
 
+def _many_sessions(proj: Path) -> Path:
+    """Two folders of 30 clean sessions, one drifted session deep in the second, and 25 loose ones."""
+    src = proj / "sample_tapes"
+    tape, run = (src / "clean.jsonl").read_bytes(), (src / "clean.run.jsonl").read_bytes()
+    d = proj / "many"
+    for folder, n in (("a", 30), ("b", 30), (".", 25)):
+        (d / folder).mkdir(parents=True, exist_ok=True)
+        stem = "loose" if folder == "." else "s"
+        for i in range(n):
+            (d / folder / f"{stem}{i:03d}.jsonl").write_bytes(tape)
+            (d / folder / f"{stem}{i:03d}.run.jsonl").write_bytes(run)
+    shutil.copy(src / "drift_summarize.jsonl", d / "b" / "s027.jsonl")
+    shutil.copy(src / "drift_summarize.run.jsonl", d / "b" / "s027.run.jsonl")
+    return d
+
+
+async def test_big_folders_start_closed_page_and_next_finds_unbuilt_sessions(
+        sample_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tapetui.config import Config
+    from tapetui.tui.widgets import session_tree
+
+    monkeypatch.setattr(session_tree, "EAGER", 20)
+    monkeypatch.setattr(session_tree, "SESSION_PAGE", 10)
+    d = _many_sessions(sample_dir)
+    app = TapeApp(Config.for_dir(d), watch=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: all(s.loaded for s in app.sessions.values()))
+        await wait_for(pilot, lambda: "1 to review" in _visible(app))
+        text = _visible(app)
+        assert "a  30 sessions" in text and "b  30 sessions  1 to review" in text
+        assert "s005" not in text  # folders closed: no session nodes yet
+        assert len(app.tree.session_nodes) == 8  # first page of the root: folders a, b and 8 loose sessions
+        assert "… 17 more" in text
+        await pilot.press("n")  # the drifted session is on the third page of folder b: built on demand
+        node = app.tree.cursor_node
+        assert node is not None and getattr(node.data, "name", "") == "b/s027"
+        assert "b/s027" in _visible(app) or "s027" in _visible(app)
+        await pilot.press("n")  # the only target: wraps onto itself
+        assert app.tree.cursor_node is node
+        app.tree.move_cursor(app.tree.folder_nodes[Path("a")])
+        await pilot.press("enter")  # open folder a: 10 sessions and a "more" node
+        await wait_for(pilot, lambda: "… 20 more" in _visible(app))
+        for _ in range(11):
+            await pilot.press("j")
+        await pilot.press("enter")  # on "… 20 more": the next page arrives
+        await wait_for(pilot, lambda: "… 10 more" in _visible(app))
+        assert sum(1 for g in app.tree.session_nodes if g.parent.name == "a") == 20
+
+
+async def test_run_log_lines_written_during_startup_are_not_lost(sample_dir: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """An append after the first read of every run log but before the watcher is up still arrives."""
+    g = sample_dir / "sample_tapes" / "clean.jsonl"
+    first = TapeApp.on_summaries_ready
+
+    def append_then_handle(self: TapeApp, msg) -> None:  # type: ignore[no-untyped-def]
+        if g in msg.summaries:
+            with runlog_path(g).open("ab") as fh:
+                fh.write(orjson.dumps({"event": "drift", "seq": 2, "tool": "search_index",
+                                       "changes": [["query", "a", "b"]]}) + b"\n")
+        first(self, msg)
+
+    monkeypatch.setattr(TapeApp, "on_summaries_ready", append_then_handle)
+    app = app_for(sample_dir, watch=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.sessions[g].summary.drift == 1)
+
+
 SNAP = Path(__file__).parent / "snapshot_app.py"
 
 

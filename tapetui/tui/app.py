@@ -21,7 +21,7 @@ from textual.widgets import Footer, Header, Input, Log, Tree
 from tapetui import golden as review
 from tapetui.config import Config
 from tapetui.errors import TapeError
-from tapetui.runlog import RunLogReader
+from tapetui.runlog import RunLogReader, RunSummary
 from tapetui.store import candidate_path, golden_of, iter_goldens, runlog_path, session_name
 from tapetui.textsafe import safe_text
 from tapetui.tui.messages import FilesChanged, RunEvents, SummariesReady
@@ -73,8 +73,11 @@ class TapeApp(App[None]):
         self.follow = False
         self.live_session: Path | None = None
         self.undo_stack: list[tuple[str, Path, bytes | None, bytes | None]] = []
+        self.first_paint: float | None = None  # monotonic time the first screen was drawn
         self.latencies: list[float] = []  # seconds from a run-log batch being read to it being on screen
         self._stop = threading.Event()
+        self._watching = threading.Event()  # the watcher is in place
+        self._summarised = threading.Event()  # every run log has been read once
         self._readers: dict[Path, RunLogReader] = {}
         self._detail_token = 0
 
@@ -114,7 +117,13 @@ class TapeApp(App[None]):
         self.tree.focus()
         if self.tree.cursor_line < 0 and self.order:
             self.tree.cursor_line = 0
-        self.background()
+        self.call_after_refresh(self._start_background)  # the first screen is drawn before any run log is read
+
+    def _start_background(self) -> None:
+        self.first_paint = time.monotonic()
+        if self.watch_files:
+            self.watcher()
+        self.summarise()
 
     def on_unmount(self) -> None:
         self._stop.set()
@@ -153,28 +162,47 @@ class TapeApp(App[None]):
     def rebuild_tree(self) -> None:
         self.tree.populate(self.config.tapes_dir, self.visible())
 
-    # ---- background: summaries, then watching ------------------------------------
-    @work(thread=True, exclusive=True, group="watch")
-    def background(self) -> None:
-        """Read every session's latest run log in batches, then watch the folder for changes.
-
-        This one thread owns the incremental run-log readers, so each byte is read once.
-        """
-        batch: dict[Path, Any] = {}
-        for g in list(self.order):
-            if self._stop.is_set():
+    # ---- background: summaries and watching ---------------------------------------
+    # Two threads share the incremental run-log readers (each byte is read once) but never at the same time:
+    # the watcher starts first and queues what changes; the summariser reads every run log, then once more
+    # after the watcher is up (catching what was appended in between), and only then the watcher goes on.
+    @work(thread=True, exclusive=True, group="summaries")
+    def summarise(self) -> None:
+        batch: dict[Path, tuple[RunSummary, bool]] = {}
+        try:
+            for g in list(self.order):
+                if self._stop.is_set():
+                    return
+                batch[g] = (RunSummary.of(self._poll(g)[1]), candidate_path(g).exists())
+                if len(batch) >= 500:
+                    self.post_message(SummariesReady(batch))
+                    batch = {}
+            self.post_message(SummariesReady(batch))
+            if not self.watch_files:
                 return
-            batch[g] = self._poll(g)
-            if len(batch) >= 500:
-                self.post_message(SummariesReady(batch))
-                batch = {}
-        self.post_message(SummariesReady(batch))
-        if not self.watch_files:
-            return
+            while not self._watching.wait(0.1):
+                if self._stop.is_set():
+                    return
+            for g in list(self.order):
+                reset, events = self._poll(g)
+                if events or reset:
+                    self.post_message(RunEvents(g, events, reset, time.monotonic()))
+        finally:
+            self._summarised.set()
+
+    @work(thread=True, exclusive=True, group="watch")
+    def watcher(self) -> None:
+        """Watch the folder; run-log appends become RunEvents, other changes FilesChanged."""
         from watchfiles import watch
 
         for changes in watch(self.config.tapes_dir, stop_event=self._stop, debounce=25, step=10,
-                             rust_timeout=200, yield_on_timeout=False):
+                             rust_timeout=200, yield_on_timeout=True):
+            self._watching.set()  # the first yield, even an empty one, proves the watch is in place
+            if not changes:
+                continue
+            while not self._summarised.wait(0.1):
+                if self._stop.is_set():
+                    return
             paths = frozenset(Path(p) for _, p in changes)
             for p in paths:
                 g = golden_of(p)
@@ -191,15 +219,13 @@ class TapeApp(App[None]):
         return reader.poll()
 
     def on_summaries_ready(self, msg: SummariesReady) -> None:
-        for g, (reset, events) in msg.summaries.items():
+        for g, (summary, pending) in msg.summaries.items():
             s = self.sessions.get(g)
             if s is None:
                 continue
-            s.pending = candidate_path(g).exists()
-            for ev in events:
-                s.summary.add(ev)
-            s.loaded = True
+            s.summary, s.pending, s.loaded = summary, pending, True
             self.tree.refresh_session(s)
+        self.tree.refresh_folders([s for g in msg.summaries if (s := self.sessions.get(g)) is not None])
         self._refresh_selected()
 
     def on_run_events(self, msg: RunEvents) -> None:
@@ -211,6 +237,7 @@ class TapeApp(App[None]):
         for ev in msg.events:
             s.summary.add(ev)
         self.tree.refresh_session(s)
+        self.tree.refresh_folders([s])
         log = self.query_one("#live", Log)
         if self.live_session is None or self.live_session == msg.golden:
             if msg.reset or any(e.get("event") == "start" for e in msg.events):
@@ -243,15 +270,15 @@ class TapeApp(App[None]):
         self._refresh_selected()
 
     def _follow_step(self, s: Session, events: list[dict[str, Any]]) -> None:
-        node = self.tree.session_nodes.get(s.golden)
         seqs = [e.get("step", e.get("seq")) for e in events if isinstance(e.get("seq"), int)]
-        if node is None or not seqs:
+        if not seqs or not self.tree.shows(s):
             return
+        node = self.tree.reveal(s)
         node.expand()
         self.tree.build_steps(node)
         for child in node.children:
             if isinstance(child.data, StepRef) and child.data.seq == seqs[-1]:
-                self.tree.move_cursor(child)
+                self.tree.go_to(child)
                 break
 
     # ---- detail -----------------------------------------------------------------
@@ -263,8 +290,8 @@ class TapeApp(App[None]):
     @on(Tree.NodeSelected)
     def _selected(self, event: Tree.NodeSelected[Any]) -> None:
         data = event.node.data
-        if isinstance(data, MoreRef) and event.node.parent is not None:
-            self.tree.build_steps(event.node.parent, start=data.start)
+        if isinstance(data, MoreRef):
+            self.tree.load_more(data, event.node)
 
     def _refresh_selected(self) -> None:
         node = self.tree.cursor_node
@@ -382,33 +409,43 @@ class TapeApp(App[None]):
         elif node is not None and node.is_expanded:
             node.collapse()
 
-    def _review_nodes(self) -> list[Any]:
-        """Sessions and expanded steps that need review, in screen order."""
-        out = []
-        for s in self.visible():
-            node = self.tree.session_nodes.get(s.golden)
-            if node is None:
-                continue
+    def _review_targets(self) -> list[tuple[tuple[int, int], Session, Any]]:
+        """What needs review, in screen order: sessions (built or not) and the steps of open sessions."""
+        out: list[tuple[tuple[int, int], Session, Any]] = []
+        for i, s in enumerate(self.visible()):
             if s.needs_review:
-                out.append(node)
-            if node.is_expanded:
-                out += [c for c in node.children if isinstance(c.data, StepRef)
+                out.append(((i, -1), s, None))
+            node = self.tree.session_nodes.get(s.golden)
+            if node is not None and node.is_expanded:
+                out += [((i, c.data.index), s, c) for c in node.children if isinstance(c.data, StepRef)
                         and s.summary.status.get(c.data.seq) in REVIEW_STATUSES]
         return out
 
+    def _cursor_key(self) -> tuple[int, int]:
+        """Where the cursor is, in the order of _review_targets."""
+        pos = {s.golden: i for i, s in enumerate(self.visible())}
+        node = self.tree.cursor_node
+        data = node.data if node is not None else None
+        if isinstance(data, StepRef):
+            return pos.get(data.session.golden, -1), data.index
+        if isinstance(data, Session):
+            return pos.get(data.golden, -1), -1
+        if isinstance(data, MoreRef) and data.session is not None:
+            return pos.get(data.session.golden, -1), data.start
+        first = self.tree.first_session(data)
+        return (pos[first.golden] - 1, 1 << 62) if first is not None and first.golden in pos else (-1, 0)
+
     def _jump(self, step: int) -> None:
-        nodes = self._review_nodes()
-        if not nodes:
+        targets = self._review_targets()
+        if not targets:
             self.notify("Nothing needs review.", markup=False)
             return
-        cur = self.tree.cursor_line
-        lines = [n.line for n in nodes]
+        cur = self._cursor_key()
         if step > 0:
-            target = next((n for n, ln in zip(nodes, lines) if ln > cur), nodes[0])
+            target = next((t for t in targets if t[0] > cur), targets[0])
         else:
-            target = next((n for n, ln in reversed(list(zip(nodes, lines))) if 0 <= ln < cur), nodes[-1])
-        self.tree.move_cursor(target)
-        self.tree.scroll_to_node(target)
+            target = next((t for t in reversed(targets) if t[0] < cur), targets[-1])
+        self.tree.go_to(target[2] or self.tree.reveal(target[1]))
 
     def action_next_review(self) -> None:
         self._jump(1)
@@ -596,6 +633,7 @@ class TapeApp(App[None]):
     def _done(self, s: Session, message: str) -> None:
         s.pending = candidate_path(s.golden).exists()
         self.tree.refresh_session(s)
+        self.tree.refresh_folders([s])
         self._refresh_selected()
         self.refresh_bindings()
         self.notify(safe_text(message), markup=False)

@@ -28,6 +28,6 @@ class RunEvents(Message):
 
 @dataclass
 class SummariesReady(Message):
-    """Session summaries computed in a worker, in a batch."""
+    """Session summaries (RunSummary, candidate pending) computed in a worker, in a batch."""
 
     summaries: dict[Path, Any]

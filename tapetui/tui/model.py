@@ -9,37 +9,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tapetui.errors import TapeError
-from tapetui.runlog import RunLogReader, RunSummary
-from tapetui.store import candidate_path, runlog_path
+from tapetui.runlog import RunSummary
+from tapetui.store import candidate_path
 from tapetui.tapefile import TapeIndex, read_index
 
 GLYPH = {"hit": "✓", "drift": "≠", "miss": "?", "stale": "⌛", "unused": "∅", "contract": "⚡", "error": "✗",
          "pending": "●", "": "·"}
 
 
-@dataclass
+@dataclass(eq=False)  # identity: two sessions are never equal by value
 class Session:
     golden: Path
     name: str
     summary: RunSummary = field(default_factory=RunSummary, repr=False)
-    reader: RunLogReader | None = field(default=None, repr=False)
     pending: bool = False
     error: str | None = None
     loaded: bool = False
     marked: bool = False
     _idx: tuple[tuple[int, int], TapeIndex] | None = field(default=None, repr=False)
-
-    def refresh(self) -> None:
-        """Read the latest run log (incrementally) and look for a candidate."""
-        self.pending = candidate_path(self.golden).exists()
-        if self.reader is None:
-            self.reader = RunLogReader(runlog_path(self.golden))
-        reset, events = self.reader.poll()
-        if reset:
-            self.summary = RunSummary()
-        for ev in events:
-            self.summary.add(ev)
-        self.loaded = True
 
     def index(self) -> TapeIndex:
         """The golden's index, re-read only when the file changed (size or mtime)."""

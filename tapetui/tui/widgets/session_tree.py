@@ -15,11 +15,14 @@ from tapetui.textsafe import safe_text
 from tapetui.tui.model import GLYPH, Session
 
 STEP_PAGE = 1000  # steps added per expand; a "more" node loads the next page
+SESSION_PAGE = 1000  # sessions added per folder expand; when a folder holds more, a "more" node pages on
+EAGER = 1000  # with at most this many sessions every folder opens expanded; above it folders start closed
 
 
 @dataclass
 class FolderRef:
-    path: Path
+    path: Path  # absolute
+    rel: Path  # relative to the tapes folder ("." for the root)
 
 
 @dataclass
@@ -32,8 +35,11 @@ class StepRef:
 
 @dataclass
 class MoreRef:
-    session: Session
+    """The next page of steps of ``session``, or of the entries of folder ``folder``."""
+
+    session: Session | None
     start: int
+    folder: Path | None = None
 
 
 NodeData = FolderRef | Session | StepRef | MoreRef | None
@@ -100,31 +106,144 @@ class SessionTree(Tree[NodeData]):
         self.guide_depth = 3
         self.show_root = False
         self.session_nodes: dict[Path, TreeNode[NodeData]] = {}
+        self.folder_nodes: dict[Path, TreeNode[NodeData]] = {}
+        self._entries: dict[Path, list[Path | Session]] = {Path(): []}  # folder → sub-folders and sessions
+        self._folder_of: dict[Path, Path] = {}  # golden → its folder
+        self._root_dir = Path()
 
     def populate(self, root_dir: Path, sessions: list[Session]) -> None:
-        """(Re)build folders and session nodes; steps stay unbuilt until expanded."""
+        """(Re)build the tree. Only what is open gets nodes: a folder's entries are added when it is
+        expanded (pages of SESSION_PAGE), a session's steps likewise (pages of STEP_PAGE)."""
         expanded = {p for p, n in self.session_nodes.items() if n.is_expanded}
+        open_folders = {p for p, n in self.folder_nodes.items() if n.is_expanded and n is not self.root}
         cursor = self.cursor_node.data if self.cursor_node else None
         self.clear()
+        self._root_dir = root_dir
         self.session_nodes = {}
-        folders: dict[Path, TreeNode[NodeData]] = {}
+        self.folder_nodes = {Path(): self.root}
+        self._entries = {Path(): []}
+        self._folder_of = {}
+        keys: dict[str, Path] = {"": Path()}
         for s in sessions:
-            rel_parent = Path(s.name).parent
-            parent = self.root
-            acc = Path()
-            for part in rel_parent.parts:
-                acc = acc / part
-                if acc not in folders:
-                    folders[acc] = parent.add(Text("▸ " + safe_text(part, newlines=False), "bold blue"),
-                                              data=FolderRef(root_dir / acc), expand=True)
-                parent = folders[acc]
-            node = parent.add(session_label(s), data=s, allow_expand=True)
-            self.session_nodes[s.golden] = node
-            if s.golden in expanded:
-                node.expand()
+            folder = s.name.rpartition("/")[0]
+            acc = keys.get(folder)
+            if acc is None:
+                acc = Path()
+                for part in folder.split("/"):
+                    nxt = acc / part
+                    if nxt not in self._entries:
+                        self._entries[nxt] = []
+                        self._entries[acc].append(nxt)
+                    acc = nxt
+                keys[folder] = acc
+            self._entries[acc].append(s)
+            self._folder_of[s.golden] = acc
+        eager = len(sessions) <= EAGER or None
+        self._fill(Path(), 0, open_folders if eager is None else None, expanded)
         self.root.expand()
-        if isinstance(cursor, Session) and cursor.golden in self.session_nodes:
-            self.move_cursor(self.session_nodes[cursor.golden])
+        if isinstance(cursor, Session) and cursor.golden in self._folder_of:
+            self.go_to(self.reveal(cursor))
+        elif isinstance(cursor, FolderRef) and cursor.rel in self.folder_nodes:
+            self.go_to(self.folder_nodes[cursor.rel])
+
+    def _fill(self, rel: Path, start: int, open_folders: set[Path] | None, expanded: frozenset[Path] | set[Path] = frozenset()) -> None:
+        """Add entries ``start…start+SESSION_PAGE`` of folder ``rel``; open_folders None opens every folder."""
+        node = self.folder_nodes[rel]
+        for child in list(node.children):
+            if isinstance(child.data, MoreRef):
+                child.remove()
+        entries = self._entries[rel]
+        end = min(len(entries), start + SESSION_PAGE)
+        for e in entries[start:end]:
+            if isinstance(e, Path):
+                sub = node.add(Text(), data=FolderRef(self._root_dir / e, e), allow_expand=True)
+                self.folder_nodes[e] = sub
+                self._folder_label(e)
+                if open_folders is None or e in open_folders:
+                    self._fill(e, 0, open_folders, expanded)
+                    sub.expand()
+            else:
+                sn = node.add(session_label(e), data=e, allow_expand=True)
+                self.session_nodes[e.golden] = sn
+                if e.golden in expanded:
+                    sn.expand()
+        if end < len(entries):
+            node.add_leaf(Text(f"… {len(entries) - end:,} more (enter to load)", "italic"),
+                          data=MoreRef(None, end, rel))
+
+    def _folder_label(self, rel: Path) -> None:
+        sessions = [s for s in self._walk(rel)]
+        review = sum(1 for s in sessions if s.needs_review)
+        t = Text()
+        t.append(safe_text(rel.name, newlines=False), "bold blue")
+        t.append(f"  {len(sessions):,} sessions", "dim")
+        if review:
+            t.append(f"  {review:,} to review", "bold red")
+        self.folder_nodes[rel].set_label(t)
+
+    def _walk(self, rel: Path) -> list[Session]:
+        out: list[Session] = []
+        for e in self._entries.get(rel, ()):
+            if isinstance(e, Path):
+                out += self._walk(e)
+            else:
+                out.append(e)
+        return out
+
+    def go_to(self, node: TreeNode[NodeData]) -> None:
+        """Put the cursor on ``node`` and scroll to it, also when it was added a moment ago."""
+        _ = self._tree_lines  # nodes just added have no line number until the lines are rebuilt
+        self.move_cursor(node)
+        self.scroll_to_node(node, animate=False)
+
+    def shows(self, s: Session) -> bool:
+        """Whether ``s`` is in the tree (built or not yet), i.e. not filtered out."""
+        return s.golden in self._folder_of
+
+    def reveal(self, s: Session) -> TreeNode[NodeData]:
+        """The node of session ``s``, opening its folders and loading pages until it exists."""
+        node = self.session_nodes.get(s.golden)
+        if node is not None:
+            return node
+        rel = self._folder_of[s.golden]
+        chain = [rel, *rel.parents][:-1][::-1]  # outermost first, without the root
+        for f in chain:
+            if f not in self.folder_nodes:  # a page of the parent must be loaded first
+                self._load_until(f.parent, f)
+            fn = self.folder_nodes[f]
+            if not fn.is_expanded:
+                fn.expand()
+            if not fn.children:
+                self._fill(f, 0, set())
+        self._load_until(rel, s)
+        return self.session_nodes[s.golden]
+
+    def _load_until(self, rel: Path, entry: Path | Session) -> None:
+        """Load pages of folder ``rel`` until ``entry`` has its node."""
+        pos = next(i for i, e in enumerate(self._entries[rel]) if e is entry or (isinstance(e, Path) and e == entry))
+        node = self.folder_nodes[rel]
+        while pos >= (loaded := sum(1 for c in node.children if not isinstance(c.data, MoreRef))):
+            self._fill(rel, loaded, set())
+
+    def first_session(self, data: NodeData) -> Session | None:
+        """The first session at or below a folder node or a folder's "more" node."""
+        if isinstance(data, FolderRef):
+            entries, start = self._entries.get(data.rel, []), 0
+        elif isinstance(data, MoreRef) and data.folder is not None:
+            entries, start = self._entries.get(data.folder, []), data.start
+        else:
+            return None
+        for e in entries[start:]:
+            found = self.first_session(FolderRef(self._root_dir / e, e)) if isinstance(e, Path) else e
+            if found is not None:
+                return found
+        return None
+
+    def load_more(self, more: MoreRef, node: TreeNode[NodeData]) -> None:
+        if more.folder is not None:
+            self._fill(more.folder, more.start, set())
+        elif more.session is not None and node.parent is not None:
+            self.build_steps(node.parent, start=more.start)
 
     def refresh_session(self, s: Session) -> None:
         node = self.session_nodes.get(s.golden)
@@ -133,6 +252,18 @@ class SessionTree(Tree[NodeData]):
         node.set_label(session_label(s))
         if node.is_expanded:
             self.build_steps(node, reload=True)
+
+    def refresh_folders(self, sessions: list[Session]) -> None:
+        """Recount the labels of the folders holding ``sessions`` (and their parents)."""
+        touched: set[Path] = set()
+        for s in sessions:
+            rel = self._folder_of.get(s.golden)
+            while rel is not None and rel != Path() and rel not in touched:
+                touched.add(rel)
+                rel = rel.parent
+        for rel in touched:
+            if rel in self.folder_nodes:
+                self._folder_label(rel)
 
     def build_steps(self, node: TreeNode[NodeData], reload: bool = False, start: int = 0) -> None:
         s = node.data
@@ -160,8 +291,11 @@ class SessionTree(Tree[NodeData]):
             node.add_leaf(Text(f"… {len(idx) - end:,} more steps (enter to load)", "italic"), data=MoreRef(s, end))
 
     def _on_tree_node_expanded(self, event: Tree.NodeExpanded[NodeData]) -> None:
-        if isinstance(event.node.data, Session):
+        data = event.node.data
+        if isinstance(data, Session):
             self.build_steps(event.node)
+        elif isinstance(data, FolderRef) and not event.node.children:
+            self._fill(data.rel, 0, set())
 
 
 def _error_lines(idx: object) -> set[int]:
