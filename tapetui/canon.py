@@ -8,6 +8,8 @@ from typing import Any
 
 import orjson
 
+from tapetui.errors import TooDeep
+
 __all__ = ["call_key", "canon", "canonical_json"]
 
 
@@ -20,7 +22,15 @@ def canon(value: Any) -> Any:
 
     Raises:
         TypeError: a value that has no JSON form (a set of mixed types, an object).
+        TooDeep: a value nested deeper than Python's recursion limit allows.
     """
+    try:
+        return _canon(value)
+    except RecursionError:
+        raise TooDeep("value") from None
+
+
+def _canon(value: Any) -> Any:
     if isinstance(value, str):
         return value.strip()
     if value is None or isinstance(value, (bool, int)):
@@ -28,11 +38,11 @@ def canon(value: Any) -> Any:
     if isinstance(value, float):
         return round(value, 6) if math.isfinite(value) else value
     if isinstance(value, dict):
-        return {str(k): canon(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0])) if v is not None}
+        return {str(k): _canon(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0])) if v is not None}
     if isinstance(value, (list, tuple)):
-        return [canon(v) for v in value]
+        return [_canon(v) for v in value]
     if isinstance(value, (set, frozenset)):
-        return sorted((canon(v) for v in value), key=canonical_json)
+        return sorted((_canon(v) for v in value), key=canonical_json)
     raise TypeError(f"{type(value).__name__} is not a JSON value")
 
 

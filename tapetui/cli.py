@@ -356,6 +356,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TapeError as e:
         err.line(f"tapetui: {e}", "red")
         return 2
+    except RecursionError:  # every reader turns this into a TapeError naming the file; a last guard
+        err.line("tapetui: the input is nested too deeply to process", "red")
+        return 2
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

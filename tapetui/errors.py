@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ConfigError", "TapeDrift", "TapeError", "TapeMiss", "TapeStale", "ToolDriftError"]
+__all__ = ["ConfigError", "TooDeep", "TapeDrift", "TapeError", "TapeMiss", "TapeStale", "ToolDriftError"]
 
 
 class TapeError(Exception):
     """Base class of every tapetui error: bad tapes, bad config, failed replays."""
+
+
+class TooDeep(TapeError):
+    """A value nested more deeply than Python can walk (about 900 levels): refused, not crashed on."""
+
+    def __init__(self, what: str = "value") -> None:
+        super().__init__(f"{what} is nested too deeply (more than Python's ~900 levels)")
 
 
 class ConfigError(TapeError):

@@ -35,7 +35,7 @@ from rapidfuzz.distance import Levenshtein
 from tapetui.canon import canon
 from tapetui.changelog import Entry, append_entry, has_entry
 from tapetui.config import Config
-from tapetui.errors import TapeError
+from tapetui.errors import TapeError, TooDeep
 from tapetui.fingerprint import ToolManifest, explain_manifest_change
 from tapetui.jsondiff import Change, IgnoreRules, diff_values, format_changes
 from tapetui.registry import ToolRegistry
@@ -216,7 +216,7 @@ def compare(golden: Path | LoadedTape, other: Path | LoadedTape, config: Config 
         olds = g.calls[op.src_start:op.src_end]
         news = o.calls[op.dest_start:op.dest_end]
         if op.tag == "equal":
-            steps += [_pair(a, b, rules, contracts) for a, b in zip(olds, news)]
+            steps += [_pair(a, b, rules, contracts, (g.path, o.path)) for a, b in zip(olds, news)]
         elif op.tag == "replace":
             steps += [StepDiff("replaced", a, b) for a, b in zip(olds, news)]
             steps += [StepDiff("skipped", a, None) for a in olds[len(news):]]
@@ -234,7 +234,15 @@ def compare(golden: Path | LoadedTape, other: Path | LoadedTape, config: Config 
     )
 
 
-def _pair(a: CallRecord, b: CallRecord, rules: IgnoreRules, contracts: dict[str, Any]) -> StepDiff:
+def _pair(a: CallRecord, b: CallRecord, rules: IgnoreRules, contracts: dict[str, Any], where: tuple[Path, Path]
+          ) -> StepDiff:
+    try:
+        return _pair_diff(a, b, rules, contracts)
+    except TooDeep:
+        raise TooDeep(f"{where[0]}:{a.line} and {where[1]}:{b.line}: step {a.seq} ({a.tool})") from None
+
+
+def _pair_diff(a: CallRecord, b: CallRecord, rules: IgnoreRules, contracts: dict[str, Any]) -> StepDiff:
     fp = tuple(contracts[a.tool][2]) if a.fingerprint != b.fingerprint and a.tool in contracts else ()
     if a.fingerprint != b.fingerprint and not fp:
         fp = (f"fingerprint {a.fingerprint} → {b.fingerprint}",)

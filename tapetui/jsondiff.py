@@ -14,6 +14,8 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from tapetui.errors import TooDeep
+
 __all__ = ["MISSING", "Change", "IgnoreRules", "VOLATILE_DEFAULTS", "diff_values", "format_changes", "format_path",
            "short"]
 
@@ -107,12 +109,22 @@ NO_RULES = IgnoreRules(volatile=False)
 
 
 def diff_values(old: Any, new: Any, ignore: IgnoreRules | None = None) -> list[Change]:
-    """Every path where ``old`` and ``new`` differ, as :class:`Change`, in path order."""
+    """Every path where ``old`` and ``new`` differ, as :class:`Change`, in path order.
+
+    Raises:
+        TooDeep: a value nested deeper than Python's recursion limit allows.
+    """
+    try:
+        return _diff(old, new, ignore or NO_RULES)
+    except RecursionError:
+        raise TooDeep("a compared value") from None
+
+
+def _diff(old: Any, new: Any, rules: IgnoreRules) -> list[Change]:
     if old == new and type(old) is type(new):
         return []
     from deepdiff import DeepDiff
 
-    rules = ignore or NO_RULES
     tree = DeepDiff(old, new, view="tree", verbose_level=2, threshold_to_diff_deeper=0)
     changes: list[Change] = []
     for kind, levels in tree.items():

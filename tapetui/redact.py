@@ -7,6 +7,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from tapetui.errors import TooDeep
+
 __all__ = ["DEFAULT_REDACTOR", "REDACTED", "Redactor"]
 
 REDACTED = "[REDACTED]"
@@ -100,7 +102,17 @@ class Redactor:
         return text
 
     def redact(self, value: Any) -> Any:
-        """Return ``value`` with secrets replaced; unchanged parts are shared, not copied."""
+        """Return ``value`` with secrets replaced; unchanged parts are shared, not copied.
+
+        Raises:
+            TooDeep: a value nested deeper than Python's recursion limit allows.
+        """
+        try:
+            return self._redact(value)
+        except RecursionError:
+            raise TooDeep("value") from None
+
+    def _redact(self, value: Any) -> Any:
         if isinstance(value, str):
             return self.redact_text(value)
         if isinstance(value, dict):
@@ -110,12 +122,12 @@ class Redactor:
                 if isinstance(k, str) and self.is_secret_key(k) and v is not None:
                     nv: Any = REDACTED
                 else:
-                    nv = self.redact(v)
+                    nv = self._redact(v)
                 changed = changed or nv is not v
                 out[k] = nv
             return out if changed else value
         if isinstance(value, (list, tuple)):
-            items = [self.redact(v) for v in value]
+            items = [self._redact(v) for v in value]
             if any(a is not b for a, b in zip(items, value)):
                 return items
             return value

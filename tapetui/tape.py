@@ -16,7 +16,7 @@ import orjson
 
 from tapetui.canon import canon, canonical_json
 from tapetui.config import Config, ToolPolicy
-from tapetui.errors import TapeDrift, TapeError, TapeMiss, TapeStale, ToolDriftError
+from tapetui.errors import TapeDrift, TapeError, TapeMiss, TapeStale, ToolDriftError, TooDeep
 from tapetui.fingerprint import explain_manifest_change
 from tapetui.jsondiff import diff_values
 from tapetui.redact import Redactor
@@ -208,7 +208,7 @@ class Tape:
         try:
             redacted = self._redactor.redact(args)
             key = key_of(tool, redacted)
-        except TypeError as e:
+        except (TypeError, TooDeep) as e:
             raise TapeError(f"{tool} (step {seq}): arguments cannot be recorded: {e}") from None
         policy = self.config.policy(tool)
         if self.mode == "record":
@@ -457,6 +457,9 @@ class Tape:
                                  ms=ms, expires_at=expires, recorded_at=iso(recorded_at), args=canon(redacted),
                                  result=None if err else self._redactor.redact(result), error=err,
                                  requested_tool=requested_tool)
+            except TooDeep:
+                raise TapeError(f"{tool} (step {seq}) returned a value nested too deeply to record; "
+                                "nothing was written") from None
             except TypeError:
                 where = _unserialisable(result) or ("result", type(result).__name__)
                 raise TapeError(f"{tool} (step {seq}) returned a value that cannot be recorded: "

@@ -205,8 +205,8 @@ class CallRecord:
 
 # The fields call_line writes first, in this order. Lines that do not match (hand
 # written, escaped names, older writers) take the slow path: a full parse.
-_FAST = re.compile(
-    rb'\{"type":"call","seq":(\d+),"tool":"([^"\\\n]*)","key":"([^"\\\n]*)","fingerprint":"([^"\\\n]*)",'
+_FAST = re.compile(  # anchored at a line start: a '{' earlier on the line must not hide a malformed line
+    rb'(?m)^\{"type":"call","seq":(\d{1,18}),"tool":"([^"\\\n]*)","key":"([^"\\\n]*)","fingerprint":"([^"\\\n]*)",'
     rb'"side_effect":(true|false),"ms":(-?[0-9.eE+-]+),"expires_at":(null|"[^"\\\n]*"),[^\n]*\}\n'
 )
 
@@ -315,15 +315,18 @@ def _call_from_obj(obj: Any, path: Path, line: int) -> CallRecord:
     if not isinstance(obj, dict):
         raise TapeError(f"{path}:{line}: a call line must be a JSON object")
     seq, tool = obj.get("seq"), obj.get("tool")
-    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
-        raise TapeError(f"{path}:{line}: call has no valid 'seq' (a positive integer), got {seq!r}")
+    if not isinstance(seq, int) or isinstance(seq, bool) or not 1 <= seq < 2**63:
+        raise TapeError(f"{path}:{line}: call has no valid 'seq' (a positive 64-bit integer), got {repr(seq)[:40]}")
     if not isinstance(tool, str) or not tool:
         raise TapeError(f"{path}:{line}: call has no valid 'tool' (a non-empty string)")
     key = obj.get("key")
     if key is None:
         from tapetui.canon import call_key
 
-        key = call_key(tool, obj.get("args") or {})
+        try:
+            key = call_key(tool, obj.get("args") or {})
+        except TapeError as e:
+            raise TapeError(f"{path}:{line}: call args: {e}") from None
     elif not isinstance(key, str):
         raise TapeError(f"{path}:{line}: call 'key' must be a string")
     err = obj.get("error")
@@ -433,7 +436,7 @@ def _parse_line(idx: TapeIndex, raw: bytes, offset: int, length: int, line_no: i
     kind = obj.get("type")
     if kind == "call" or (kind is None and "seq" in obj and "tool" in obj):
         seq, tool, key, ms, exp = obj.get("seq"), obj.get("tool"), obj.get("key"), obj.get("ms", 0), obj.get("expires_at")
-        if (type(seq) is not int or seq < 1 or type(tool) is not str or not tool or type(key) is not str
+        if (type(seq) is not int or not 1 <= seq < 2**63 or type(tool) is not str or not tool or type(key) is not str
                 or type(ms) not in (int, float) or (exp is not None and type(exp) is not str)
                 or not isinstance(obj.get("error", {}), dict)):
             rec = _call_from_obj(obj, path, line_no)  # names the problem, or fills in a missing key

@@ -1,10 +1,17 @@
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+# Fuzzing budgets: CI runs a fixed, repeatable set; HYPOTHESIS_PROFILE=fuzz hunts longer with fresh inputs.
+settings.register_profile("ci", max_examples=120, derandomize=True, database=None, deadline=None)
+settings.register_profile("fuzz", max_examples=3000, database=None, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 from tapetui import Config, ToolRegistry
 from tapetui.config import ToolPolicy
