@@ -242,7 +242,7 @@ class TapeApp(App[None]):
         if self.live_session is None or self.live_session == msg.golden:
             if msg.reset or any(e.get("event") == "start" for e in msg.events):
                 log.clear()
-                log.write_line(f"── {s.name} ──")
+                log.write_line(f"── {safe_text(s.name, newlines=False)} ──")
             log.write_lines([_event_line(e) for e in msg.events])
             if self.follow:
                 log.scroll_end(animate=False)
@@ -347,7 +347,7 @@ class TapeApp(App[None]):
         """The selected session's latest run, in the live panel (new events keep arriving there)."""
         log = self.query_one("#live", Log)
         log.clear()
-        log.write_line(f"── {s.name} ──" + ("" if events else "  no run yet (p starts one)"))
+        log.write_line(f"── {safe_text(s.name, newlines=False)} ──" + ("" if events else "  no run yet (p starts one)"))
         log.write_lines([_event_line(e) for e in events])
 
     def _if_current(self, token: int, fn: Callable[[], None]) -> None:
@@ -615,7 +615,7 @@ class TapeApp(App[None]):
     @work(thread=True, group="replay")
     def _replay(self, s: Session) -> None:
         cmd = (self.config.replay_command or "").replace("{tape}", shlex.quote(str(s.golden)))
-        self.call_from_thread(self.notify, f"Replaying {s.name}…", markup=False)
+        self.call_from_thread(self.notify, safe_text(f"Replaying {s.name}…"), markup=False)
         try:
             proc = subprocess.run(shlex.split(cmd), cwd=self.config.root, capture_output=True, text=True,
                                   stdin=subprocess.DEVNULL, timeout=3600)
