@@ -69,9 +69,10 @@ def _tape(cfg: Config, name: str) -> Path:
         p = p.with_suffix(".jsonl")
     if not p.is_absolute() and not p.exists():
         p = cfg.tapes_dir / p
-    from tapetui.store import golden_of
+    from tapetui.store import golden_of, safe_path
 
-    g = golden_of(p.resolve()) or p.resolve()
+    full = safe_path(cfg.tapes_dir, p.resolve())  # ../ escapes, absolute paths elsewhere, symlinks out: refused
+    g = golden_of(full) or full
     if not g.exists() and not (g.with_name(g.name[:-6] + ".candidate.jsonl")).exists():
         raise TapeError(f"{name}: no such tape")
     return g

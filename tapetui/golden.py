@@ -40,7 +40,7 @@ from tapetui.fingerprint import ToolManifest, explain_manifest_change
 from tapetui.jsondiff import Change, IgnoreRules, diff_values, format_changes
 from tapetui.registry import ToolRegistry
 from tapetui.runlog import read_run_log
-from tapetui.store import candidate_path, iter_goldens, journal_path, runlog_path, session_name
+from tapetui.store import candidate_path, iter_goldens, journal_path, refuse_links_out, runlog_path, session_name
 from tapetui.tape import iso, key_of, parse_iso, utcnow
 from tapetui.tapefile import CallRecord, TapeIndex, atomic_write, call_line, dump_line, fsync_dir, read_index
 
@@ -199,6 +199,8 @@ def compare(golden: Path | LoadedTape, other: Path | LoadedTape, config: Config 
     Steps are aligned on the tool-name sequence (Levenshtein opcodes), so a step
     inserted at 3 shows as added instead of making 4..n look changed.
     """
+    if config is not None:
+        refuse_links_out(config.tapes_dir, *(p for p in (golden, other) if not isinstance(p, LoadedTape)))
     g = golden if isinstance(golden, LoadedTape) else load(Path(golden))
     o = other if isinstance(other, LoadedTape) else load(Path(other))
     rules = (config.ignore_rules() if config else IgnoreRules())
@@ -357,6 +359,7 @@ class SessionReport:
 def check_session(golden: Path, config: Config) -> SessionReport:
     rep = SessionReport(session_name(golden, config.tapes_dir), golden)
     try:
+        refuse_links_out(config.tapes_dir, golden, candidate_path(golden), runlog_path(golden))
         idx = read_index(golden, validate=True) if golden.exists() else None
         if idx is not None and idx.torn is not None:
             rep.findings.append(Finding("torn", f"torn last line {idx.torn.line} ({idx.torn.size} bytes); "
@@ -507,6 +510,7 @@ def accept(config: Config, golden: Path, why: str | None, steps: Iterable[int] |
     why = _require_why(why, "accept")
     golden = Path(golden)
     cand = candidate_path(golden)
+    refuse_links_out(config.tapes_dir, golden, cand)
     if not cand.exists():
         raise TapeError(f"{golden}: no pending candidate to accept")
     c = load(cand)
@@ -582,6 +586,7 @@ def expire(config: Config, golden: Path, steps: Iterable[int] | None = None, *, 
            why: str | None = None, now: datetime | None = None) -> Entry:
     """Mark entries expired (``expires_at`` = now) so the next ``fill`` re-records them."""
     golden = Path(golden)
+    refuse_links_out(config.tapes_dir, golden)
     g = load(golden)
     when = iso((now or utcnow()).replace(microsecond=0))
     wanted = set(steps or ())
@@ -664,6 +669,7 @@ def rerecord(config: Config, golden: Path, seq: int, *, yes: bool = False,
     """
     golden = Path(golden)
     cand = candidate_path(golden)
+    refuse_links_out(config.tapes_dir, golden, cand)
     base = load(cand) if cand.exists() else load(golden)
     try:
         pos = next(i for i, c in enumerate(base.calls) if c.seq == seq)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from tapetui.errors import TapeError
 
-__all__ = ["candidate_path", "golden_of", "is_golden", "iter_goldens", "journal_path", "runlog_path", "safe_path",
-           "session_name"]
+__all__ = ["candidate_path", "golden_of", "is_golden", "iter_goldens", "journal_path", "refuse_links_out", "runlog_path",
+           "safe_path", "session_name"]
 
 _AUX = (".candidate.jsonl", ".run.jsonl")
 
@@ -85,6 +85,20 @@ def safe_path(tapes_dir: Path, name: str | Path) -> Path:
     if full != root and root not in full.parents:
         raise TapeError(f"{name}: outside the tapes folder {root}")
     return full
+
+
+def refuse_links_out(tapes_dir: Path, *paths: Path) -> None:
+    """Raise TapeError for any of ``paths`` that is a symlink leading out of the tapes folder.
+
+    Goldens, candidates and run logs are read through this check, so a planted
+    ``x.candidate.jsonl -> ~/.ssh/id_rsa`` is never read, shown or accepted into a golden.
+    """
+    for p in paths:
+        if os.path.islink(p):
+            root = Path(tapes_dir).resolve()
+            target = Path(p).resolve()
+            if target != root and root not in target.parents:
+                raise TapeError(f"{p}: a symlink to {target}, outside the tapes folder {root}; not followed")
 
 
 def iter_goldens(tapes_dir: Path) -> Iterator[Path]:

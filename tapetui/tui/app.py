@@ -22,7 +22,7 @@ from tapetui import golden as review
 from tapetui.config import Config
 from tapetui.errors import TapeError
 from tapetui.runlog import RunLogReader, RunSummary
-from tapetui.store import candidate_path, golden_of, iter_goldens, runlog_path, session_name
+from tapetui.store import candidate_path, golden_of, iter_goldens, refuse_links_out, runlog_path, session_name
 from tapetui.textsafe import safe_text
 from tapetui.tui.messages import FilesChanged, RunEvents, SummariesReady
 from tapetui.tui.model import Session
@@ -133,7 +133,7 @@ class TapeApp(App[None]):
         goldens = list(iter_goldens(self.config.tapes_dir))
         keep = {}
         for g in goldens:
-            keep[g] = self.sessions.get(g) or Session(g, session_name(g, self.config.tapes_dir))
+            keep[g] = self.sessions.get(g) or Session(g, session_name(g, self.config.tapes_dir), self.config.tapes_dir)
         self.sessions = keep
         self.order = goldens
         self.rebuild_tree()
@@ -216,6 +216,10 @@ class TapeApp(App[None]):
         reader = self._readers.get(golden)
         if reader is None:
             reader = self._readers[golden] = RunLogReader(runlog_path(golden))
+        try:
+            refuse_links_out(self.config.tapes_dir, reader.path)
+        except TapeError as e:
+            return False, [{"event": "invalid", "problem": str(e)}]
         return reader.poll()
 
     def on_summaries_ready(self, msg: SummariesReady) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tapetui.errors import TapeError
 from tapetui.runlog import RunSummary
-from tapetui.store import candidate_path
+from tapetui.store import candidate_path, refuse_links_out
 from tapetui.tapefile import TapeIndex, read_index
 
 GLYPH = {"hit": "✓", "drift": "≠", "miss": "?", "stale": "⌛", "unused": "∅", "contract": "⚡", "error": "✗",
@@ -21,6 +21,7 @@ GLYPH = {"hit": "✓", "drift": "≠", "miss": "?", "stale": "⌛", "unused": "�
 class Session:
     golden: Path
     name: str
+    tapes_dir: Path | None = field(default=None, repr=False)  # symlinks leading out of it are not followed
     summary: RunSummary = field(default_factory=RunSummary, repr=False)
     pending: bool = False
     error: str | None = None
@@ -32,6 +33,8 @@ class Session:
         """The golden's index, re-read only when the file changed (size or mtime)."""
         path = self.golden if self.golden.exists() else candidate_path(self.golden)
         try:
+            if self.tapes_dir is not None:
+                refuse_links_out(self.tapes_dir, path)
             st = path.stat()
             stamp = (st.st_mtime_ns, st.st_size)
             if self._idx is not None and self._idx[0] == stamp:
