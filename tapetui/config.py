@@ -136,7 +136,10 @@ def _check_type(value: Any, types: tuple[type, ...], desc: str, where: str) -> N
 
 
 def _inside(root: Path, rel: str, where: str) -> Path:
-    p = (root / rel).resolve()
+    try:
+        p = (root / rel).resolve()
+    except (ValueError, OSError) as e:  # a NUL byte, a symlink loop
+        raise ConfigError(f"{where} = {rel!r} is not a usable path: {e}") from None
     if p != root and root not in p.parents:
         raise ConfigError(f"{where} = {rel!r} points outside the project folder {root}")
     return p

@@ -203,6 +203,7 @@ toml_text = st.one_of(
 @given(text=toml_text)
 @example(text="[tapes]\ndir = \"" + "a/" * 5000 + "\"\n")
 @example(text="a = " + "[" * 10_000 + "]" * 10_000)
+@example(text='[tapes]\ndir="\\u0000"')  # found by the long fuzz run: a NUL in a path
 def test_tapes_toml_loader_only_succeeds_or_raises_config_error(tmp_path: Path, text: str) -> None:
     from tapetui.errors import ConfigError
 

@@ -1,0 +1,302 @@
+"""Crash harness: SIGKILL a child at a random moment of record, fill, accept, reject, expire or
+re-record, then check that nothing is broken or lost.
+
+A child runs one operation in a loop and prints ``ack N`` after each one returns. The parent
+kills it after a random delay, runs recovery (what every command and the app do first) and
+checks the invariants of that operation:
+
+- every tape is valid JSONL, or has only a torn tail which the next append sets aside;
+- no golden is half-written (goldens are only ever replaced whole);
+- no golden changed without its changelog entry, and no entry exists for a change that did
+  not happen;
+- nothing acknowledged is lost (an acked record or fill is on the tape, an acked accept or
+  expire is in the golden).
+
+Used by tests/test_crash.py (a CI-sized subset) and benchmarks/crash_harness.py (the full run).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+OPS = ("record", "fill", "accept", "reject", "expire", "rerecord")
+STEPS = 6  # steps of the golden the review operations start from
+BASE_TIME = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+# ---- shared by parent and child ---------------------------------------------------------
+def registry(counter: Path | None = None) -> Any:
+    from tapetui import ToolRegistry
+
+    reg = ToolRegistry()
+
+    @reg.tool(schema={"type": "object"}, version="1")
+    def echo(n: int, pad: str = "", op: int = 0) -> dict[str, Any]:
+        return {"n": n, "pad": pad, "op": op}
+
+    @reg.tool(schema={"type": "object"}, version="1")
+    def echo2(n: int, pad: str = "") -> dict[str, Any]:
+        return {"n2": n, "pad": pad}
+
+    @reg.tool(schema={"type": "object"}, version="1", side_effect=True, ttl=3600)
+    def tick(n: int) -> dict[str, Any]:
+        count = 0
+        if counter is not None:
+            count = int(counter.read_text() or 0) + 1 if counter.exists() else 1
+            counter.write_text(str(count))
+        return {"tick": count}
+
+    return reg
+
+
+def config(tapes: Path) -> Any:
+    from tapetui import Config
+
+    return Config.for_dir(tapes)
+
+
+def make_golden(tapes: Path) -> Path:
+    """A golden of STEPS steps: echo, echo, tick, echo, ... (made in the parent, not killed)."""
+    from tapetui import Tape
+
+    golden = tapes / "s.jsonl"
+    with Tape(golden, "record", registry(), config=config(tapes), run_log=False) as t:
+        for i in range(1, STEPS + 1):
+            t.call("tick" if i == 3 else "echo", {"n": i} if i == 3 else {"n": i, "pad": "p" * 50})
+    return golden
+
+
+def candidate_with_op(golden: Path, op: int) -> bytes:
+    """The golden's bytes with step 1's args carrying ``op`` (a distinct candidate per op)."""
+    import orjson
+
+    from tapetui.tape import key_of
+    from tapetui.tapefile import call_line
+
+    lines = golden.read_bytes().splitlines(keepends=True)
+    out = []
+    for raw in lines:
+        obj = orjson.loads(raw)
+        if obj.get("type") == "call" and obj["seq"] == 1:
+            args = {**obj["args"], "op": op}
+            raw = call_line(seq=1, tool="echo", key=key_of("echo", args), fingerprint=obj["fingerprint"],
+                            side_effect=False, ms=1.0, expires_at=None, recorded_at=obj["recorded_at"], args=args,
+                            result={"n": 1, "op": op})
+        out.append(raw)
+    return b"".join(out)
+
+
+def golden_op(golden: Path) -> int:
+    from tapetui.tapefile import read_index
+
+    idx = read_index(golden, validate=True)
+    return int((idx.record(idx.at_seq(1)).args or {}).get("op", 0))
+
+
+# ---- the child --------------------------------------------------------------------------
+def child(op: str, tapes: Path) -> None:
+    from tapetui import Tape, TapeError
+    from tapetui import golden as review
+    from tapetui.store import candidate_path
+    from tapetui.tapefile import atomic_write
+
+    cfg = config(tapes)
+    reg = registry(tapes.parent / "counter")
+    golden = tapes / "s.jsonl"
+    print("ready", flush=True)
+    n = 0
+    if op == "record":
+        with Tape(tapes / "new.jsonl", "record", reg, config=cfg) as t:
+            while True:
+                n += 1
+                t.call("echo", {"n": n, "pad": "x" * (n * 997 % 9000)})
+                print(f"ack {n}", flush=True)
+    if op == "fill":
+        with Tape(golden, "fill", reg, config=cfg) as t:
+            for n in itertools.count(1):
+                tool = "echo2" if n % 2 == 0 or n > STEPS else ("tick" if n == 3 else "echo")
+                args = {"n": n} if tool == "tick" else {"n": n, "pad": "p" * 50}
+                t.call(tool, args)
+                print(f"ack {n} {tool}", flush=True)
+    while True:
+        n += 1
+        if op == "accept":
+            atomic_write(candidate_path(golden), candidate_with_op(golden, n))
+            review.accept(cfg, golden, f"op-{n}")
+        elif op == "reject":
+            atomic_write(candidate_path(golden), candidate_with_op(golden, n))
+            review.reject(cfg, golden, f"op-{n}")
+        elif op == "expire":
+            review.expire(cfg, golden, [3], why=f"op-{n}", now=BASE_TIME + timedelta(seconds=n))
+        elif op == "rerecord":
+            try:
+                review.rerecord(cfg, golden, 3, yes=True, registry=reg)
+            except TapeError as e:
+                print(f"error {e}", flush=True)
+                raise
+        print(f"ack {n}", flush=True)
+
+
+# ---- the parent -------------------------------------------------------------------------
+@dataclass
+class Trial:
+    op: str
+    delay_ms: float
+    acked: int
+    problems: list[str]
+
+
+def _rationales(changelog: Path) -> list[int]:
+    if not changelog.exists():
+        return []
+    return [int(m) for m in re.findall(r"^> op-(\d+)$", changelog.read_text(), flags=re.M)]
+
+
+def _check_tape(path: Path, problems: list[str], *, may_tear: bool) -> Any:
+    from tapetui import TapeError
+    from tapetui.tapefile import read_index
+
+    try:
+        idx = read_index(path, validate=True)
+    except TapeError as e:
+        problems.append(f"{path.name} is not valid JSONL: {e}")
+        return None
+    if idx.torn is not None and not may_tear:
+        problems.append(f"{path.name} has a torn tail but is only ever replaced whole")
+    return idx
+
+
+def run_trial(op: str, work: Path, rng: random.Random, max_delay_ms: float = 250) -> Trial:
+    from tapetui import golden as review
+    from tapetui.runlog import read_run_log
+    from tapetui.store import candidate_path, runlog_path
+    from tapetui.tapefile import Appender, dump_line, read_index
+
+    if work.exists():
+        shutil.rmtree(work)
+    tapes = work / "tapes"
+    tapes.mkdir(parents=True)
+    golden = make_golden(tapes) if op != "record" else tapes / "s.jsonl"
+    cfg = config(tapes)
+    before = golden.read_bytes() if golden.exists() else b""
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from tests.crash_harness import child; "
+                             "child(sys.argv[1], __import__('pathlib').Path(sys.argv[2]))", op, str(tapes)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    if first.strip() != b"ready":
+        raise RuntimeError(f"child did not start: {first!r} {proc.stderr.read() if proc.stderr else b''!r}")
+    delay = rng.uniform(0, max_delay_ms)
+    time.sleep(delay / 1000)
+    proc.send_signal(signal.SIGKILL)
+    out, err = proc.communicate(timeout=30)
+    problems: list[str] = []
+    if proc.returncode != -signal.SIGKILL:
+        problems.append(f"child ended by itself ({proc.returncode}): {err.decode()[-300:]}")
+    acks = [line.split() for line in out.decode().splitlines() if line.startswith("ack ")]
+    acked = int(acks[-1][1]) if acks else 0
+
+    review.recover(cfg)  # what every command and the app do first
+    leftovers = [p.name for p in tapes.iterdir() if p.name.endswith((".next", ".journal"))]
+    if leftovers:
+        problems.append(f"left behind after recovery: {leftovers}")
+    log = runlog_path(golden if op != "record" else tapes / "new.jsonl")
+    if log.exists():
+        try:
+            read_run_log(log)
+        except Exception as e:  # the reader must never fail on a killed writer's log
+            problems.append(f"run log unreadable: {type(e).__name__}: {e}")
+
+    if op == "record":
+        tape = tapes / "new.jsonl"
+        if tape.exists():
+            idx = _check_tape(tape, problems, may_tear=True)
+            if idx is not None:
+                if list(idx.seqs) != list(range(1, len(idx) + 1)):
+                    problems.append("recorded steps are not 1..n")
+                if len(idx) < acked:
+                    problems.append(f"acked {acked} calls but the tape holds {len(idx)}")
+                with Appender(tape) as a:  # the next append sets a torn tail aside
+                    a.append(dump_line({"type": "call", "seq": len(idx) + 1, "tool": "echo", "key": "echo:x",
+                                        "args": {}, "result": None}))
+                after = _check_tape(tape, problems, may_tear=False)
+                if after is not None and len(after) != len(idx) + 1:
+                    problems.append("appending after the crash lost a line")
+        elif acked:
+            problems.append("acked calls but no tape")
+    elif op == "fill":
+        if golden.read_bytes() != before:
+            problems.append("fill changed the golden")
+        cand = candidate_path(golden)
+        filled = {int(a[1]) for a in acks if a[2] == "echo2"}
+        if cand.exists():
+            idx = _check_tape(cand, problems, may_tear=True)
+            if idx is not None:
+                missing = filled - set(idx.seqs)
+                if missing:
+                    problems.append(f"acked filled steps {sorted(missing)} are not in the candidate")
+        elif filled:
+            problems.append(f"filled steps {sorted(filled)} acked but no candidate")
+    elif op in ("accept", "expire"):
+        _check_tape(golden, problems, may_tear=False)
+        if op == "accept":
+            now_op = golden_op(golden)
+        else:
+            exp = read_index(golden, validate=True).expires.get(2)  # call index 2 is step 3
+            now_op = 0 if exp is None or not exp.startswith("2030-") else \
+                int((datetime.fromisoformat(exp) - BASE_TIME).total_seconds())
+        entries = _rationales(cfg.changelog)
+        if entries != list(range(1, now_op + 1)):
+            problems.append(f"golden is at op {now_op} but the changelog holds entries {entries[-5:]}")
+        if now_op < acked:
+            problems.append(f"op {acked} was acknowledged but the golden is at op {now_op}")
+    elif op == "reject":
+        if golden.read_bytes() != before:
+            problems.append("reject changed the golden")
+        entries = _rationales(cfg.changelog)
+        if entries != list(range(1, len(entries) + 1)) or len(entries) < acked:
+            problems.append(f"reject entries {entries[-5:]} after {acked} acks")
+        cand = candidate_path(golden)
+        if cand.exists():
+            _check_tape(cand, problems, may_tear=False)
+    elif op == "rerecord":
+        if golden.read_bytes() != before:
+            problems.append("re-record changed the golden")
+        cand = candidate_path(golden)
+        if cand.exists():
+            idx = _check_tape(cand, problems, may_tear=False)
+            if idx is not None and acked and idx.record(2).result["tick"] < acked:
+                problems.append("an acknowledged re-record is not in the candidate")
+        elif acked:
+            problems.append("re-record acked but no candidate")
+    return Trial(op, delay, acked, problems)
+
+
+def run(trials_per_op: int, work: Path, seed: int = 0, ops: tuple[str, ...] = OPS,
+        progress: Callable[[Trial], None] | None = None) -> list[Trial]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(trials_per_op):
+        for op in ops:
+            t = run_trial(op, work / f"{op}-{i}", rng)
+            if not t.problems:
+                shutil.rmtree(work / f"{op}-{i}", ignore_errors=True)
+            out.append(t)
+            if progress is not None:
+                progress(t)
+    return out
