@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +36,10 @@ def utcnow() -> datetime:
 
 
 def iso(dt: datetime) -> str:
-    """UTC ISO-8601 with a ``Z``: ``2026-11-30T16:49:00Z``."""
-    dt = dt.astimezone(UTC)
-    text = dt.strftime("%Y-%m-%dT%H:%M:%S")
-    if dt.microsecond:
-        text += f".{dt.microsecond:06d}"
-    return text + "Z"
+    """UTC ISO-8601 with a ``Z``: ``2026-11-30T16:49:00Z`` (microseconds only when there are some)."""
+    if dt.tzinfo is not UTC:
+        dt = dt.astimezone(UTC)
+    return dt.replace(tzinfo=None).isoformat() + "Z"
 
 
 def parse_iso(text: str) -> datetime | None:
@@ -138,8 +137,10 @@ class Tape:
         self._counts = {"tape_hits": 0, "tape_misses": 0, "live_tool_calls": 0, "real_side_effects": 0,
                         "drift_events": 0, "fingerprint_changes": 0, "stale": 0, "overrides": 0, "unused": 0}
         self._allowed_fp: set[str] = set()
+        self._fp_ok: dict[str, str] = {}  # tool → recorded fingerprint that matched the live one
         self._index: TapeIndex | None = None
         self._fh: Any = None
+        self._fd = -1
         self._consumed = bytearray()
         self._writer: Appender | None = None
         self._written_tools: set[str] = set()
@@ -164,15 +165,19 @@ class Tape:
             if source.exists():
                 self._index = read_index(source)
                 self._fh = open(source, "rb")
+                self._fd = self._fh.fileno()
                 self._consumed = bytearray(len(self._index))
             elif mode == "replay":
                 raise TapeError(f"{self.path}: no tape to replay (record it first: mode='record')")
             else:
                 self.target = self.path
                 self._start_target("fill")
+        # event times in seconds with 6 decimals; the real clock's path avoids datetime and round()
+        stamp = (lambda: time.time_ns() // 1000 / 1e6) if clock is utcnow else \
+            (lambda: round(self._clock().timestamp(), 6))
         self._log = RunLog(runlog_path(self.path), {"mode": mode, "tape": self.path.name,
                                                     "started": iso(self._clock())},
-                           clock=lambda: round(self._clock().timestamp(), 6)) if run_log else None
+                           clock=stamp) if run_log else None
 
     # ---- context manager ---------------------------------------------------------
     def __enter__(self) -> Tape:
@@ -205,9 +210,9 @@ class Tape:
         args = {} if args is None else args
         self._seq += 1
         seq = self._seq
-        try:
-            redacted = self._redactor.redact(args)
-            key = key_of(tool, redacted)
+        try:  # redacted and canonical in one pass; the key hashes it (canonical_json sorts the keys)
+            redacted = self._redactor.canon_form(args)
+            key = f"{tool}:{sha256(canonical_json(redacted)).hexdigest()[:12]}"
         except (TypeError, TooDeep) as e:
             raise TapeError(f"{tool} (step {seq}): arguments cannot be recorded: {e}") from None
         policy = self.config.policy(tool)
@@ -220,12 +225,13 @@ class Tape:
 
         index = self._index
         i = self._take(key) if index is not None else None
-        if seq in self._overrides:
+        if self._overrides and seq in self._overrides:
             return self._override(seq, tool, key, i)
         if i is not None:
             assert index is not None
-            self._check_fingerprint(i, seq, tool, policy)
-            if i in index.expires and self._expired(index.expires[i]):
+            if self.registry is not None and self._fp_ok.get(tool) != index.fingerprints[i]:
+                self._check_fingerprint(i, seq, tool, policy)
+            if index.expires and i in index.expires and self._expired(index.expires[i]):
                 stale = policy.stale_policy or self.config.stale_policy
                 self._counts["stale"] += 1
                 self._emit("stale", seq=seq, tool=tool, key=key, expires_at=index.expires[i], policy=stale)
@@ -236,13 +242,14 @@ class Tape:
                     return self._miss(seq, tool, args, redacted, key, requested_tool, reason="expired", near=i)
             self._consumed[i] = 1
             self._counts["tape_hits"] += 1
-            self._emit("hit", seq=seq, tool=tool, key=key, step=index.seqs[i])
-            rec = index.record(i, self._fh)
+            if self._log is not None:
+                self._log.emit("hit", seq=seq, tool=tool, key=key, step=index.seqs[i])
+            result, error = index.outcome(i, self._fd)
             if self._writer is not None or self.mode == "fill":
                 self._carry(seq, i)
-            if rec.error is not None:
-                _raise_recorded(rec.error, tool, seq)
-            return rec.result
+            if error is not None:
+                _raise_recorded(error, tool, seq)
+            return result
         if index is not None:
             j = index.at_seq(seq)
             if j is not None and index.tools[j] == tool and index.keys[j] != key:
@@ -321,12 +328,18 @@ class Tape:
         return self.registry[name]
 
     def _take(self, key: str) -> int | None:
-        assert self._index is not None
-        consumed = self._consumed
-        for i in self._index.indices_of_key(key):
-            if not consumed[i]:
-                return i
-        return None
+        """The first unconsumed recorded call with this key."""
+        index = self._index
+        assert index is not None
+        i = index.key_first.get(key)
+        if i is None:
+            return None
+        consumed, following = self._consumed, index.key_next
+        while consumed[i]:
+            i = following[i]
+            if i < 0:
+                return None
+        return i
 
     def _expired(self, expires_at: str) -> bool:
         when = parse_iso(expires_at)
@@ -339,6 +352,7 @@ class Tape:
         assert self._index is not None
         recorded = self._index.fingerprints[i]
         if live is None or not recorded or live.fingerprint == recorded:
+            self._fp_ok[tool] = recorded  # the same tool and fingerprint again need no check
             return
         old = self._index.manifests.get(tool)
         explanation = explain_manifest_change(old if old and old.fingerprint == recorded else None, live.manifest)
@@ -454,7 +468,8 @@ class Tape:
                        "message": self._redactor.redact_text(str(error))}
             try:
                 line = call_line(seq=seq, tool=tool, key=key, fingerprint=t.fingerprint, side_effect=t.side_effect,
-                                 ms=ms, expires_at=expires, recorded_at=iso(recorded_at), args=canon(redacted),
+                                 ms=ms, expires_at=expires, recorded_at=iso(recorded_at),
+                                 args=orjson.Fragment(canonical_json(redacted)),  # = canon(redacted), as bytes
                                  result=None if err else self._redactor.redact(result), error=err,
                                  requested_tool=requested_tool)
             except TooDeep:

@@ -113,26 +113,31 @@ class Appender:
         self.fsync = fsync
         self.healed: list[int] = []  # offsets where torn tails were cut, for reporting
         self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        self._end = -1  # the file's size right after our last append (-1: unknown)
 
     def append(self, data: bytes) -> None:
         """Append complete lines (``data`` ends with a newline) as one write under the lock."""
         fd = self._fd
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
-            self._heal(fd)
-            view = memoryview(data)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
+            size = os.fstat(fd).st_size
+            if size != self._end:  # someone else wrote since our last line: check their tail
+                size = self._heal(fd, size)
+            n = os.write(fd, data)
+            if n != len(data):  # a short write (a full disk, a signal): finish the line
+                view = memoryview(data)[n:]
+                while view:
+                    view = view[os.write(fd, view):]
+            self._end = size + len(data)  # under the lock, with O_APPEND, our bytes end the file
             if self.fsync:
                 os.fsync(fd)
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
 
-    def _heal(self, fd: int) -> None:
-        size = os.fstat(fd).st_size
+    def _heal(self, fd: int, size: int) -> int:
+        """Set a torn last line aside (into ``<tape>.torn``); returns the file's size after."""
         if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
-            return
+            return size
         cut = _last_newline(fd, size) + 1
         torn = os.pread(fd, size - cut, cut)
         with open(torn_path(self.path), "ab") as fh:
@@ -141,6 +146,7 @@ class Appender:
             os.fsync(fh.fileno())
         os.ftruncate(fd, cut)
         self.healed.append(cut)
+        return cut
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -274,6 +280,19 @@ class TapeIndex:
         except orjson.JSONDecodeError as e:
             raise TapeError(f"{self.path}:{self.lines[i]}: invalid JSON: {e}") from None
         return _call_from_obj(obj, self.path, self.lines[i])
+
+    def outcome(self, i: int, fd: int) -> tuple[Any, dict[str, Any] | None]:
+        """The recorded ``(result, error)`` of call ``i``: the replay hot path, no record built."""
+        try:
+            obj = orjson.loads(os.pread(fd, self.lengths[i], self.offsets[i]))
+        except orjson.JSONDecodeError as e:
+            raise TapeError(f"{self.path}:{self.lines[i]}: invalid JSON: {e}") from None
+        if type(obj) is not dict:
+            raise TapeError(f"{self.path}:{self.lines[i]}: a call line must be a JSON object")
+        error = obj.get("error")
+        if error is not None and type(error) is not dict:
+            raise TapeError(f"{self.path}:{self.lines[i]}: call 'error' must be an object with 'type' and 'message'")
+        return obj.get("result"), error
 
     def records(self) -> Iterator[CallRecord]:
         """Every call, decoded, in file order."""
