@@ -237,6 +237,8 @@ class TapeIndex:
         self.expires: dict[int, str] = {}  # call index → expires_at, only for time-sensitive calls
         self.key_first: dict[str, int] = {}
         self.key_next = array("l")
+        self._key_last: dict[str, int] = {}  # only keys recorded more than once
+        self._strings: dict[bytes, str] = {}  # tool names and fingerprints, decoded once each
         self.torn: TornTail | None = None
         self.unknown_lines = 0
         self.size = 0
@@ -316,13 +318,10 @@ class TapeIndex:
         self.lengths.append(length)
         self.lines.append(line)
         self.key_next.append(-1)
-        prev = self.key_first.get(key)
-        if prev is None:
-            self.key_first[key] = i
-        else:
-            while self.key_next[prev] >= 0:
-                prev = self.key_next[prev]
-            self.key_next[prev] = i
+        first = self.key_first.setdefault(key, i)
+        if first != i:  # the same call again: chain it after the last one
+            self.key_next[self._key_last.get(key, first)] = i
+            self._key_last[key] = i
 
 
 def _read_at(fh: Any, offset: int, length: int) -> bytes:
@@ -410,22 +409,49 @@ def read_index(path: Path | str, *, validate: bool = False) -> TapeIndex:
 def _scan(idx: TapeIndex, buf: bytes, end: int, base: int, line_no: int, validate: bool) -> int:
     pos = 0
     if not validate:
+        # The hot loop of opening a tape: one regex match per call line, columns appended in place,
+        # tool names and fingerprints shared (one str per distinct value), no per-line method call.
+        strings = idx._strings
+        seqs, offsets, lengths, lines, ms_col = idx.seqs, idx.offsets, idx.lengths, idx.lines, idx.ms
+        tools, keys, fps, side_effects, key_next = idx.tools, idx.keys, idx.fingerprints, idx.side_effects, idx.key_next
+        key_first, key_last, expires = idx.key_first, idx._key_last, idx.expires
         for m in _FAST.finditer(buf, 0, end):
             start = m.start()
             if start != pos:
                 line_no = _slow(idx, buf, pos, start, base, line_no)
-            line_no += 1
             seq_b, tool_b, key_b, fp_b, se_b, ms_b, exp_b = m.groups()
             stop = m.end()
+            pos = stop
             try:
                 ms = float(ms_b)
             except ValueError:
-                line_no = _slow(idx, buf, start, stop, base, line_no - 1)
-                pos = stop
+                line_no = _slow(idx, buf, start, stop, base, line_no)
                 continue
-            idx._add(int(seq_b), tool_b.decode(), key_b.decode(), fp_b.decode(), se_b == b"true", ms,
-                     None if exp_b == b"null" else exp_b[1:-1].decode(), base + start, stop - start, line_no)
-            pos = stop
+            line_no += 1
+            i = len(seqs)
+            seqs.append(int(seq_b))
+            tool = strings.get(tool_b)
+            if tool is None:
+                tool = strings[tool_b] = tool_b.decode()
+            tools.append(tool)
+            fp = strings.get(fp_b)
+            if fp is None:
+                fp = strings[fp_b] = fp_b.decode()
+            fps.append(fp)
+            key = key_b.decode()
+            keys.append(key)
+            side_effects.append(se_b == b"true")
+            ms_col.append(ms)
+            if exp_b != b"null":
+                expires[i] = exp_b[1:-1].decode()
+            offsets.append(base + start)
+            lengths.append(stop - start)
+            lines.append(line_no)
+            key_next.append(-1)
+            first = key_first.setdefault(key, i)
+            if first != i:  # the same call again: chain it after the last one
+                key_next[key_last.get(key, first)] = i
+                key_last[key] = i
     if pos < end:
         line_no = _slow(idx, buf, pos, end, base, line_no)
     return line_no
