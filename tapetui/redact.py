@@ -13,6 +13,7 @@ from tapetui.errors import TooDeep
 __all__ = ["DEFAULT_REDACTOR", "REDACTED", "Redactor"]
 
 REDACTED = "[REDACTED]"
+_LEAVES = frozenset({int, bool, float})
 
 # Words (after splitting a key on punctuation and camelCase) that make its value secret.
 _SECRET_WORDS = frozenset(
@@ -144,24 +145,27 @@ class Redactor:
         if isinstance(value, dict):
             out = {}
             changed = False
-            secret = self.is_secret_key
+            secret, text = self.is_secret_key, self.redact_text
             for k, v in value.items():
-                if isinstance(k, str) and v is not None and secret(k):
-                    nv: Any = REDACTED
-                elif v is None or type(v) is int or type(v) is bool or type(v) is float:
-                    nv = v  # scalars inline: no call per leaf
+                tv = type(v)
+                if v is None or tv is int or tv is bool or tv is float:  # leaves inline: no call per leaf
+                    nv: Any = REDACTED if v is not None and isinstance(k, str) and secret(k) else v
+                elif isinstance(k, str) and secret(k):
+                    nv = REDACTED
                 else:
-                    nv = self._redact(v)
-                changed = changed or nv is not v
+                    nv = text(v) if tv is str else self._redact(v)
+                if nv is not v:
+                    changed = True
                 out[k] = nv
             return out if changed else value
         if isinstance(value, (list, tuple)):
-            items = [self._redact(v) for v in value]
+            text = self.redact_text
+            items = [text(v) if type(v) is str else v if v is None or type(v) in _LEAVES else self._redact(v)
+                     for v in value]
             if any(a is not b for a, b in zip(items, value)):
                 return items
             return value
         return value
-
 
     def canon_form(self, value: Any) -> Any:
         """``canon(self.redact(value))`` in one pass, with dict keys left in their order.
