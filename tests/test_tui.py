@@ -40,7 +40,7 @@ async def wait_for(pilot, cond, timeout: float = 5.0) -> None:  # type: ignore[n
 
 
 async def goto_session(pilot, app: TapeApp, name: str) -> None:  # type: ignore[no-untyped-def]
-    await wait_for(pilot, lambda: any(s.loaded for s in app.sessions.values()))
+    await wait_for(pilot, lambda: all(s.loaded for s in app.sessions.values()))
     for _ in range(20):
         node = app.tree.cursor_node
         if node is not None and getattr(node.data, "name", None) == name:
@@ -215,6 +215,8 @@ async def test_big_folders_start_closed_page_and_next_finds_unbuilt_sessions(
         assert "b/s027" in _visible(app) or "s027" in _visible(app)
         await pilot.press("n")  # the only target: wraps onto itself
         assert app.tree.cursor_node is node
+        app.tree.move_cursor(app.tree.folder_nodes[Path("b")])  # a folder's detail: its counts
+        await wait_for(pilot, lambda: "to review    1" in _visible(app) and "with drift   1" in _visible(app))
         app.tree.move_cursor(app.tree.folder_nodes[Path("a")])
         await pilot.press("enter")  # open folder a: 10 sessions and a "more" node
         await wait_for(pilot, lambda: "… 20 more" in _visible(app))
@@ -252,6 +254,7 @@ def test_snapshot_main_screen(snap_compare, sample_dir: Path, monkeypatch: pytes
 
     async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
         await goto_session(pilot, pilot.app, "drift_summarize")
+        await wait_for(pilot, lambda: "candidate vs golden" in _visible(pilot.app))
         await pilot.pause(0.3)
 
     assert snap_compare(str(SNAP), terminal_size=SIZE, run_before=run_before)
@@ -274,7 +277,10 @@ def test_snapshot_rationale_modal(snap_compare, sample_dir: Path, monkeypatch: p
 
     async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
         await goto_session(pilot, pilot.app, "drift_summarize")
+        await wait_for(pilot, lambda: "candidate vs golden" in _visible(pilot.app))  # the screen behind has settled
         await pilot.press("a")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, RationaleScreen))
+        pilot.app.screen.query_one("#why").cursor_blink = False  # a blinking cursor makes the picture a coin toss
         await pilot.pause(0.3)
 
     assert snap_compare(str(SNAP), terminal_size=SIZE, run_before=run_before)

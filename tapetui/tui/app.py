@@ -30,7 +30,7 @@ from tapetui.tui.screens.confirm import ConfirmScreen
 from tapetui.tui.screens.help import HelpScreen
 from tapetui.tui.screens.rationale import RationaleScreen
 from tapetui.tui.widgets.detail import DetailView
-from tapetui.tui.widgets.session_tree import MoreRef, SessionTree, StepRef
+from tapetui.tui.widgets.session_tree import FolderRef, MoreRef, SessionTree, StepRef
 
 REVIEW_STATUSES = ("drift", "miss", "contract", "stale", "unused")
 
@@ -311,6 +311,8 @@ class TapeApp(App[None]):
         elif isinstance(data, StepRef):
             self.live_session = data.session.golden
             self._step_detail(data, self._detail_token)
+        elif isinstance(data, FolderRef):
+            self.detail.show_folder(str(data.rel), self.tree.sessions_under(data.rel))
 
     @work(thread=True, exclusive=True, group="detail")
     def _session_detail(self, s: Session, token: int, with_log: bool) -> None:

@@ -73,6 +73,20 @@ class DetailView(VerticalScroll):
     def show_error(self, message: str) -> None:
         self.show(Text("⚠ " + safe_text(message), "bold red"))
 
+    # ---- a folder ---------------------------------------------------------------
+    def show_folder(self, name: str, sessions: list[Session]) -> None:
+        loaded = [s for s in sessions if s.loaded]
+        count = (lambda pred: f"{sum(1 for s in sessions if pred(s)):,}")  # noqa: E731
+        rows: list[tuple[str, Any]] = [
+            ("folder", name), ("sessions", f"{len(sessions):,}"),
+            ("to review", count(lambda s: s.needs_review)), ("pending", count(lambda s: s.pending)),
+            ("with drift", count(lambda s: s.summary.drift)), ("with misses", count(lambda s: s.summary.misses)),
+            ("with stale", count(lambda s: s.summary.stale)), ("unreadable", count(lambda s: s.error)),
+        ]
+        if len(loaded) < len(sessions):
+            rows.append(("run logs", f"{len(loaded):,} of {len(sessions):,} read so far"))
+        self.show(kv_table(rows), Text("\nenter opens the folder · n goes to the next item to review", "dim"))
+
     # ---- a session --------------------------------------------------------------
     def show_session(self, s: Session, header: dict[str, Any] | None, steps: int, cmp: Comparison | None,
                      notes: list[str]) -> None:

@@ -172,7 +172,7 @@ class SessionTree(Tree[NodeData]):
                           data=MoreRef(None, end, rel))
 
     def _folder_label(self, rel: Path) -> None:
-        sessions = [s for s in self._walk(rel)]
+        sessions = self.sessions_under(rel)
         review = sum(1 for s in sessions if s.needs_review)
         t = Text()
         t.append(safe_text(rel.name, newlines=False), "bold blue")
@@ -181,11 +181,12 @@ class SessionTree(Tree[NodeData]):
             t.append(f"  {review:,} to review", "bold red")
         self.folder_nodes[rel].set_label(t)
 
-    def _walk(self, rel: Path) -> list[Session]:
+    def sessions_under(self, rel: Path) -> list[Session]:
+        """Every session in folder ``rel`` and below, built or not."""
         out: list[Session] = []
         for e in self._entries.get(rel, ()):
             if isinstance(e, Path):
-                out += self._walk(e)
+                out += self.sessions_under(e)
             else:
                 out.append(e)
         return out
