@@ -353,7 +353,8 @@ class TapeApp(App[None]):
         """The selected session's latest run, in the live panel (new events keep arriving there)."""
         log = self.query_one("#live", Log)
         log.clear()
-        log.write_line(f"── {safe_text(s.name, newlines=False)} ──" + ("" if events else "  no run yet (p starts one)"))
+        log.write_line(f"── {safe_text(s.name, newlines=False)} ──"
+                       + ("" if events else "  no run yet (p starts one)"))
         log.write_lines([_event_line(e) for e in events])
 
     def _if_current(self, token: int, fn: Callable[[], None]) -> None:

@@ -138,15 +138,16 @@ class SessionTree(Tree[NodeData]):
                 keys[folder] = acc
             self._entries[acc].append(s)
             self._folder_of[s.golden] = acc
-        eager = len(sessions) <= EAGER or None
-        self._fill(Path(), 0, open_folders if eager is None else None, expanded)
+        # a small tree opens whole; a big one keeps closed what was closed (all of it, the first time)
+        self._fill(Path(), 0, None if len(sessions) <= EAGER else open_folders, expanded)
         self.root.expand()
         if isinstance(cursor, Session) and cursor.golden in self._folder_of:
             self.go_to(self.reveal(cursor))
         elif isinstance(cursor, FolderRef) and cursor.rel in self.folder_nodes:
             self.go_to(self.folder_nodes[cursor.rel])
 
-    def _fill(self, rel: Path, start: int, open_folders: set[Path] | None, expanded: frozenset[Path] | set[Path] = frozenset()) -> None:
+    def _fill(self, rel: Path, start: int, open_folders: set[Path] | None,
+              expanded: frozenset[Path] | set[Path] = frozenset()) -> None:
         """Add entries ``start…start+SESSION_PAGE`` of folder ``rel``; open_folders None opens every folder."""
         node = self.folder_nodes[rel]
         for child in list(node.children):
