@@ -359,15 +359,14 @@ class SessionReport:
 def check_session(golden: Path, config: Config) -> SessionReport:
     rep = SessionReport(session_name(golden, config.tapes_dir), golden)
     try:
-        refuse_links_out(config.tapes_dir, golden, candidate_path(golden), runlog_path(golden))
+        cand, log = candidate_path(golden), runlog_path(golden)
+        refuse_links_out(config.tapes_dir, golden, cand, log)
         idx = read_index(golden, validate=True) if golden.exists() else None
         if idx is not None and idx.torn is not None:
             rep.findings.append(Finding("torn", f"torn last line {idx.torn.line} ({idx.torn.size} bytes); "
                                         "the next append sets it aside"))
-        log = runlog_path(golden)
         if idx is not None and log.exists():
             rep.findings += compare_run(idx, read_run_log(log), config)
-        cand = candidate_path(golden)
         if cand.exists():
             if idx is None:
                 rep.findings.append(Finding("pending", f"pending new session {cand.name} (no golden yet)"))

@@ -28,7 +28,7 @@ class RunLog:
     """Writer of one run's events. Each event is flushed to the file when it happens."""
 
     def __init__(self, path: Path, start: dict[str, Any], clock: Callable[[], float] = time.time) -> None:
-        self.path = Path(path)
+        self.path = path if isinstance(path, Path) else Path(path)
         self._clock = clock
         atomic_write(self.path, dump_line({"event": "start", "at": clock(), **start}))
         self._out = Appender(self.path)

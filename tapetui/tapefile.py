@@ -221,7 +221,7 @@ class TapeIndex:
     """What one scan of a tape knows: header, manifests, and per call the fields replay needs."""
 
     def __init__(self, path: Path) -> None:
-        self.path = Path(path)
+        self.path = path if isinstance(path, Path) else Path(path)
         self.header: dict[str, Any] | None = None
         self.manifests: dict[str, ToolManifest] = {}
         self.manifest_lines: dict[str, bytes] = {}
@@ -375,7 +375,7 @@ def read_index(path: Path | str, *, validate: bool = False) -> TapeIndex:
         TapeError: the file cannot be read, or a line (other than a torn last line)
             is malformed; the message names the file, the line and the problem.
     """
-    path = Path(path)
+    path = path if isinstance(path, Path) else Path(path)
     idx = TapeIndex(path)
     try:
         fh = open(path, "rb")
@@ -385,8 +385,10 @@ def read_index(path: Path | str, *, validate: bool = False) -> TapeIndex:
         base = 0
         line_no = 0
         carry = b""
+        size = os.fstat(fh.fileno()).st_size
         while True:
-            chunk = fh.read(_CHUNK)
+            # a small tape in one read of its size: asking for a 16 MB chunk costs a 16 MB allocation each time
+            chunk = fh.read(_CHUNK if size > _CHUNK else size + 1)
             if not chunk:
                 break
             buf = carry + chunk if carry else chunk
