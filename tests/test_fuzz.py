@@ -168,6 +168,7 @@ runlog_bytes = st.lists(st.one_of(
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
 @given(data=runlog_bytes, cuts=st.lists(st.integers(0, 400), max_size=4))
 @example(data=b'{"event":"hit","seq":1}\n' + b"[" * 10_000 + b"\n\x00\xff\n", cuts=[5, 30])
+@example(data=b'{"event":"hit","seq":1,"pad":"' + b"x" * 10_000_000 + b'"}\n{"event":"end"}\n', cuts=[4_000_000])
 def test_run_log_reader_never_raises_even_on_partial_lines(tmp_path: Path, data: bytes, cuts: list[int]) -> None:
     """The file grows in arbitrary pieces (a writer mid-line); the reader sees every complete line once."""
     from tapetui.runlog import RunSummary
@@ -204,6 +205,7 @@ toml_text = st.one_of(
 @example(text="[tapes]\ndir = \"" + "a/" * 5000 + "\"\n")
 @example(text="a = " + "[" * 10_000 + "]" * 10_000)
 @example(text='[tapes]\ndir="\\u0000"')  # found by the long fuzz run: a NUL in a path
+@example(text='[tapes]\nreplay_command = "' + "x" * 10_000_000 + '"\n')  # a 10 MB line
 def test_tapes_toml_loader_only_succeeds_or_raises_config_error(tmp_path: Path, text: str) -> None:
     from tapetui.errors import ConfigError
 
@@ -227,6 +229,8 @@ def test_tapes_toml_loader_only_succeeds_or_raises_config_error(tmp_path: Path, 
 @example(golden=SPECIAL["deep_result"], candidate=None,
          run=b'{"event":"drift","seq":1,"tool":"t","args":' + b"[" * 1000 + b"]" * 1000 + b"}\n")
 @example(golden=SPECIAL["missing_seq"], candidate=SPECIAL["seq_not_int"], run=b'{"event":"drift","seq":[]}\n')
+@example(golden=SPECIAL["ten_mb_line"], candidate=SPECIAL["ten_mb_line"].replace(b'"result":1', b'"result":2'),
+         run=None)
 def test_check_exits_0_1_or_2_with_clean_output(tmp_path: Path, capsys: pytest.CaptureFixture[str], golden: bytes,
                                               candidate: bytes | None, run: bytes | None) -> None:
     d = tmp_path / "tapes"

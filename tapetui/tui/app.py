@@ -74,12 +74,12 @@ class TapeApp(App[None]):
         self.live_session: Path | None = None
         self.undo_stack: list[tuple[str, Path, bytes | None, bytes | None]] = []
         self.first_paint: float | None = None  # monotonic time the first screen was drawn
-        self.latencies: list[float] = []  # seconds from a run-log batch being read to it being on screen
         self._stop = threading.Event()
         self._watching = threading.Event()  # the watcher is in place
         self._summarised = threading.Event()  # every run log has been read once
         self._readers: dict[Path, RunLogReader] = {}
         self._detail_token = 0
+        self._footer_allows: tuple[bool | None, ...] = ()
 
     # ---- layout -----------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -183,10 +183,7 @@ class TapeApp(App[None]):
             while not self._watching.wait(0.1):
                 if self._stop.is_set():
                     return
-            for g in list(self.order):
-                reset, events = self._poll(g)
-                if events or reset:
-                    self.post_message(RunEvents(g, events, reset, time.monotonic()))
+            self._post_run_events(list(self.order))
         finally:
             self._summarised.set()
 
@@ -204,13 +201,18 @@ class TapeApp(App[None]):
                 if self._stop.is_set():
                     return
             paths = frozenset(Path(p) for _, p in changes)
-            for p in paths:
-                g = golden_of(p)
-                if g is not None and p.name.endswith(".run.jsonl"):
-                    reset, events = self._poll(g)
-                    if events or reset:
-                        self.post_message(RunEvents(g, events, reset, time.monotonic()))
+            self._post_run_events([g for p in paths if p.name.endswith(".run.jsonl") and (g := golden_of(p))])
             self.post_message(FilesChanged(paths))
+
+    def _post_run_events(self, goldens: list[Path]) -> None:
+        """Read what was appended to these sessions' run logs; one message for all of them."""
+        updates = []
+        for g in goldens:
+            reset, events = self._poll(g)
+            if events or reset:
+                updates.append((g, events, reset))
+        if updates:
+            self.post_message(RunEvents(updates))
 
     def _poll(self, golden: Path) -> tuple[bool, list[dict[str, Any]]]:
         reader = self._readers.get(golden)
@@ -233,25 +235,27 @@ class TapeApp(App[None]):
         self._refresh_selected()
 
     def on_run_events(self, msg: RunEvents) -> None:
-        s = self.sessions.get(msg.golden)
-        if s is None:
-            return
-        if msg.reset:
-            s.summary.reset()
-        for ev in msg.events:
-            s.summary.add(ev)
-        self.tree.refresh_session(s)
-        self.tree.refresh_folders([s])
         log = self.query_one("#live", Log)
-        if self.live_session is None or self.live_session == msg.golden:
-            if msg.reset or any(e.get("event") == "start" for e in msg.events):
-                log.clear()
-                log.write_line(f"── {safe_text(s.name, newlines=False)} ──")
-            log.write_lines([_event_line(e) for e in msg.events])
-            if self.follow:
-                log.scroll_end(animate=False)
-                self._follow_step(s, msg.events)
-        self.latencies.append(time.monotonic() - msg.appended_at)
+        touched = []
+        for golden, events, reset in msg.updates:
+            s = self.sessions.get(golden)
+            if s is None:
+                continue
+            if reset:
+                s.summary.reset()
+            for ev in events:
+                s.summary.add(ev)
+            self.tree.refresh_session(s)
+            touched.append(s)
+            if self.live_session is None or self.live_session == golden:
+                if reset or any(e.get("event") == "start" for e in events):
+                    log.clear()
+                    log.write_line(f"── {safe_text(s.name, newlines=False)} ──")
+                log.write_lines([_event_line(e) for e in events])
+                if self.follow:
+                    log.scroll_end(animate=False)
+                    self._follow_step(s, events)
+        self.tree.refresh_folders(touched)
 
     def on_files_changed(self, msg: FilesChanged) -> None:
         # Run logs arrive as RunEvents (read incrementally); here only tapes and candidates matter.
@@ -289,7 +293,17 @@ class TapeApp(App[None]):
     @on(Tree.NodeHighlighted)
     def _highlighted(self, event: Tree.NodeHighlighted[Any]) -> None:
         self.show_detail(event.node.data, with_log=True)
-        self.refresh_bindings()
+        self._refresh_footer()
+
+    def _refresh_footer(self) -> None:
+        """Redraw the footer's keys only when what they allow changed: rebuilding it is the costliest part
+        of a cursor move (its key widgets are recomposed and restyled), and j/k over similar items
+        change nothing there."""
+        allowed = tuple(self.check_action(b.action, ()) for b in self.BINDINGS
+                        if isinstance(b, Binding) and b.show)
+        if allowed != self._footer_allows:
+            self._footer_allows = allowed
+            self.refresh_bindings()
 
     @on(Tree.NodeSelected)
     def _selected(self, event: Tree.NodeSelected[Any]) -> None:
@@ -642,7 +656,7 @@ class TapeApp(App[None]):
         self.tree.refresh_session(s)
         self.tree.refresh_folders([s])
         self._refresh_selected()
-        self.refresh_bindings()
+        self._refresh_footer()
         self.notify(safe_text(message), markup=False)
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:

@@ -18,12 +18,13 @@ class FilesChanged(Message):
 
 @dataclass
 class RunEvents(Message):
-    """New run-log events of one session, read incrementally."""
+    """New run-log events, read incrementally: per session (golden, events, whether the log restarted).
 
-    golden: Path
-    events: list[dict[str, Any]]
-    reset: bool
-    appended_at: float  # monotonic time the batch was read (for latency figures)
+    One message per watcher batch, however many sessions it touched, so a burst of runs costs one
+    screen update instead of one per session.
+    """
+
+    updates: list[tuple[Path, list[dict[str, Any]], bool]]
 
 
 @dataclass
