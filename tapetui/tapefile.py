@@ -260,12 +260,6 @@ class TapeIndex:
             self._seq_map = m
         return self._seq_map.get(seq)
 
-    def indices_of_key(self, key: str) -> Iterator[int]:
-        i = self.key_first.get(key, -1)
-        while i >= 0:
-            yield i
-            i = self.key_next[i]
-
     def raw_line(self, i: int) -> bytes:
         with open(self.path, "rb") as fh:
             fh.seek(self.offsets[i])
