@@ -87,10 +87,15 @@ async def test_app_does_not_follow_planted_symlinks(sample_dir: Path, outside: P
     clean.symlink_to(outside / "clean.jsonl")  # the golden itself now leads out
     runlog_path(clean).unlink()
     runlog_path(clean).symlink_to(outside / "id_rsa")
-    app = TapeApp(cfg, watch=False)
+    miss = cfg.tapes_dir / "miss_extra_doc.jsonl"
+    runlog_path(miss).unlink()
+    runlog_path(miss).symlink_to(outside / "id_rsa")  # a planted run log beside a real golden
+    app = TapeApp(cfg, watch=True)
     async with app.run_test(size=(140, 44)) as pilot:
-        await wait_for(pilot, lambda: all(s.loaded for s in app.sessions.values()))
+        await wait_for(pilot, lambda: app._summarised.is_set() and app._watching.is_set())
         assert "clean" not in {s.name for s in app.sessions.values()}  # not listed at all
+        assert app.sessions[miss].summary.invalid == 1  # refused, and said once (not at every poll)
+        assert app.sessions[miss].summary.hits == 0
         await goto_session(pilot, app, "drift_summarize")
         assert "b3BlbnNzaC1rZXktdjE" not in _visible(app)
 

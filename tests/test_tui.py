@@ -132,6 +132,15 @@ async def test_live_run_log_lines_appear(sample_dir: Path) -> None:
         assert app.sessions[g].summary.drift == 1
 
 
+async def test_a_session_appearing_while_the_app_runs_shows_its_pending_candidate(sample_dir: Path) -> None:
+    app = app_for(sample_dir, watch=True)
+    tapes = app.config.tapes_dir
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app._summarised.is_set() and app._watching.is_set())
+        shutil.copy(tapes / "drift_summarize.candidate.jsonl", tapes / "brand_new.candidate.jsonl")
+        await wait_for(pilot, lambda: "brand_new  ● pending" in _visible(app))
+
+
 async def test_tape_text_is_shown_literally(sample_dir: Path) -> None:
     g = sample_dir / "sample_tapes" / "clean.jsonl"
     evil = "[bold red]boom[/] \x1b]0;pwned\x07 \x1b[2J \u202eevil"

@@ -78,6 +78,7 @@ class TapeApp(App[None]):
         self._watching = threading.Event()  # the watcher is in place
         self._summarised = threading.Event()  # every run log has been read once
         self._readers: dict[Path, RunLogReader] = {}
+        self._refused: set[Path] = set()  # run logs that are symlinks leading out (reported once)
         self._detail_token = 0
         self._footer_allows: tuple[bool | None, ...] = ()
 
@@ -133,7 +134,12 @@ class TapeApp(App[None]):
         goldens = list(iter_goldens(self.config.tapes_dir))
         keep = {}
         for g in goldens:
-            keep[g] = self.sessions.get(g) or Session(g, session_name(g, self.config.tapes_dir), self.config.tapes_dir)
+            s = self.sessions.get(g)
+            if s is None:
+                s = Session(g, session_name(g, self.config.tapes_dir), self.config.tapes_dir)
+                if self._summarised.is_set():  # appeared while the app runs: the first read is long over
+                    s.pending, s.loaded = candidate_path(g).exists(), True
+            keep[g] = s
         self.sessions = keep
         self.order = goldens
         self.rebuild_tree()
@@ -221,7 +227,11 @@ class TapeApp(App[None]):
         try:
             refuse_links_out(self.config.tapes_dir, reader.path)
         except TapeError as e:
+            if golden in self._refused:  # said once already
+                return False, []
+            self._refused.add(golden)
             return False, [{"event": "invalid", "problem": str(e)}]
+        self._refused.discard(golden)
         return reader.poll()
 
     def on_summaries_ready(self, msg: SummariesReady) -> None:
