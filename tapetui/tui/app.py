@@ -342,8 +342,7 @@ class TapeApp(App[None]):
     def _session_detail(self, s: Session, token: int, with_log: bool) -> None:
         try:
             idx = s.index()
-            cmp = review.compare(s.golden, candidate_path(s.golden), self.config) \
-                if s.pending and s.golden.exists() else None
+            cmp = s.comparison(self.config) if s.pending and s.golden.exists() else None
             events = _events(s)
             notes = [f.text for f in review.compare_run(idx, events, self.config)] if s.summary.ended else []
             args = (s, idx.header, len(idx), cmp, notes)
@@ -362,7 +361,7 @@ class TapeApp(App[None]):
             rec = s.index().record(ref.index)
             sd = None
             if s.pending and s.golden.exists():
-                cmp = review.compare(s.golden, candidate_path(s.golden), self.config)
+                cmp = s.comparison(self.config)
                 sd = next((d for d in cmp.steps if d.old is not None and d.old.seq == ref.seq and d.differs), None)
             ev = s.summary.drift_events.get(ref.seq)
             contract = list(sd.fingerprint) if sd is not None and sd.fingerprint else []
