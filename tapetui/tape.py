@@ -285,7 +285,7 @@ class Tape:
         try:
             if self._index is not None and self.mode != "record":
                 idx = self._index
-                unused = [i for i, used in enumerate(self._consumed) if not used]
+                unused = [i for i, used in enumerate(self._consumed) if not used] if 0 in self._consumed else []
                 self._counts["unused"] = len(unused)
                 if self._log is not None and unused:
                     self._log.emit_many([{"event": "unused", "seq": idx.seqs[i], "tool": idx.tools[i],

@@ -18,13 +18,14 @@ import os
 import re
 import tempfile
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from tapetui import indexcache
 from tapetui.errors import TapeError
 from tapetui.fingerprint import ToolManifest
 
@@ -67,18 +68,21 @@ def call_line(
     return dump_line(rec)
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data``: temp file in the same folder, fsync, rename, fsync the folder."""
+def atomic_write(path: Path, data: bytes | Iterable[Any], *, mode: int | None = None) -> None:
+    """Replace ``path`` with ``data`` (bytes, or buffers written in turn): temp file in the same folder,
+    fsync, rename, fsync the folder. The file keeps its permissions, or gets ``mode`` (default: the umask's)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        try:
-            mode = path.stat().st_mode & 0o7777
-        except FileNotFoundError:
-            mode = 0o666 & ~_umask()
+        if mode is None:
+            try:
+                mode = path.stat().st_mode & 0o7777
+            except FileNotFoundError:
+                mode = 0o666 & ~_umask()
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            for part in (data,) if isinstance(data, bytes | bytearray) else data:
+                fh.write(part)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -235,13 +239,16 @@ class TapeIndex:
         self.keys: list[str] = []
         self.fingerprints: list[str] = []
         self.expires: dict[int, str] = {}  # call index → expires_at, only for time-sensitive calls
-        self.key_first: dict[str, int] = {}
-        self.key_next = array("l")
+        self.key_first: dict[str, int] = {}  # key → its first call; key_next chains the others
+        self.key_next = array("l")  # the next call with the same key, or -1
         self._key_last: dict[str, int] = {}  # only keys recorded more than once
         self._strings: dict[bytes, str] = {}  # tool names and fingerprints, decoded once each
         self.torn: TornTail | None = None
         self.unknown_lines = 0
-        self.size = 0
+        self.size = 0  # bytes in the file when scanned, a torn tail included
+        self.scanned = 0  # bytes of complete lines indexed
+        self.line_count = 0  # complete lines indexed
+        self.from_cache = False  # loaded from the index cache (then verified as each line is decoded)
         self._seq_map: dict[int, int] | None = None
 
     def __len__(self) -> int:
@@ -274,21 +281,37 @@ class TapeIndex:
         try:
             obj = orjson.loads(data)
         except orjson.JSONDecodeError as e:
-            raise TapeError(f"{self.path}:{self.lines[i]}: invalid JSON: {e}") from None
-        return _call_from_obj(obj, self.path, self.lines[i])
+            raise self._invalid(i, e) from None
+        rec = _call_from_obj(obj, self.path, self.lines[i])
+        if rec.key != self.keys[i]:
+            raise self._changed(i)
+        return rec
 
     def outcome(self, i: int, fd: int) -> tuple[Any, dict[str, Any] | None]:
         """The recorded ``(result, error)`` of call ``i``: the replay hot path, no record built."""
         try:
             obj = orjson.loads(os.pread(fd, self.lengths[i], self.offsets[i]))
         except orjson.JSONDecodeError as e:
-            raise TapeError(f"{self.path}:{self.lines[i]}: invalid JSON: {e}") from None
+            raise self._invalid(i, e) from None
         if type(obj) is not dict:
             raise TapeError(f"{self.path}:{self.lines[i]}: a call line must be a JSON object")
+        key = obj.get("key")
+        if key is not None and key != self.keys[i]:
+            raise self._changed(i)
         error = obj.get("error")
         if error is not None and type(error) is not dict:
             raise TapeError(f"{self.path}:{self.lines[i]}: call 'error' must be an object with 'type' and 'message'")
         return obj.get("result"), error
+
+    def _invalid(self, i: int, e: Exception) -> TapeError:
+        if self.from_cache:  # the entry may be what is wrong: the next open scans
+            indexcache.forget(self.path)
+        return TapeError(f"{self.path}:{self.lines[i]}: invalid JSON: {e}")
+
+    def _changed(self, i: int) -> TapeError:
+        indexcache.forget(self.path)
+        return TapeError(f"{self.path}:{self.lines[i]}: the tape changed after it was opened (this line is not "
+                         f"the call indexed there); open it again")
 
     def records(self) -> Iterator[CallRecord]:
         """Every call, decoded, in file order."""
@@ -363,43 +386,53 @@ def read_index(path: Path | str, *, validate: bool = False) -> TapeIndex:
     Args:
         path: the tape.
         validate: parse every line fully (``check`` does); by default lines in the
-            writer's own layout are indexed without a parse and decoded on use.
+            writer's own layout are indexed without a parse and decoded on use, and the
+            index of a big tape is kept in the index cache (:mod:`tapetui.indexcache`)
+            so the next open scans only what was appended since.
 
     Raises:
         TapeError: the file cannot be read, or a line (other than a torn last line)
             is malformed; the message names the file, the line and the problem.
     """
     path = path if isinstance(path, Path) else Path(path)
-    idx = TapeIndex(path)
     try:
         fh = open(path, "rb")
     except OSError as e:
         raise TapeError(f"{path}: cannot read tape: {e.strerror or e}") from None
     with fh:
-        base = 0
-        line_no = 0
-        carry = b""
-        size = os.fstat(fh.fileno()).st_size
-        while True:
-            # a small tape in one read of its size: asking for a 16 MB chunk costs a 16 MB allocation each time
-            chunk = fh.read(_CHUNK if size > _CHUNK else size + 1)
-            if not chunk:
-                break
-            buf = carry + chunk if carry else chunk
-            end = buf.rfind(b"\n") + 1
-            if end == 0:
-                carry = buf
-                continue
-            line_no = _scan(idx, buf, end, base, line_no, validate)
-            base += end
-            carry = buf[end:]
-        idx.size = base + len(carry)
-        if carry:
-            if carry.strip():
-                idx.torn = TornTail(line_no + 1, base, len(carry))
-            else:
-                idx.size = base + len(carry)
+        before = os.fstat(fh.fileno())
+        idx = None if validate else indexcache.load(path, before, fh.fileno())
+        if idx is None:
+            idx = TapeIndex(path)
+        start = idx.scanned
+        _scan_file(idx, fh, before.st_size, validate)
+        if not validate and idx.scanned - start >= indexcache.MIN_BYTES:
+            indexcache.save(idx, before, os.fstat(fh.fileno()))
     return idx
+
+
+def _scan_file(idx: TapeIndex, fh: Any, size: int, validate: bool) -> None:
+    """Index the lines from ``idx.scanned`` to the end of the file."""
+    base, line_no = idx.scanned, idx.line_count
+    fh.seek(base)
+    size -= base
+    carry = b""
+    while True:
+        # a small tape in one read of its size: asking for a 16 MB chunk costs a 16 MB allocation each time
+        chunk = fh.read(_CHUNK if size > _CHUNK else size + 1)
+        if not chunk:
+            break
+        buf = carry + chunk if carry else chunk
+        end = buf.rfind(b"\n") + 1
+        if end == 0:
+            carry = buf
+            continue
+        line_no = _scan(idx, buf, end, base, line_no, validate)
+        base += end
+        carry = buf[end:]
+    idx.scanned, idx.line_count = base, line_no
+    idx.size = base + len(carry)
+    idx.torn = TornTail(line_no + 1, base, len(carry)) if carry.strip() else None
 
 
 def _scan(idx: TapeIndex, buf: bytes, end: int, base: int, line_no: int, validate: bool) -> int:

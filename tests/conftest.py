@@ -19,6 +19,18 @@ from tapetui.config import ToolPolicy
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _index_cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Tests (and the processes they start) keep index-cache entries in a temporary folder, not ~/.cache."""
+    old = os.environ.get("TAPETUI_CACHE_DIR")
+    os.environ["TAPETUI_CACHE_DIR"] = str(tmp_path_factory.mktemp("index-cache"))
+    yield
+    if old is None:
+        os.environ.pop("TAPETUI_CACHE_DIR", None)
+    else:
+        os.environ["TAPETUI_CACHE_DIR"] = old
+
+
 class Calls:
     """Counts how often each live tool really ran."""
 

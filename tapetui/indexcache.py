@@ -1,0 +1,246 @@
+"""The index cache: a big tape is scanned once, not on every open.
+
+Scanning a 1,000,000-call tape line by line costs seconds in Python; loading the columns
+of its index from a binary file costs a fraction of a second. :func:`read_index` looks
+here first for tapes of at least :data:`MIN_BYTES` and saves what it scanned.
+
+An entry is trusted only for the same file (device and inode) and only for the bytes
+it covers, which must end exactly as they did (a hash of the last 64 KiB). A tape only
+grows by appends, so a longer file is fine: the rest is scanned. A same-sized file with
+another modification time is a rewrite: scanned again. Three call lines are decoded
+and checked against the entry on load, and every decoded line is checked against its
+indexed key afterwards (``TapeIndex.outcome``), so a stale entry is an error that
+names the line, never a wrong result; the entry is dropped then.
+
+The cache never changes what an open returns, only how fast. It holds what the index
+holds (keys, tool names, fingerprints, expiry times, where each line is), no arguments
+or results. Where it lives: ``$TAPETUI_CACHE_DIR`` (``off`` turns it off), else
+``$XDG_CACHE_HOME/tapetui/index``, else ``~/.cache/tapetui/index``; at most
+:data:`MAX_ENTRIES` files, the least recently used go first. Nothing here is pickled: a
+planted entry is data that is checked, not code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import struct
+import zlib
+from array import array
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+if TYPE_CHECKING:
+    from tapetui.tapefile import TapeIndex
+
+__all__ = ["MAX_ENTRIES", "MIN_BYTES", "cache_dir", "entry_path", "forget", "load", "save"]
+
+MIN_BYTES = 8 * 1024 * 1024  # below this a scan takes well under 0.1 s: not worth a file
+MAX_ENTRIES = 32
+_MAGIC = b"tapetui index v1\n"
+_HEAD = "<QQI"  # meta length, keys length, CRC-32 of everything after the head
+_TAIL = 65536
+_COLUMNS = ("seqs", "offsets", "lengths", "lines", "ms", "key_next")  # array columns, stored raw in this order
+
+
+def cache_dir() -> Path | None:
+    """The cache folder, or None when the cache is off."""
+    env = os.environ.get("TAPETUI_CACHE_DIR")
+    if env is not None:
+        return None if env.strip().lower() in ("", "off", "0", "no", "false") else Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache") / "tapetui" / "index"
+
+
+def entry_path(tape: Path) -> Path | None:
+    """The cache file for a tape (by its absolute path), or None when the cache is off."""
+    folder = cache_dir()
+    if folder is None:
+        return None
+    name = hashlib.sha256(os.fsencode(os.path.abspath(tape))).hexdigest()[:32]
+    return folder / f"{name}.idx"
+
+
+def forget(tape: Path) -> None:
+    """Drop a tape's entry (it was found stale)."""
+    entry = entry_path(tape)
+    if entry is not None:
+        with contextlib.suppress(OSError):
+            entry.unlink()
+
+
+def _tail_hash(fd: int, end: int) -> str:
+    start = max(0, end - _TAIL)
+    return hashlib.blake2b(os.pread(fd, end - start, start), digest_size=16).hexdigest()
+
+
+# ---- saving ------------------------------------------------------------------------
+def save(idx: TapeIndex, before: os.stat_result, after: os.stat_result) -> None:
+    """Keep ``idx`` for the next open. ``before``/``after``: the tape's stat around the scan.
+
+    Best effort: a read-only or full disk only means the next open scans again.
+    """
+    if (before.st_ino, before.st_mtime_ns, before.st_size) != (after.st_ino, after.st_mtime_ns, after.st_size):
+        return  # written to while we scanned: what we read may be either version
+    entry = entry_path(idx.path)
+    if entry is None or idx.scanned == 0:
+        return
+    try:
+        fd = os.open(idx.path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            tail = _tail_hash(fd, idx.scanned)
+        finally:
+            os.close(fd)
+        tools = sorted(set(idx.tools))
+        fps = sorted(set(idx.fingerprints))
+        tool_ids, fp_ids = {t: n for n, t in enumerate(tools)}, {f: n for n, f in enumerate(fps)}
+        columns = [getattr(idx, name) for name in _COLUMNS]
+        meta = orjson.dumps({
+            "tape": {"dev": before.st_dev, "ino": before.st_ino, "size": before.st_size,
+                     "mtime_ns": before.st_mtime_ns, "scanned": idx.scanned, "tail": tail},
+            "calls": len(idx), "line_count": idx.line_count, "unknown_lines": idx.unknown_lines,
+            "header": idx.header, "manifest_lines": [line.decode() for line in idx.manifest_lines.values()],
+            "columns": [[name, col.typecode, col.itemsize, len(col)] for name, col in zip(_COLUMNS, columns)],
+            "tools": tools, "fingerprints": fps, "expires": [[i, e] for i, e in idx.expires.items()],
+        })
+        keys = orjson.dumps(idx.keys)
+        ids = array("I", map(tool_ids.__getitem__, idx.tools))
+        ids.extend(map(fp_ids.__getitem__, idx.fingerprints))
+        body: list[Any] = [meta, keys, *columns, idx.side_effects, ids]
+        crc = 0
+        for part in body:
+            crc = zlib.crc32(part, crc)
+        parts = [_MAGIC, struct.pack(_HEAD, len(meta), len(keys), crc), *body]
+        entry.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        from tapetui.tapefile import atomic_write
+
+        atomic_write(entry, parts, mode=0o600)
+        _evict(entry.parent)
+    except (OSError, TypeError, ValueError, KeyError):
+        return
+
+
+def _evict(folder: Path) -> None:
+    entries = []
+    with os.scandir(folder) as it:
+        for e in it:
+            if e.name.endswith(".idx") and e.is_file(follow_symlinks=False):
+                with contextlib.suppress(OSError):
+                    entries.append((e.stat(follow_symlinks=False).st_mtime_ns, e.path))
+    entries.sort()
+    for _, p in entries[: max(0, len(entries) - MAX_ENTRIES)]:
+        with contextlib.suppress(OSError):
+            os.unlink(p)
+
+
+# ---- loading -----------------------------------------------------------------------
+def load(path: Path, st: os.stat_result, fd: int) -> TapeIndex | None:
+    """The cached index of the tape open on ``fd`` (stat ``st``), covering ``idx.scanned`` bytes; None on any doubt."""
+    if st.st_size < MIN_BYTES:
+        return None
+    entry = entry_path(path)
+    if entry is None:
+        return None
+    try:
+        with open(entry, "rb") as fh:
+            idx = _read_entry(path, st, fd, fh)
+        if idx is not None:
+            os.utime(entry)  # recently used: kept by eviction
+        return idx
+    except Exception:  # noqa: BLE001 - a damaged or foreign entry only means a scan
+        return None
+
+
+def _read_entry(path: Path, st: os.stat_result, fd: int, fh: Any) -> TapeIndex | None:
+    from tapetui.fingerprint import ToolManifest
+    from tapetui.tapefile import TapeIndex
+
+    head = fh.read(len(_MAGIC) + struct.calcsize(_HEAD))
+    if not head.startswith(_MAGIC):
+        return None
+    meta_len, keys_len, crc = struct.unpack_from(_HEAD, head, len(_MAGIC))
+    raw = fh.read()
+    data = memoryview(raw)
+    if zlib.crc32(data) != crc or meta_len + keys_len > len(data):
+        return None  # torn or damaged
+    meta = orjson.loads(data[:meta_len])
+    tape = meta["tape"]
+    scanned = tape["scanned"]
+    if (tape["dev"], tape["ino"]) != (st.st_dev, st.st_ino) or not 0 < scanned <= st.st_size:
+        return None
+    if st.st_size == tape["size"] and st.st_mtime_ns != tape["mtime_ns"]:
+        return None  # the same size, written since: rewritten in place, not appended to
+    if _tail_hash(fd, scanned) != tape["tail"]:
+        return None
+    idx = TapeIndex(path)
+    n = meta["calls"]
+    pos = meta_len + keys_len
+    keys = orjson.loads(data[meta_len:pos])
+    if type(keys) is not list or len(keys) != n or (n and set(map(type, keys)) != {str}):
+        return None
+    for (name, typecode, itemsize, count), attr in zip(meta["columns"], _COLUMNS, strict=True):
+        col = array(typecode)
+        if name != attr or col.itemsize != itemsize or count != n:
+            return None
+        col.frombytes(data[pos:pos + count * itemsize])
+        pos += count * itemsize
+        setattr(idx, attr, col)
+    side_effects = data[pos:pos + n]
+    ids = array("I")
+    ids.frombytes(data[pos + n:])
+    side_effects = bytearray(side_effects)
+    data.release()
+    del raw  # the entry's bytes are copied into the columns: free them before the key table is built
+    if len(side_effects) != n or len(ids) != 2 * n:
+        return None
+    tools, fps = meta["tools"], meta["fingerprints"]
+    if set(map(type, tools + fps)) - {str}:
+        return None
+    idx.keys = keys
+    idx.side_effects = side_effects
+    idx.tools = _expand(tools, ids[:n])
+    idx.fingerprints = _expand(fps, ids[n:])
+    idx._strings = {s.encode(): s for s in tools + fps}
+    idx.expires = {int(i): str(e) for i, e in meta["expires"]}
+    idx.header = meta["header"] if isinstance(meta["header"], dict) else None
+    for line in meta["manifest_lines"]:
+        raw = line.encode()
+        manifest = ToolManifest.from_record(orjson.loads(raw))
+        idx.manifests[manifest.name] = manifest
+        idx.manifest_lines[manifest.name] = raw
+    idx.unknown_lines = int(meta["unknown_lines"])
+    idx.scanned, idx.size, idx.line_count = scanned, scanned, int(meta["line_count"])
+    # key → first call, in one pass from the end (the first index wins); repeated keys: where each chain ends
+    idx.key_first = first = dict(zip(reversed(keys), range(n - 1, -1, -1)))
+    if len(first) != n:
+        following = idx.key_next
+        idx._key_last = {k: i for i, k in enumerate(keys) if following[i] < 0 and first[k] != i}
+    idx.from_cache = True
+    if not _spot_check(idx, fd):
+        return None
+    return idx
+
+
+def _expand(table: list[str], ids: array) -> list[str]:
+    if len(table) == 1 and (not ids or max(ids) == 0):
+        return [table[0]] * len(ids)  # one tool: one list repeat, no per-call lookup
+    return list(map(table.__getitem__, ids))
+
+
+def _spot_check(idx: TapeIndex, fd: int) -> bool:
+    """Decode the first, middle and last call: each must be where the entry says, with its key and seq."""
+    n = len(idx)
+    for i in {0, n // 2, n - 1} if n else ():
+        off, length = idx.offsets[i], idx.lengths[i]
+        if not 0 <= off < off + length <= idx.scanned:
+            return False
+        raw = os.pread(fd, length, off)
+        if not raw.endswith(b"\n") or (off and os.pread(fd, 1, off - 1) != b"\n"):
+            return False
+        obj = orjson.loads(raw)
+        if type(obj) is not dict or obj.get("seq") != idx.seqs[i] or obj.get("key", idx.keys[i]) != idx.keys[i]:
+            return False
+    return True

@@ -1,0 +1,196 @@
+"""The index cache changes how fast a tape opens, never what the open returns."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from tapetui import Tape, TapeError, ToolRegistry, indexcache
+from tapetui.tapefile import Appender, TapeIndex, atomic_write, read_index
+
+FIELDS = ("seqs", "offsets", "lengths", "lines", "ms", "side_effects", "tools", "keys", "fingerprints", "expires",
+          "key_next", "key_first", "header", "manifest_lines", "unknown_lines", "size", "scanned", "line_count", "torn")
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("TAPETUI_CACHE_DIR", str(folder))
+    monkeypatch.setattr(indexcache, "MIN_BYTES", 0)  # every tape is big enough here
+    return folder
+
+
+def _registry() -> ToolRegistry:
+    reg = ToolRegistry()
+
+    @reg.tool(version="1", ttl=60)
+    def quote(symbol: str) -> dict[str, Any]:
+        return {"symbol": symbol, "price": len(symbol)}
+
+    @reg.tool(version="2", side_effect=True)
+    def write(path: str) -> bool:
+        return True
+
+    return reg
+
+
+def _tape(path: Path, n: int = 40) -> Path:
+    """Two tools, repeated keys, expiry times, then lines only the slow path reads."""
+    with Tape(path, "record", _registry(), run_log=False) as t:
+        for i in range(n):
+            t.call("quote", {"symbol": f"S{i % 7}"})  # each key seven-ish times: chains
+            if i % 5 == 0:
+                t.call("write", {"path": f"out{i}"})
+    with Appender(path) as out:
+        out.append(b'{"seq":900,"tool":"quote","args":{"symbol":"HAND"},"result":1}\n'  # no key: computed
+                   b'{"type":"hologram","v":9}\n')
+    return path
+
+
+def _same(a: TapeIndex, b: TapeIndex) -> None:
+    for name in FIELDS:
+        assert getattr(a, name) == getattr(b, name), name
+    assert {k: m.fingerprint for k, m in a.manifests.items()} == {k: m.fingerprint for k, m in b.manifests.items()}
+
+
+def _entries(folder: Path) -> list[Path]:
+    return sorted(folder.glob("*.idx")) if folder.exists() else []
+
+
+def test_a_cached_index_is_the_scanned_index(tmp_path: Path, cache: Path) -> None:
+    tape = _tape(tmp_path / "t.jsonl")
+    cold = read_index(tape)
+    assert not cold.from_cache and len(_entries(cache)) == 1
+    warm = read_index(tape)
+    assert warm.from_cache
+    _same(warm, read_index(tape, validate=True))
+    _same(warm, cold)
+    assert warm.record(len(warm) - 1).args == {"symbol": "HAND"}
+
+
+def test_appended_lines_are_scanned_on_top_of_the_entry(tmp_path: Path, cache: Path) -> None:
+    tape = _tape(tmp_path / "t.jsonl")
+    read_index(tape)
+    line = orjson.dumps({"type": "call", "seq": 901, "tool": "quote", "key": read_index(tape).keys[0],
+                         "args": {"symbol": "S0"}, "result": 7}) + b"\n"
+    with Appender(tape) as out:
+        out.append(line)  # the key of call 0 once more: its chain crosses the end of the entry
+    warm = read_index(tape)
+    assert warm.from_cache
+    fresh = read_index(tape, validate=True)
+    _same(warm, fresh)
+    last = len(fresh) - 1
+    i = fresh.key_first[fresh.keys[0]]
+    while fresh.key_next[i] >= 0:
+        i = fresh.key_next[i]
+    assert i == last
+
+
+def test_a_torn_tail_stays_out_of_the_entry(tmp_path: Path, cache: Path) -> None:
+    tape = _tape(tmp_path / "t.jsonl")
+    with open(tape, "ab") as fh:
+        fh.write(b'{"type":"call","seq":999,"to')
+    read_index(tape)
+    warm = read_index(tape)
+    assert warm.from_cache and warm.torn is not None and warm.torn.line == warm.line_count + 1
+    _same(warm, read_index(tape, validate=True))
+
+
+@pytest.mark.parametrize("change", ["same size, new mtime", "replaced", "shorter", "same size and mtime"])
+def test_a_rewritten_tape_is_scanned_again(tmp_path: Path, cache: Path, change: str) -> None:
+    tape = _tape(tmp_path / "t.jsonl", n=400)  # more than the 64 KiB whose hash an entry keeps
+    first = read_index(tape)
+    data = tape.read_bytes()
+    st = tape.stat()
+    j = 4  # a call near the start: not one of the three decoded when an entry loads, not in the hashed tail
+    line = first.raw_line(j)
+    old_key = first.keys[j].encode()
+    new_key = old_key[:-1] + (b"0" if old_key[-1:] != b"0" else b"1")
+    edited = data[:first.offsets[j]] + line.replace(old_key, new_key) + data[first.offsets[j] + len(line):]
+    assert len(edited) == len(data)
+    if change == "replaced":
+        atomic_write(tape, edited)
+    elif change == "shorter":
+        tape.write_bytes(data[: data.rindex(b"\n", 0, len(data) - 1) + 1])
+    else:
+        with open(tape, "r+b") as fh:
+            fh.write(edited)
+        if change == "same size and mtime":  # forged: only decoding the line can tell
+            os.utime(tape, ns=(st.st_atime_ns, st.st_mtime_ns))
+    idx = read_index(tape)
+    if change != "same size and mtime":
+        assert not idx.from_cache
+        _same(idx, read_index(tape, validate=True))
+        return
+    # The entry passes its checks; the edited line is not the call it indexed, and decoding it says so.
+    assert idx.from_cache
+    with pytest.raises(TapeError, match=r"t\.jsonl:\d+: the tape changed after it was opened"):
+        idx.record(j)
+    assert _entries(cache) == []  # the stale entry is gone: the next open scans
+    assert not read_index(tape).from_cache
+
+
+def test_a_damaged_entry_only_means_a_scan(tmp_path: Path, cache: Path) -> None:
+    tape = _tape(tmp_path / "t.jsonl")
+    expected = read_index(tape, validate=True)
+    read_index(tape)
+    (entry,) = _entries(cache)
+    good = entry.read_bytes()
+    damaged = [b"", good[:10], good[: len(good) // 2], b"garbage" * 100,
+               good[:-1] + bytes([good[-1] ^ 1]), good[:40] + bytes([good[40] ^ 0x10]) + good[41:]]
+    for data in damaged:
+        entry.write_bytes(data)
+        idx = read_index(tape)
+        assert not idx.from_cache
+        _same(idx, expected)
+
+
+def test_replay_from_a_cached_index_in_and_out_of_order(tmp_path: Path, cache: Path) -> None:
+    reg = ToolRegistry()
+    counter = iter(range(100))
+
+    @reg.tool(version="1")
+    def tick(name: str) -> int:
+        return next(counter)
+
+    tape = tmp_path / "t.jsonl"
+    order = ["a", "x", "a", "b", "a"]
+    with Tape(tape, "record", reg, run_log=False) as t:
+        recorded = [t.call("tick", {"name": n}) for n in order]
+    for attempt in range(2):  # the first open scans, the second loads the entry
+        with Tape(tape, "replay", reg, run_log=False) as t:
+            assert t._index is not None and t._index.from_cache == (attempt == 1)
+            # out of order: x first, then each "a" gets the earliest recorded "a" not yet replayed
+            assert t.call("tick", {"name": "x"}) == recorded[1]
+            assert [t.call("tick", {"name": "a"}) for _ in range(3)] == [recorded[0], recorded[2], recorded[4]]
+            assert t.call("tick", {"name": "b"}) == recorded[3]
+        with Tape(tape, "replay", reg, run_log=False) as t:  # in order
+            assert [t.call("tick", {"name": n}) for n in order] == recorded
+            assert t.stats()["tape_hits"] == 5
+
+
+def test_cache_off_and_eviction(tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tapes = [_tape(tmp_path / f"t{i}.jsonl", n=5) for i in range(3)]
+    monkeypatch.setenv("TAPETUI_CACHE_DIR", "off")
+    assert not read_index(tapes[0]).from_cache and not cache.exists()
+    monkeypatch.setenv("TAPETUI_CACHE_DIR", str(cache))
+    monkeypatch.setattr(indexcache, "MAX_ENTRIES", 2)
+    read_index(tapes[0])
+    os.utime(_entries(cache)[0], ns=(1, 1))  # t0's entry is the least recently used
+    for tape in tapes[1:]:
+        read_index(tape)
+    assert len(_entries(cache)) == 2
+    assert not read_index(tapes[0]).from_cache  # evicted
+    assert oct(cache.stat().st_mode & 0o777) == "0o700"
+    assert all(e.stat().st_mode & 0o077 == 0 for e in _entries(cache))
+
+
+def test_small_tapes_are_not_cached(tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(indexcache, "MIN_BYTES", 1 << 20)
+    tape = _tape(tmp_path / "t.jsonl", n=3)
+    read_index(tape)
+    assert _entries(cache) == [] and not read_index(tape).from_cache
