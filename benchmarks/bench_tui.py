@@ -2,12 +2,13 @@
 
 Run: python benchmarks/bench_tui.py
 Targets: first screen ≤ 1 s in both cases; run-log event to screen p95 ≤ 150 ms.
-The app runs headless (Textual's run_test) at 140×44.
+The app runs headless (Textual's run_test) at 140×44, with the index cache off.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import statistics
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import orjson
 
+os.environ["TAPETUI_CACHE_DIR"] = "off"  # a first open: every tape is scanned
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_check import generate  # noqa: E402
 
