@@ -39,7 +39,7 @@ def iso(dt: datetime) -> str:
     """UTC ISO-8601 with a ``Z``: ``2026-11-30T16:49:00Z`` (microseconds only when there are some)."""
     if dt.tzinfo is not UTC:
         dt = dt.astimezone(UTC)
-    return dt.replace(tzinfo=None).isoformat() + "Z"
+    return dt.isoformat()[:-6] + "Z"  # without its "+00:00"
 
 
 def parse_iso(text: str) -> datetime | None:
@@ -212,16 +212,17 @@ class Tape:
         seq = self._seq
         try:  # redacted and canonical in one pass; the key hashes it (canonical_json sorts the keys)
             redacted = self._redactor.canon_form(args)
-            key = f"{tool}:{sha256(canonical_json(redacted)).hexdigest()[:12]}"
+            args_json = canonical_json(redacted)  # = canon(redacted) as JSON: hashed here, written as is
+            key = f"{tool}:{sha256(args_json).hexdigest()[:12]}"
         except (TypeError, TooDeep) as e:
             raise TapeError(f"{tool} (step {seq}): arguments cannot be recorded: {e}") from None
         policy = self.config.policy(tool)
         if self.mode == "record":
-            return self._live(seq, tool, args, redacted, key, requested_tool, write=True)
+            return self._live(seq, tool, args, args_json, key, requested_tool, write=True)
         if policy.live:
             self._emit("live", seq=seq, tool=tool, key=key, policy="live",
                        fingerprint=self._tool(tool).fingerprint)
-            return self._live(seq, tool, args, redacted, key, requested_tool, write=False)
+            return self._live(seq, tool, args, args_json, key, requested_tool, write=False)
 
         index = self._index
         i = self._take(key) if index is not None else None
@@ -408,7 +409,7 @@ class Tape:
                            changes=changes, reason=reason)
         if self._writer is None:
             self._open_fill_candidate()
-        return self._live(seq, tool, args, redacted, key, requested_tool, write=True)
+        return self._live(seq, tool, args, canonical_json(redacted), key, requested_tool, write=True)
 
     def _open_fill_candidate(self) -> None:
         """First miss of a fill over a golden: the candidate starts with the hits so far."""
@@ -443,8 +444,9 @@ class Tape:
             assert self._index is not None
             self._writer.append(self._manifest_line(self._index.tools[i]) + self._renumbered(seq, i))
 
-    def _live(self, seq: int, tool: str, args: Any, redacted: Any, key: str, requested_tool: str | None,
+    def _live(self, seq: int, tool: str, args: Any, args_json: bytes, key: str, requested_tool: str | None,
               *, write: bool) -> Any:
+        """Run the tool; with ``write``, append its call line (``args_json``: the redacted, canonical arguments)."""
         t = self._tool(tool)
         policy = self.config.policy(tool)
         recorded_at = self._clock()
@@ -469,7 +471,7 @@ class Tape:
             try:
                 line = call_line(seq=seq, tool=tool, key=key, fingerprint=t.fingerprint, side_effect=t.side_effect,
                                  ms=ms, expires_at=expires, recorded_at=iso(recorded_at),
-                                 args=orjson.Fragment(canonical_json(redacted)),  # = canon(redacted), as bytes
+                                 args=orjson.Fragment(args_json),
                                  result=None if err else self._redactor.redact(result), error=err,
                                  requested_tool=requested_tool)
             except TooDeep:
