@@ -158,6 +158,9 @@ def _read_entry(path: Path, st: os.stat_result, fd: int, fh: Any) -> TapeIndex |
     from tapetui.fingerprint import ToolManifest
     from tapetui.tapefile import TapeIndex
 
+    own = os.fstat(fh.fileno())
+    if own.st_uid != os.getuid() or own.st_mode & 0o022:
+        return None  # only an entry this user wrote, that nobody else can have changed
     head = fh.read(len(_MAGIC) + struct.calcsize(_HEAD))
     if not head.startswith(_MAGIC):
         return None

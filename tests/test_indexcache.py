@@ -147,6 +147,11 @@ def test_a_damaged_entry_only_means_a_scan(tmp_path: Path, cache: Path) -> None:
         idx = read_index(tape)
         assert not idx.from_cache
         _same(idx, expected)
+    entry.write_bytes(good)
+    entry.chmod(0o666)  # intact, but others could have written it
+    assert not read_index(tape).from_cache
+    entry.chmod(0o600)
+    assert read_index(tape).from_cache
 
 
 def test_replay_from_a_cached_index_in_and_out_of_order(tmp_path: Path, cache: Path) -> None:
