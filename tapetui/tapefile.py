@@ -8,7 +8,9 @@ before it unlocks), so they are moved to ``<tape>.torn`` and cut off.
 
 Readers: :func:`read_index` scans a tape once, in chunks, keeping per call only what
 replay needs (seq, tool, key, fingerprint, duration, expiry, where the line is). The
-arguments and result of a call are decoded when they are asked for.
+arguments and result of a call are decoded when they are asked for, and checked against
+the index then. A big tape's index is kept in the index cache (:mod:`tapetui.indexcache`):
+the next open loads it and scans only the lines appended since.
 """
 
 from __future__ import annotations
