@@ -14,7 +14,7 @@ names the line, never a wrong result; the entry is dropped then.
 
 The cache never changes what an open returns, only how fast. It holds what the index
 holds (keys, tool names, fingerprints, expiry times, where each line is), no arguments
-or results. Where it lives: ``$TAPETUI_CACHE_DIR`` (``off`` turns it off), else
+or results, and only an entry the user owns and no one else can write is read. Where it lives: ``$TAPETUI_CACHE_DIR`` (``off`` turns it off), else
 ``$XDG_CACHE_HOME/tapetui/index``, else ``~/.cache/tapetui/index``; at most
 :data:`MAX_ENTRIES` files, the least recently used go first. Nothing here is pickled: a
 planted entry is data that is checked, not code.
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_ENTRIES", "MIN_BYTES", "cache_dir", "entry_path", "forget", "load", "save"]
 
-MIN_BYTES = 8 * 1024 * 1024  # below this a scan takes well under 0.1 s: not worth a file
+MIN_BYTES = 8 * 1024 * 1024  # below this a scan takes a fraction of a second: not worth a file
 MAX_ENTRIES = 32
 _MAGIC = b"tapetui index v1\n"
 _HEAD = "<QQI"  # meta length, keys length, CRC-32 of everything after the head
@@ -52,7 +52,12 @@ def cache_dir() -> Path | None:
     if env is not None:
         return None if env.strip().lower() in ("", "off", "0", "no", "false") else Path(env)
     xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache") / "tapetui" / "index"
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "tapetui" / "index"
+    try:
+        return Path.home() / ".cache" / "tapetui" / "index"
+    except RuntimeError:  # no home folder: no cache
+        return None
 
 
 def entry_path(tape: Path) -> Path | None:
