@@ -108,7 +108,7 @@ def save(idx: TapeIndex, before: os.stat_result, after: os.stat_result) -> None:
                      "mtime_ns": before.st_mtime_ns, "scanned": idx.scanned, "tail": tail},
             "calls": len(idx), "line_count": idx.line_count, "unknown_lines": idx.unknown_lines,
             "header": idx.header, "manifest_lines": [line.decode() for line in idx.manifest_lines.values()],
-            "columns": [[name, col.typecode, col.itemsize, len(col)] for name, col in zip(_COLUMNS, columns)],
+            "columns": [[name, col.typecode, col.itemsize, len(col)] for name, col in zip(_COLUMNS, columns, strict=True)],
             "tools": tools, "fingerprints": fps, "expires": [[i, e] for i, e in idx.expires.items()],
         })
         keys = orjson.dumps(idx.keys)
@@ -222,7 +222,7 @@ def _read_entry(path: Path, st: os.stat_result, fd: int, fh: Any) -> TapeIndex |
     idx.unknown_lines = int(meta["unknown_lines"])
     idx.scanned, idx.size, idx.line_count = scanned, scanned, int(meta["line_count"])
     # key → first call, in one pass from the end (the first index wins); repeated keys: where each chain ends
-    idx.key_first = first = dict(zip(reversed(keys), range(n - 1, -1, -1)))
+    idx.key_first = first = dict(zip(reversed(keys), range(n - 1, -1, -1), strict=True))
     if len(first) != n:
         following = idx.key_next
         idx._key_last = {k: i for i, k in enumerate(keys) if following[i] < 0 and first[k] != i}
