@@ -7,7 +7,9 @@ here first for tapes of at least :data:`MIN_BYTES` and saves what it scanned.
 An entry is trusted only for the same file (device and inode) and only for the bytes
 it covers, which must end exactly as they did (a hash of the last 64 KiB). A tape only
 grows by appends, so a longer file is fine: the rest is scanned. A same-sized file with
-another modification time is a rewrite: scanned again. Three call lines are decoded
+another modification time is a rewrite: scanned again; a tape written in the last
+:data:`RACY_NS` is not saved, since a rewrite within the file system's timestamp
+granularity could keep its mtime (git's "racy clean" problem). Three call lines are decoded
 and checked against the entry on load, and every decoded line is checked against its
 indexed key afterwards (``TapeIndex.outcome``), so a stale entry is an error that
 names the line, never a wrong result; the entry is dropped then.
@@ -26,6 +28,7 @@ import contextlib
 import hashlib
 import os
 import struct
+import time
 import zlib
 from array import array
 from pathlib import Path
@@ -36,10 +39,11 @@ import orjson
 if TYPE_CHECKING:
     from tapetui.tapefile import TapeIndex
 
-__all__ = ["MAX_ENTRIES", "MIN_BYTES", "cache_dir", "entry_path", "forget", "load", "save"]
+__all__ = ["MAX_ENTRIES", "MIN_BYTES", "RACY_NS", "cache_dir", "entry_path", "forget", "load", "save"]
 
 MIN_BYTES = 8 * 1024 * 1024  # below this a scan takes a fraction of a second: not worth a file
 MAX_ENTRIES = 32
+RACY_NS = 2_000_000_000  # a tape written less than this long ago is not saved yet
 _MAGIC = b"tapetui index v1\n"
 _HEAD = "<QQI"  # meta length, keys length, CRC-32 of everything after the head
 _TAIL = 65536
@@ -90,6 +94,10 @@ def save(idx: TapeIndex, before: os.stat_result, after: os.stat_result) -> None:
     """
     if (before.st_ino, before.st_mtime_ns, before.st_size) != (after.st_ino, after.st_mtime_ns, after.st_size):
         return  # written to while we scanned: what we read may be either version
+    if time.time_ns() - after.st_mtime_ns < RACY_NS:
+        # Written a moment ago: a same-sized rewrite within the file system's mtime granularity would
+        # leave size and mtime as they are now (git's "racy clean" problem). The next open saves it.
+        return
     entry = entry_path(idx.path)
     if entry is None or idx.scanned == 0:
         return

@@ -8,8 +8,11 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tapetui import Tape, TapeError, ToolRegistry, indexcache
+from tapetui.tape import key_of
 from tapetui.tapefile import Appender, TapeIndex, atomic_write, read_index
 
 FIELDS = ("seqs", "offsets", "lengths", "lines", "ms", "side_effects", "tools", "keys", "fingerprints", "expires",
@@ -21,6 +24,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = tmp_path / "cache"
     monkeypatch.setenv("TAPETUI_CACHE_DIR", str(folder))
     monkeypatch.setattr(indexcache, "MIN_BYTES", 0)  # every tape is big enough here
+    monkeypatch.setattr(indexcache, "RACY_NS", 0)  # and old enough
     return folder
 
 
@@ -194,8 +198,87 @@ def test_cache_off_and_eviction(tmp_path: Path, cache: Path, monkeypatch: pytest
     assert all(e.stat().st_mode & 0o077 == 0 for e in _entries(cache))
 
 
+def test_a_tape_written_a_moment_ago_is_not_saved_yet(tmp_path: Path, cache: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(indexcache, "RACY_NS", 60 * 10**9)
+    tape = _tape(tmp_path / "t.jsonl", n=3)
+    read_index(tape)
+    assert _entries(cache) == []  # a same-sized rewrite now could keep this mtime
+    old = tape.stat().st_mtime_ns - 120 * 10**9
+    os.utime(tape, ns=(old, old))
+    read_index(tape)
+    assert read_index(tape).from_cache
+
+
 def test_small_tapes_are_not_cached(tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(indexcache, "MIN_BYTES", 1 << 20)
     tape = _tape(tmp_path / "t.jsonl", n=3)
     read_index(tape)
     assert _entries(cache) == [] and not read_index(tape).from_cache
+
+
+_OPS = st.lists(st.one_of(
+    st.tuples(st.just("append"), st.lists(st.integers(0, 5), min_size=1, max_size=6)),  # symbols: keys repeat
+    st.tuples(st.just("torn"), st.integers(1, 40)),
+    st.tuples(st.just("truncate"), st.integers(0, 10)),
+    st.tuples(st.just("splice"), st.lists(st.integers(0, 5), min_size=3, max_size=6)),  # cut lines, append more
+    st.tuples(st.just("rewrite"), st.integers(0, 50)),
+    st.tuples(st.just("replace"), st.integers(0, 50)),
+), min_size=1, max_size=8)
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=60, deadline=None)
+@given(ops=_OPS)
+def test_whatever_happens_to_a_tape_an_open_returns_its_scan(tmp_path_factory: pytest.TempPathFactory,
+                                                             ops: list[tuple[str, Any]]) -> None:
+    """Appends, torn tails, truncation, in-place and atomic rewrites between opens: the cached open is the scan."""
+    d = tmp_path_factory.mktemp("prop")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TAPETUI_CACHE_DIR", str(d / "cache"))
+        mp.setattr(indexcache, "MIN_BYTES", 0)
+        mp.setattr(indexcache, "RACY_NS", 0)
+        tape = _tape(d / "t.jsonl", n=12)
+        clock = tape.stat().st_mtime_ns - 10**12  # in the past, a second per step
+        seq = 1000
+        for op, arg in ops:
+            data = tape.read_bytes()
+            starts = [0] + [i + 1 for i, b in enumerate(data) if b == 10][:-1]
+            if op == "splice" and len(starts) > 3:
+                tape.write_bytes(data[: starts[-2]])  # the last two lines go; longer ones come after them
+            if op in ("append", "splice"):
+                lines = []
+                for sym in arg:
+                    seq += 1
+                    args = {"symbol": f"S{sym}"}
+                    lines.append(orjson.dumps({"type": "call", "seq": seq, "tool": "quote", "key": key_of("quote", args),
+                                               "args": args, "result": seq}) + b"\n")
+                with Appender(tape) as out:  # sets a torn tail aside first, as every writer does
+                    out.append(b"".join(lines))
+            elif op == "torn":
+                with open(tape, "ab") as fh:
+                    fh.write(b'{"type":"call","seq":1,"tool":"quote","key":"x'[:arg])
+            elif op == "truncate" and len(starts) > 3:
+                tape.write_bytes(data[: starts[max(3, len(starts) - 1 - arg)]])
+            elif op in ("rewrite", "replace"):
+                i = data.find(b'"key":"quote:', starts[arg % len(starts)])
+                if i < 0:
+                    continue
+                j = i + len(b'"key":"quote:')
+                edited = data[:j] + (b"0" if data[j:j + 1] != b"0" else b"1") + data[j + 1:]
+                if op == "replace":
+                    atomic_write(tape, edited)
+                else:
+                    with open(tape, "r+b") as fh:
+                        fh.write(edited)
+            clock += 10**9  # a second passes between writes and opens, as the racy guard ensures for real
+            os.utime(tape, ns=(clock, clock))
+            try:
+                expected = read_index(tape, validate=True)
+            except TapeError:
+                continue
+            first, again = read_index(tape), read_index(tape)
+            _same(first, expected)
+            _same(again, expected)
+            assert again.from_cache
+            for i in range(len(again)):  # every line decodes as the index says
+                again.record(i)
