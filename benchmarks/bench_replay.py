@@ -108,7 +108,12 @@ else:
                 index.setdefault(rec["key"], []).append(rec)
     n = len(index)
 dt = time.perf_counter() - t0
-print(dt, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, n)
+try:  # this process's own peak: ru_maxrss keeps the forking parent's across exec
+    with open("/proc/self/status") as fh:
+        peak = next(int(l.split()[1]) for l in fh if l.startswith("VmHWM:")) / 1024
+except (OSError, StopIteration):
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(dt, peak, n)
 """
 
 
@@ -157,6 +162,8 @@ def main() -> None:
         ref_hit = json_reference_hit_us(d / "calls.jsonl")
         big = d / "big.jsonl"
         make_big(big, a.calls)
+        past = time.time_ns() - 60 * 10**9  # written a minute ago: past the index cache's racy window
+        os.utime(big, ns=(past, past))
         size_mb = big.stat().st_size / 1e6
         t_cold, rss_cold = bench_open(big, "tapetui")  # the index cache off: every open scans
         cache = d / "cache"
@@ -173,8 +180,8 @@ def main() -> None:
     print(f"plain-json ref. hit   : {ref_hit:7.2f} µs median (lookup only: no canon, redaction or fingerprint check)")
     print(f"open {a.calls:,}-call tape ({size_mb:.0f} MB), target ≤ 2 s and ≤ 400 MB peak RSS:")
     print(f"  first open (scan)    : {t_cold:5.2f} s, peak RSS {rss_cold:.0f} MB   median of 3, index cache off")
-    print(f"  next opens (cached)  : {t_warm:5.2f} s, peak RSS {rss_warm:.0f} MB   median of 3, "
-          f"from a {entry_mb:.0f} MB index-cache entry")
+    source = f"from a {entry_mb:.0f} MB index-cache entry" if entry_mb else "no entry: tapes under 8 MB are not cached"
+    print(f"  next opens (cached)  : {t_warm:5.2f} s, peak RSS {rss_warm:.0f} MB   median of 3, {source}")
     print(f"plain-json reference  : {t_ref:5.2f} s, peak RSS {rss_ref:.0f} MB")
     print(f"ratios tapetui/json   : first open {t_cold / t_ref:.2f}×, cached open {t_warm / t_ref:.2f}×, "
           f"peak RSS {rss_cold / rss_ref:.2f}×, hit {hit[0] / ref_hit:.2f}×")
