@@ -87,8 +87,8 @@ def _tail_hash(fd: int, end: int) -> str:
 
 
 # ---- saving ------------------------------------------------------------------------
-def save(idx: TapeIndex, before: os.stat_result, after: os.stat_result) -> None:
-    """Keep ``idx`` for the next open. ``before``/``after``: the tape's stat around the scan.
+def save(idx: TapeIndex, before: os.stat_result, after: os.stat_result, fd: int) -> None:
+    """Keep ``idx`` for the next open. ``before``/``after``: the tape's stat around the scan; ``fd``: the tape, open.
 
     Best effort: a read-only or full disk only means the next open scans again.
     """
@@ -102,11 +102,7 @@ def save(idx: TapeIndex, before: os.stat_result, after: os.stat_result) -> None:
     if entry is None or idx.scanned == 0:
         return
     try:
-        fd = os.open(idx.path, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            tail = _tail_hash(fd, idx.scanned)
-        finally:
-            os.close(fd)
+        tail = _tail_hash(fd, idx.scanned)
         tools = sorted(set(idx.tools))
         fps = sorted(set(idx.fingerprints))
         tool_ids, fp_ids = {t: n for n, t in enumerate(tools)}, {f: n for n, f in enumerate(fps)}

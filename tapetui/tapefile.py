@@ -409,7 +409,7 @@ def read_index(path: Path | str, *, validate: bool = False) -> TapeIndex:
         start = idx.scanned
         _scan_file(idx, fh, before.st_size, validate)
         if not validate and idx.scanned - start >= indexcache.MIN_BYTES:
-            indexcache.save(idx, before, os.fstat(fh.fileno()))
+            indexcache.save(idx, before, os.fstat(fh.fileno()), fh.fileno())
     return idx
 
 
