@@ -44,10 +44,10 @@ __all__ = ["MAX_ENTRIES", "MIN_BYTES", "RACY_NS", "cache_dir", "entry_path", "fo
 MIN_BYTES = 8 * 1024 * 1024  # below this a scan takes a fraction of a second: not worth a file
 MAX_ENTRIES = 32
 RACY_NS = 2_000_000_000  # a tape written less than this long ago is not saved yet
-_MAGIC = b"tapetui index v1\n"
+_MAGIC = b"tapetui index v2\n"
 _HEAD = "<QQI"  # meta length, keys length, CRC-32 of everything after the head
 _TAIL = 65536
-_COLUMNS = ("seqs", "offsets", "lengths", "lines", "ms", "key_next")  # array columns, stored raw in this order
+_COLUMNS = ("seqs", "offsets", "lengths", "lines", "ms")  # array columns, stored raw in this order
 
 
 def cache_dir() -> Path | None:
@@ -205,7 +205,7 @@ def _read_entry(path: Path, st: os.stat_result, fd: int, fh: Any) -> TapeIndex |
     ids.frombytes(data[pos + n:])
     side_effects = bytearray(side_effects)
     data.release()
-    del raw  # the entry's bytes are copied into the columns: free them before the key table is built
+    del raw  # the entry's bytes are copied into the columns: free them
     if len(side_effects) != n or len(ids) != 2 * n:
         return None
     tools, fps = meta["tools"], meta["fingerprints"]
@@ -225,11 +225,6 @@ def _read_entry(path: Path, st: os.stat_result, fd: int, fh: Any) -> TapeIndex |
         idx.manifest_lines[manifest.name] = raw
     idx.unknown_lines = int(meta["unknown_lines"])
     idx.scanned, idx.size, idx.line_count = scanned, scanned, int(meta["line_count"])
-    # key → first call, in one pass from the end (the first index wins); repeated keys: where each chain ends
-    idx.key_first = first = dict(zip(reversed(keys), range(n - 1, -1, -1), strict=True))
-    if len(first) != n:
-        following = idx.key_next
-        idx._key_last = {k: i for i, k in enumerate(keys) if following[i] < 0 and first[k] != i}
     idx.from_cache = True
     if not _spot_check(idx, fd):
         return None

@@ -142,6 +142,7 @@ class Tape:
         self._fh: Any = None
         self._fd = -1
         self._consumed = bytearray()
+        self._low = 0  # no call before this one is unconsumed
         self._writer: Appender | None = None
         self._written_tools: set[str] = set()
         self._pending_fill: list[tuple[int, int]] = []  # (run seq, index) of hits before the first fill miss
@@ -332,10 +333,20 @@ class Tape:
         """The first unconsumed recorded call with this key."""
         index = self._index
         assert index is not None
+        consumed = self._consumed
+        # A replay that follows the tape's order finds its call first in line: the lowest unconsumed
+        # call, which, if it has this key, is the first unconsumed one with it (no key table needed).
+        low = consumed.find(0, self._low)
+        if low < 0:  # every call consumed
+            self._low = len(consumed)
+            return None
+        self._low = low
+        if index.keys[low] == key:
+            return low
         i = index.key_first.get(key)
         if i is None:
             return None
-        consumed, following = self._consumed, index.key_next
+        following = index.key_next
         while consumed[i]:
             i = following[i]
             if i < 0:

@@ -217,10 +217,11 @@ class CallRecord:
 
 # The fields call_line writes first, in this order. Lines that do not match (hand
 # written, escaped names, older writers) take the slow path: a full parse.
-_FAST = re.compile(  # anchored at a line start: a '{' earlier on the line must not hide a malformed line
-    rb'(?m)^\{"type":"call","seq":(\d{1,18}),"tool":"([^"\\\n]*)","key":"([^"\\\n]*)","fingerprint":"([^"\\\n]*)",'
-    rb'"side_effect":(true|false),"ms":(-?[0-9.eE+-]+),"expires_at":(null|"[^"\\\n]*"),[^\n]*\}\n'
+_FAST = re.compile(  # the writer's leading fields, matched at a line start (the line ends with its '}')
+    rb'\{"type":"call","seq":(\d{1,18}),"tool":"([^"\\\n]*)","key":"([^"\\\n]*)","fingerprint":"([^"\\\n]*)",'
+    rb'"side_effect":(true|false),"ms":(-?[0-9.eE+-]+),"expires_at":(null|"[^"\\\n]*"),'
 )
+_CLOSE = ord("}")
 
 
 class TapeIndex:
@@ -241,9 +242,8 @@ class TapeIndex:
         self.keys: list[str] = []
         self.fingerprints: list[str] = []
         self.expires: dict[int, str] = {}  # call index → expires_at, only for time-sensitive calls
-        self.key_first: dict[str, int] = {}  # key → its first call; key_next chains the others
-        self.key_next = array("l")  # the next call with the same key, or -1
-        self._key_last: dict[str, int] = {}  # only keys recorded more than once
+        self._key_first: dict[str, int] | None = None  # built on first use: see key_first
+        self._key_next: array | None = None
         self._strings: dict[bytes, str] = {}  # tool names and fingerprints, decoded once each
         self.torn: TornTail | None = None
         self.unknown_lines = 0
@@ -257,6 +257,37 @@ class TapeIndex:
         return len(self.seqs)
 
     # ---- lookups -----------------------------------------------------------------
+    @property
+    def key_first(self) -> dict[str, int]:
+        """Key → the first call recorded with it. Built on first use: a replay that follows the tape's
+        order never needs it (see ``Tape._take``), and for a million calls it costs most of a second."""
+        return self._chains()[0]
+
+    @property
+    def key_next(self) -> array:
+        """Call → the next call recorded with the same key, or -1."""
+        return self._chains()[1]
+
+    def _chains(self) -> tuple[dict[str, int], array]:
+        if self._key_first is None or self._key_next is None or len(self._key_next) != len(self.keys):
+            self._chain()
+        assert self._key_first is not None and self._key_next is not None
+        return self._key_first, self._key_next
+
+    def _chain(self) -> None:
+        keys = self.keys
+        n = len(keys)
+        first = dict(zip(reversed(keys), range(n - 1, -1, -1), strict=True))  # from the end: the first call wins
+        following = array("l", [-1]) * n
+        if len(first) != n:  # some call was recorded more than once: chain each to the next with its key
+            last: dict[str, int] = {}
+            for i, k in enumerate(keys):
+                j = last.get(k)
+                if j is not None:
+                    following[j] = i
+                last[k] = i
+        self._key_first, self._key_next = first, following
+
     def at_seq(self, seq: int) -> int | None:
         """Index of the first call recorded at ``seq``, or None."""
         i = seq - 1
@@ -336,11 +367,6 @@ class TapeIndex:
         self.offsets.append(offset)
         self.lengths.append(length)
         self.lines.append(line)
-        self.key_next.append(-1)
-        first = self.key_first.setdefault(key, i)
-        if first != i:  # the same call again: chain it after the last one
-            self.key_next[self._key_last.get(key, first)] = i
-            self._key_last[key] = i
 
 
 def _read_at(fh: Any, offset: int, length: int) -> bytes:
@@ -440,26 +466,28 @@ def _scan_file(idx: TapeIndex, fh: Any, size: int, validate: bool) -> None:
 def _scan(idx: TapeIndex, buf: bytes, end: int, base: int, line_no: int, validate: bool) -> int:
     pos = 0
     if not validate:
-        # The hot loop of opening a tape: one regex match per call line, columns appended in place,
-        # tool names and fingerprints shared (one str per distinct value), no per-line method call.
+        # The hot loop of opening a tape: the writer's leading fields matched where each line starts,
+        # the line's end found by memchr (no regex runs over arguments and results), columns appended
+        # in place, tool names and fingerprints shared (one str per distinct value), no method calls.
         strings = idx._strings
         seqs, offsets, lengths, lines, ms_col = idx.seqs, idx.offsets, idx.lengths, idx.lines, idx.ms
-        tools, keys, fps, side_effects, key_next = idx.tools, idx.keys, idx.fingerprints, idx.side_effects, idx.key_next
-        key_first, key_last, expires = idx.key_first, idx._key_last, idx.expires
-        for m in _FAST.finditer(buf, 0, end):
-            start = m.start()
-            if start != pos:
-                line_no = _slow(idx, buf, pos, start, base, line_no)
-            seq_b, tool_b, key_b, fp_b, se_b, ms_b, exp_b = m.groups()
-            stop = m.end()
-            pos = stop
+        tools, keys, fps, side_effects, expires = idx.tools, idx.keys, idx.fingerprints, idx.side_effects, idx.expires
+        match, find = _FAST.match, buf.find
+        while pos < end:
+            nl = find(b"\n", pos, end)
+            m = match(buf, pos, nl)
             try:
+                if m is None or buf[nl - 1] != _CLOSE:
+                    raise ValueError
+                seq_b, tool_b, key_b, fp_b, se_b, ms_b, exp_b = m.groups()
                 ms = float(ms_b)
-            except ValueError:
-                line_no = _slow(idx, buf, start, stop, base, line_no)
+            except ValueError:  # not the writer's layout: a full parse of this line
+                line_no = _slow(idx, buf, pos, nl + 1, base, line_no)
+                pos = nl + 1
                 continue
             line_no += 1
-            i = len(seqs)
+            if exp_b != b"null":
+                expires[len(seqs)] = exp_b[1:-1].decode()
             seqs.append(int(seq_b))
             tool = strings.get(tool_b)
             if tool is None:
@@ -469,20 +497,13 @@ def _scan(idx: TapeIndex, buf: bytes, end: int, base: int, line_no: int, validat
             if fp is None:
                 fp = strings[fp_b] = fp_b.decode()
             fps.append(fp)
-            key = key_b.decode()
-            keys.append(key)
+            keys.append(key_b.decode())
             side_effects.append(se_b == b"true")
             ms_col.append(ms)
-            if exp_b != b"null":
-                expires[i] = exp_b[1:-1].decode()
-            offsets.append(base + start)
-            lengths.append(stop - start)
+            offsets.append(base + pos)
+            lengths.append(nl + 1 - pos)
             lines.append(line_no)
-            key_next.append(-1)
-            first = key_first.setdefault(key, i)
-            if first != i:  # the same call again: chain it after the last one
-                key_next[key_last.get(key, first)] = i
-                key_last[key] = i
+            pos = nl + 1
     if pos < end:
         line_no = _slow(idx, buf, pos, end, base, line_no)
     return line_no

@@ -7,6 +7,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tapetui import Config, Tape, TapeDrift, TapeError, TapeMiss, TapeStale, ToolDriftError, ToolRegistry
 from tapetui.config import ToolPolicy
@@ -327,3 +329,49 @@ def test_labels_go_to_the_header(tmp_path: Path, registry: ToolRegistry) -> None
         t.call("search", {"query": "x"})
     head = lines(tape)[0]
     assert head["labels"] == {"model": "m-1", "api_key": "[REDACTED]"}
+
+
+def _counting_tape(tmp_path: Path, names: list[str]) -> tuple[Path, ToolRegistry]:
+    """A tape of one tool called with ``names`` in turn; call i returned i."""
+    reg = ToolRegistry()
+    counter = iter(range(10**6))
+
+    @reg.tool(version="1")
+    def tick(name: str) -> int:
+        return next(counter)
+
+    tape = tmp_path / "order.jsonl"
+    tape.unlink(missing_ok=True)
+    with Tape(tape, "record", reg, run_log=False) as t:
+        assert [t.call("tick", {"name": n}) for n in names] == list(range(len(names)))
+    return tape, reg
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), names=st.lists(st.sampled_from("abc"), min_size=1, max_size=10))
+def test_each_call_replays_the_earliest_unreplayed_recording_of_its_key(tmp_path: Path, data: st.DataObject,
+                                                                       names: list[str]) -> None:
+    tape, reg = _counting_tape(tmp_path, names)
+    order = data.draw(st.permutations(range(len(names))))[:data.draw(st.integers(0, len(names)))]
+    replayed = [names[i] for i in order]
+    left = list(enumerate(names))
+    expected = []  # the model: the first recorded call with that name not replayed yet
+    for n in replayed:
+        j = next(k for k, (_, m) in enumerate(left) if m == n)
+        expected.append(left.pop(j)[0])
+    with Tape(tape, "replay", reg, run_log=False) as t:
+        assert [t.call("tick", {"name": n}) for n in replayed] == expected
+    assert t.stats()["unused"] == len(names) - len(replayed)
+
+
+def test_a_replay_in_recorded_order_needs_no_key_table(tmp_path: Path) -> None:
+    names = ["a", "b", "a", "c", "a"]
+    tape, reg = _counting_tape(tmp_path, names)
+    with Tape(tape, "replay", reg, run_log=False) as t:
+        assert [t.call("tick", {"name": n}) for n in names] == [0, 1, 2, 3, 4]
+        assert t._index is not None and t._index._key_first is None  # each call was first in line
+    with Tape(tape, "replay", reg, run_log=False) as t:
+        assert t.call("tick", {"name": "c"}) == 3  # out of order: looked up by key
+        assert t._index is not None and t._index._key_first == {t._index.keys[0]: 0, t._index.keys[1]: 1,
+                                                                t._index.keys[3]: 3}
+        assert list(t._index.key_next) == [2, -1, 4, -1, -1]

@@ -7,7 +7,7 @@ import orjson
 import pytest
 
 from tapetui import Tape, TapeError, ToolRegistry
-from tapetui.tapefile import Appender, read_index, torn_path
+from tapetui.tapefile import Appender, call_line, read_index, torn_path
 
 
 def _lines(n: int, tag: str) -> list[bytes]:
@@ -54,6 +54,12 @@ def test_torn_tail_is_reported_then_set_aside_on_next_append(tmp_path: Path) -> 
 def test_malformed_line_names_file_line_and_problem(tmp_path: Path) -> None:
     tape = tmp_path / "t.jsonl"
     tape.write_bytes(b"".join(_lines(2, "g")) + b"{not json}\n" + _lines(1, "z")[0])
+    with pytest.raises(TapeError, match=r"t\.jsonl:3: invalid JSON"):
+        read_index(tape)
+    # the writer's own leading fields, then a line cut short: the fast path must not take it
+    cut = call_line(seq=3, tool="t", key="t:c", fingerprint="", side_effect=False, ms=1.0, expires_at=None,
+                    recorded_at="2026-01-01T00:00:00Z", args={"pad": "x" * 50}, result=1)[:-20] + b"\n"
+    tape.write_bytes(b"".join(_lines(2, "g")) + cut + _lines(1, "z")[0])
     with pytest.raises(TapeError, match=r"t\.jsonl:3: invalid JSON"):
         read_index(tape)
     tape.write_bytes(b'{"type":"call","tool":"t"}\n')
