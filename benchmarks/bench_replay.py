@@ -10,6 +10,7 @@ appended since.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import statistics
@@ -18,6 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from tapetui import Tape, ToolRegistry
 
@@ -32,64 +34,55 @@ def registry() -> ToolRegistry:
     return reg
 
 
-def per_call_us(fn, n: int) -> float:
-    """Median over 7 rounds of the mean per-call time of n calls, in µs."""
-    rounds = []
-    for _ in range(7):
-        t0 = time.perf_counter()
-        for i in range(n):
-            fn(i)
-        rounds.append((time.perf_counter() - t0) / n * 1e6)
-    return statistics.median(rounds)
-
-
 ROUNDS = 15  # these machines are noisy: the median is the figure, the best round shows the floor
+N_CALLS = 2000  # calls per round
 
 
-def bench_calls(d: Path) -> dict[str, tuple[float, float]]:
-    """(median, best) µs per call: a hit (in recorded order, out of order, with the run log on) and a record."""
+class JsonReplayer:
+    """The plain-json reference: every line parsed into dicts up front, looked up by key, nothing deep-copied."""
+
+    def __init__(self, tape_path: Path) -> None:
+        self.index: dict[str, list[dict]] = {}
+        with open(tape_path) as fh:
+            for line in fh:
+                rec = json.loads(line)
+                if rec.get("type") == "call":
+                    self.index.setdefault(rec["key"], []).append(rec)
+
+    def call(self, tool: str, args: dict) -> object:
+        key = f"{tool}:" + hashlib.sha256(json.dumps(args, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:12]
+        recs = self.index.get(key)
+        return recs[0]["result"] if recs else None
+
+
+def bench_calls(d: Path) -> dict[str, list[float]]:
+    """µs per call in each round: a hit (in recorded order, out of order, with the run log on), a record,
+    and the json reference's hit. The rounds interleave, so a slow phase of the machine slows all alike."""
     reg = registry()
-    n = 2000
     tape_path = d / "calls.jsonl"
-    calls = [{"query": f"q{i}", "page": i} for i in range(n)]
+    calls = [{"query": f"q{i}", "page": i} for i in range(N_CALLS)]
     with Tape(tape_path, "record", reg, run_log=False) as t:
         for args in calls:
             t.call("lookup", args)
+    reference = JsonReplayer(tape_path)
+    assert reference.call("lookup", calls[0]) is not None
     plans = {"hit": (calls, False), "hit_reversed": (calls[::-1], False), "hit_log": (calls, True)}
-    rounds: dict[str, list[float]] = {"record": [], **{name: [] for name in plans}}
+    rounds: dict[str, list[float]] = {"record": [], "reference": [], **{name: [] for name in plans}}
+
+    def timed(call: Any, order: list[dict]) -> float:
+        t0 = time.perf_counter()
+        for args in order:
+            call("lookup", args)
+        return (time.perf_counter() - t0) / len(order) * 1e6
+
     for r in range(ROUNDS):
         with Tape(d / f"rec{r}.jsonl", "record", reg, run_log=False) as t:  # a fresh tape per round
-            t0 = time.perf_counter()
-            for args in calls:
-                t.call("lookup", args)
-            rounds["record"].append((time.perf_counter() - t0) / n * 1e6)
+            rounds["record"].append(timed(t.call, calls))
         for name, (order, log) in plans.items():
             with Tape(tape_path, "replay", reg, run_log=log) as t:  # opened outside the timing
-                t0 = time.perf_counter()
-                for args in order:
-                    t.call("lookup", args)
-                rounds[name].append((time.perf_counter() - t0) / n * 1e6)
-    return {k: (statistics.median(v), min(v)) for k, v in rounds.items()}
-
-
-def json_reference_hit_us(tape_path: Path) -> float:
-    """A plain-json replayer: parse every line into dicts, look up by key, deep-copy nothing."""
-    import hashlib
-
-    index = {}
-    with open(tape_path) as fh:
-        for line in fh:
-            rec = json.loads(line)
-            if rec.get("type") == "call":
-                index.setdefault(rec["key"], []).append(rec)
-
-    def hit(i: int) -> object:
-        args = {"page": i, "query": f"q{i}"}
-        key = "lookup:" + hashlib.sha256(json.dumps(args, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:12]
-        recs = index.get(key)
-        return recs[0]["result"] if recs else None
-
-    return per_call_us(hit, 5000)
+                rounds[name].append(timed(t.call, order))
+        rounds["reference"].append(timed(reference.call, calls))
+    return rounds
 
 
 OPEN_CHILD = r"""
@@ -165,8 +158,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         os.environ["TAPETUI_CACHE_DIR"] = str(d / "calls-cache")  # not the user's cache
-        calls = bench_calls(d)
-        ref_hit = json_reference_hit_us(d / "calls.jsonl")
+        rounds = bench_calls(d)
         big = d / "big.jsonl"
         make_big(big, a.calls)
         past = time.time_ns() - 60 * 10**9  # written a minute ago: past the index cache's racy window
@@ -179,13 +171,19 @@ def main() -> None:
         entry_mb = sum(f.stat().st_size for f in cache.glob("*.idx")) / 1e6
         warm = bench_open(big, "tapetui", str(cache))
         t_ref, rss_ref = bench_open(big, "json")[:2]
-    hit, hit_rev, hit_log, rec = calls["hit"], calls["hit_reversed"], calls["hit_log"], calls["record"]
-    print(f"replay hit            : {hit[0]:7.2f} µs median of {ROUNDS} (best {hit[1]:.2f}), in recorded order, "
-          "run log off   target ≤ 10 µs")
-    print(f"replay hit, reversed  : {hit_rev[0]:7.2f} µs median (best {hit_rev[1]:.2f}), each call looked up by key")
-    print(f"replay hit + run log  : {hit_log[0]:7.2f} µs median (best {hit_log[1]:.2f}), one locked append per event")
-    print(f"record per call       : {rec[0]:7.2f} µs median (best {rec[1]:.2f}), no fsync   target ≤ 40 µs")
-    print(f"plain-json ref. hit   : {ref_hit:7.2f} µs median (lookup only: no canon, redaction or fingerprint check)")
+    med = {k: statistics.median(v) for k, v in rounds.items()}
+    ratio = {k: statistics.median(x / ref for x, ref in zip(v, rounds["reference"], strict=True))
+             for k, v in rounds.items()}
+    print(f"per call: median of {ROUNDS} interleaved rounds of {N_CALLS:,} calls (best round); "
+          "× the json reference's hit in the same round")
+    for key, label, note in (
+        ("hit", "replay hit", "in recorded order, run log off   target ≤ 10 µs"),
+        ("hit_reversed", "replay hit, reversed", "each call looked up by key"),
+        ("hit_log", "replay hit + run log", "one locked append per event"),
+        ("record", "record per call", "no fsync   target ≤ 40 µs"),
+        ("reference", "plain-json ref. hit", "lookup only: no canon, redaction or fingerprint check"),
+    ):
+        print(f"{label:22}: {med[key]:7.2f} µs ({min(rounds[key]):5.2f})  {ratio[key]:5.2f}×   {note}")
     print(f"open {a.calls:,}-call tape ({size_mb:.0f} MB), target ≤ 2 s and ≤ 400 MB peak RSS (medians of 3):")
     source = f"from a {entry_mb:.0f} MB index-cache entry" if entry_mb else "no entry: tapes under 8 MB are not cached"
     for label, (t, rss, t_keys, rss_keys) in (("first open (scan)", cold), ("next opens (cached)", warm)):
@@ -195,7 +193,7 @@ def main() -> None:
               "built at a replay's first call out of recorded order")
     print(f"plain-json reference  : {t_ref:5.2f} s, peak RSS {rss_ref:.0f} MB")
     print(f"ratios tapetui/json   : first open {cold[0] / t_ref:.2f}×, cached open {warm[0] / t_ref:.2f}×, "
-          f"peak RSS {cold[3] / rss_ref:.2f}× (key table built), hit {hit[0] / ref_hit:.2f}×")
+          f"peak RSS {cold[3] / rss_ref:.2f}× (key table built), hit {ratio['hit']:.2f}× (per round)")
 
 
 if __name__ == "__main__":

@@ -164,7 +164,7 @@ class Tape:
                 except TapeError:
                     pass
             if source.exists():
-                self._index = read_index(source)
+                self._index = read_index(source, keep_bytes=True)
                 self._fh = open(source, "rb")
                 self._fd = self._fh.fileno()
                 self._consumed = bytearray(len(self._index))

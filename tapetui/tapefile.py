@@ -251,6 +251,7 @@ class TapeIndex:
         self.scanned = 0  # bytes of complete lines indexed
         self.line_count = 0  # complete lines indexed
         self.from_cache = False  # loaded from the index cache (then verified as each line is decoded)
+        self.data: bytes | None = None  # the tape's bytes as scanned, when the open kept them (keep_bytes)
         self._seq_map: dict[int, int] | None = None
 
     def __len__(self) -> int:
@@ -300,19 +301,25 @@ class TapeIndex:
             self._seq_map = m
         return self._seq_map.get(seq)
 
-    def raw_line(self, i: int) -> bytes:
-        with open(self.path, "rb") as fh:
-            fh.seek(self.offsets[i])
-            return fh.read(self.lengths[i])
+    def raw_line(self, i: int, fh: Any = None) -> bytes:
+        """Call ``i``'s line as it was indexed: from the kept bytes, else read from ``fh`` (a file or a
+        descriptor) or the path."""
+        off, n = self.offsets[i], self.lengths[i]
+        if self.data is not None:
+            return self.data[off:off + n]
+        if isinstance(fh, int):
+            return os.pread(fh, n, off)
+        if fh is not None:
+            fh.seek(off)
+            return fh.read(n)
+        with open(self.path, "rb") as own:
+            own.seek(off)
+            return own.read(n)
 
     def record(self, i: int, fh: Any = None) -> CallRecord:
         """Decode call ``i`` fully (arguments, result, unknown fields)."""
-        if fh is None:
-            data = self.raw_line(i)
-        else:
-            data = os.pread(fh, self.lengths[i], self.offsets[i]) if isinstance(fh, int) else _read_at(fh, self.offsets[i], self.lengths[i])
         try:
-            obj = orjson.loads(data)
+            obj = orjson.loads(self.raw_line(i, fh))
         except orjson.JSONDecodeError as e:
             raise self._invalid(i, e) from None
         rec = _call_from_obj(obj, self.path, self.lines[i])
@@ -322,8 +329,10 @@ class TapeIndex:
 
     def outcome(self, i: int, fd: int) -> tuple[Any, dict[str, Any] | None]:
         """The recorded ``(result, error)`` of call ``i``: the replay hot path, no record built."""
+        off, n = self.offsets[i], self.lengths[i]
+        data = self.data
         try:
-            obj = orjson.loads(os.pread(fd, self.lengths[i], self.offsets[i]))
+            obj = orjson.loads(data[off:off + n] if data is not None else os.pread(fd, n, off))
         except orjson.JSONDecodeError as e:
             raise self._invalid(i, e) from None
         if type(obj) is not dict:
@@ -369,11 +378,6 @@ class TapeIndex:
         self.lines.append(line)
 
 
-def _read_at(fh: Any, offset: int, length: int) -> bytes:
-    fh.seek(offset)
-    return fh.read(length)
-
-
 def _call_from_obj(obj: Any, path: Path, line: int) -> CallRecord:
     if not isinstance(obj, dict):
         raise TapeError(f"{path}:{line}: a call line must be a JSON object")
@@ -408,7 +412,7 @@ def _call_from_obj(obj: Any, path: Path, line: int) -> CallRecord:
     )
 
 
-def read_index(path: Path | str, *, validate: bool = False) -> TapeIndex:
+def read_index(path: Path | str, *, validate: bool = False, keep_bytes: bool = False) -> TapeIndex:
     """Scan a tape once and index it.
 
     Args:
@@ -417,6 +421,8 @@ def read_index(path: Path | str, *, validate: bool = False) -> TapeIndex:
             writer's own layout are indexed without a parse and decoded on use, and the
             index of a big tape is kept in the index cache (:mod:`tapetui.indexcache`)
             so the next open scans only what was appended since.
+        keep_bytes: keep a tape of up to 16 MB in memory as it was scanned (``idx.data``), so a
+            replay decodes its calls without a read each (a tape from the index cache is read).
 
     Raises:
         TapeError: the file cannot be read, or a line (other than a torn last line)
@@ -433,23 +439,28 @@ def read_index(path: Path | str, *, validate: bool = False) -> TapeIndex:
         if idx is None:
             idx = TapeIndex(path)
         start = idx.scanned
-        _scan_file(idx, fh, before.st_size, validate)
+        _scan_file(idx, fh, before.st_size, validate, keep_bytes)
         if not validate and idx.scanned - start >= indexcache.MIN_BYTES:
             indexcache.save(idx, before, os.fstat(fh.fileno()), fh.fileno())
     return idx
 
 
-def _scan_file(idx: TapeIndex, fh: Any, size: int, validate: bool) -> None:
+def _scan_file(idx: TapeIndex, fh: Any, size: int, validate: bool, keep_bytes: bool = False) -> None:
     """Index the lines from ``idx.scanned`` to the end of the file."""
     base, line_no = idx.scanned, idx.line_count
     fh.seek(base)
     size -= base
     carry = b""
+    keep = keep_bytes and base == 0 and size < _CHUNK  # a small tape is read in one piece: keep that
+    reads = 0
     while True:
         # a small tape in one read of its size: asking for a 16 MB chunk costs a 16 MB allocation each time
         chunk = fh.read(_CHUNK if size > _CHUNK else size + 1)
         if not chunk:
             break
+        reads += 1
+        if keep:
+            idx.data = chunk if reads == 1 else None  # grown since the stat: not one piece, not kept
         buf = carry + chunk if carry else chunk
         end = buf.rfind(b"\n") + 1
         if end == 0:

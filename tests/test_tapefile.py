@@ -6,7 +6,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tapetui import Tape, TapeError, ToolRegistry
+from tapetui import Tape, TapeError, ToolRegistry, tapefile
 from tapetui.tapefile import Appender, call_line, read_index, torn_path
 
 
@@ -98,3 +98,17 @@ def test_fast_and_validated_index_agree(tmp_path: Path) -> None:
     for attr in ("seqs", "tools", "keys", "fingerprints", "offsets", "lengths", "lines", "expires"):
         assert getattr(a, attr) == getattr(b, attr), attr
     assert a.record(10).result == {"x": 10}
+
+
+def test_a_replay_keeps_a_small_tape_in_memory_as_scanned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tape = tmp_path / "t.jsonl"
+    tape.write_bytes(b"".join(_lines(3, "g")) + b'{"type":"call","se')  # a torn tail is kept, not indexed
+    assert read_index(tape).data is None  # the app's sessions are not held in memory
+    idx = read_index(tape, keep_bytes=True)
+    assert idx.data == tape.read_bytes() and len(idx) == 3
+    tape.write_bytes(b"")  # what the replay decodes is what was indexed
+    assert idx.outcome(2, -1) == (2, None) and idx.record(1).key == "t:g1"
+    monkeypatch.setattr(tapefile, "_CHUNK", 1000)  # a tape read in more than one piece is not kept
+    tape.write_bytes(b"".join(_lines(3, "g")))
+    idx = read_index(tape, keep_bytes=True)
+    assert idx.data is None and idx.record(2).key == "t:g2"
