@@ -52,7 +52,8 @@ class JsonReplayer:
                     self.index.setdefault(rec["key"], []).append(rec)
 
     def call(self, tool: str, args: dict) -> object:
-        key = f"{tool}:" + hashlib.sha256(json.dumps(args, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:12]
+        canonical = json.dumps(args, sort_keys=True, separators=(",", ":")).encode()
+        key = f"{tool}:" + hashlib.sha256(canonical).hexdigest()[:12]
         recs = self.index.get(key)
         return recs[0]["result"] if recs else None
 

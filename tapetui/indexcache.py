@@ -200,10 +200,9 @@ def _read_entry(path: Path, st: os.stat_result, fd: int, fh: Any) -> TapeIndex |
         col.frombytes(data[pos:pos + count * itemsize])
         pos += count * itemsize
         setattr(idx, attr, col)
-    side_effects = data[pos:pos + n]
+    side_effects = bytearray(data[pos:pos + n])
     ids = array("I")
     ids.frombytes(data[pos + n:])
-    side_effects = bytearray(side_effects)
     data.release()
     del raw  # the entry's bytes are copied into the columns: free them
     if len(side_effects) != n or len(ids) != 2 * n:

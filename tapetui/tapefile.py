@@ -83,7 +83,8 @@ def atomic_write(path: Path, data: bytes | Iterable[Any], *, mode: int | None = 
                 mode = 0o666 & ~_umask()
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:
-            for part in (data,) if isinstance(data, bytes | bytearray) else data:
+            parts: Iterable[Any] = (data,) if isinstance(data, bytes | bytearray) else data
+            for part in parts:
                 fh.write(part)
             fh.flush()
             os.fsync(fh.fileno())
