@@ -10,7 +10,7 @@ import orjson
 
 from tapetui.errors import TooDeep
 
-__all__ = ["call_key", "canon", "canonical_json"]
+__all__ = ["call_key", "canon", "canonical_json", "key_of_json"]
 
 
 def canon(value: Any) -> Any:
@@ -59,5 +59,9 @@ def call_key(tool: str, args: Any) -> str:
     """
     from tapetui.redact import DEFAULT_REDACTOR
 
-    digest = hashlib.sha256(canonical_json(canon(DEFAULT_REDACTOR.redact(args)))).hexdigest()
-    return f"{tool}:{digest[:12]}"
+    return key_of_json(tool, canonical_json(canon(DEFAULT_REDACTOR.redact(args))))
+
+
+def key_of_json(tool: str, args_json: bytes) -> str:
+    """The call key of arguments already in canonical JSON: the one place the key's form is written."""
+    return f"{tool}:{hashlib.sha256(args_json).hexdigest()[:12]}"

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import builtins
-import hashlib
 import os
 import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from tapetui.canon import canon, canonical_json
+from tapetui.canon import canon, canonical_json, key_of_json
 from tapetui.config import Config, ToolPolicy
 from tapetui.errors import TapeDrift, TapeError, TapeMiss, TapeStale, ToolDriftError, TooDeep
 from tapetui.fingerprint import explain_manifest_change
@@ -52,7 +50,7 @@ def parse_iso(text: str) -> datetime | None:
 
 def key_of(tool: str, redacted_args: Any) -> str:
     """The call key of arguments that are already redacted (see :func:`tapetui.call_key`)."""
-    return f"{tool}:{hashlib.sha256(canonical_json(canon(redacted_args))).hexdigest()[:12]}"
+    return key_of_json(tool, canonical_json(canon(redacted_args)))
 
 
 def _unserialisable(value: Any, path: str = "result") -> tuple[str, str] | None:
@@ -214,7 +212,7 @@ class Tape:
         try:  # redacted and canonical in one pass; the key hashes it (canonical_json sorts the keys)
             redacted = self._redactor.canon_form(args)
             args_json = canonical_json(redacted)  # = canon(redacted) as JSON: hashed here, written as is
-            key = f"{tool}:{sha256(args_json).hexdigest()[:12]}"
+            key = key_of_json(tool, args_json)
         except (TypeError, TooDeep) as e:
             raise TapeError(f"{tool} (step {seq}): arguments cannot be recorded: {e}") from None
         policy = self.config.policy(tool)
@@ -241,7 +239,8 @@ class Tape:
                     raise TapeStale(f"{self.path}: step {seq} ({tool}) expired at {index.expires[i]} "
                                     f"(stale policy 'error'; re-record it with mode='fill' after expiring)")
                 if stale == "miss":
-                    return self._miss(seq, tool, args, redacted, key, requested_tool, reason="expired", near=i)
+                    return self._miss(seq, tool, args, redacted, args_json, key, requested_tool, reason="expired",
+                                      near=i)
             self._consumed[i] = 1
             self._counts["tape_hits"] += 1
             if self._log is not None:
@@ -265,7 +264,7 @@ class Tape:
                 raise TapeDrift(path=str(self.path), seq=seq, tool=tool, recorded_key=recorded.key, new_key=key,
                                 recorded_args=recorded.args, new_args=redacted,
                                 changes=[tuple(c) for c in changes])
-        return self._miss(seq, tool, args, redacted, key, requested_tool)
+        return self._miss(seq, tool, args, redacted, args_json, key, requested_tool)
 
     def stats(self) -> dict[str, Any]:
         """Counters of this run: the fixed keys of DESIGN §3 and a few more."""
@@ -409,8 +408,8 @@ class Tape:
         rec = idx.record(best, self._fh)
         return rec.seq, [tuple(c) for c in diff_values(canon(rec.args), canon(redacted))]
 
-    def _miss(self, seq: int, tool: str, args: Any, redacted: Any, key: str, requested_tool: str | None,
-              reason: str = "", near: int | None = None) -> Any:
+    def _miss(self, seq: int, tool: str, args: Any, redacted: Any, args_json: bytes, key: str,
+              requested_tool: str | None, reason: str = "", near: int | None = None) -> Any:
         self._counts["tape_misses"] += 1
         nearest, changes = self._nearest(tool, seq, redacted, near)
         self._emit("miss", seq=seq, tool=tool, key=key, args=redacted, nearest=nearest, reason=reason or None,
@@ -420,7 +419,7 @@ class Tape:
                            changes=changes, reason=reason)
         if self._writer is None:
             self._open_fill_candidate()
-        return self._live(seq, tool, args, canonical_json(redacted), key, requested_tool, write=True)
+        return self._live(seq, tool, args, args_json, key, requested_tool, write=True)
 
     def _open_fill_candidate(self) -> None:
         """First miss of a fill over a golden: the candidate starts with the hits so far."""
