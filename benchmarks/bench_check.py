@@ -1,7 +1,9 @@
 """`tapetui check` over a generated folder of 10,000 sessions × 20 steps, one of them drifted.
 
-Run: python benchmarks/bench_check.py [--sessions 10000 --steps 20]
-Target: ≤ 5 s wall.
+Run: python benchmarks/bench_check.py [--sessions 10000 --steps 20] [--baseline DIR]
+Target: ≤ 5 s wall. ``--baseline DIR`` also times the tapetui package found in DIR (e.g. an older
+checkout's root) on the same folder, its rounds interleaved with this one's, so that a before/after
+comparison sees the same machine load; each median is printed.
 """
 
 from __future__ import annotations
@@ -53,22 +55,32 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=10_000)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--baseline", help="a folder holding another tapetui package, timed in the same rounds")
     a = ap.parse_args()
     d = Path(tempfile.mkdtemp(prefix="tapetui-bench-"))
+    variants = {"this": None} | ({"baseline": str(Path(a.baseline).resolve())} if a.baseline else {})
     try:
         generate(d, a.sessions, a.steps)
-        times = []
+        times: dict[str, list[float]] = {name: [] for name in variants}
         for _ in range(a.rounds):
-            t0 = time.perf_counter()
-            r = subprocess.run([sys.executable, "-m", "tapetui", "check", str(d)], capture_output=True, text=True,
-                               cwd=d, env={**os.environ, "NO_COLOR": "1"})
-            times.append(time.perf_counter() - t0)
-            assert r.returncode == 1, r.stderr
-            assert r.stdout.count("args.n") == 1, r.stdout[:500]
-        print(f"tapetui check, {a.sessions:,} sessions × {a.steps} steps, 1 drifted: "
-              f"median {statistics.median(times):.2f} s wall over {a.rounds} runs (min {min(times):.2f} s)   "
-              "target ≤ 5 s")
-        print("  found: " + [ln for ln in r.stdout.splitlines() if "args.n" in ln][0].strip())
+            for name, path in variants.items():
+                env = {**os.environ, "NO_COLOR": "1"}
+                if path is not None:
+                    env["PYTHONPATH"] = path + os.pathsep + env.get("PYTHONPATH", "")
+                t0 = time.perf_counter()
+                r = subprocess.run([sys.executable, "-m", "tapetui", "check", str(d)], capture_output=True,
+                                   text=True, cwd=d, env=env)
+                times[name].append(time.perf_counter() - t0)
+                assert r.returncode == 1, r.stderr
+                assert r.stdout.count("args.n") == 1, r.stdout[:500]
+                if name == "this":
+                    found = [ln for ln in r.stdout.splitlines() if "args.n" in ln][0].strip()
+        for name, ts in times.items():
+            label = "" if name == "this" else f" [baseline {variants[name]}]"
+            print(f"tapetui check{label}, {a.sessions:,} sessions × {a.steps} steps, 1 drifted: "
+                  f"median {statistics.median(ts):.2f} s wall over {a.rounds} runs (min {min(ts):.2f} s)   "
+                  "target ≤ 5 s")
+        print("  found: " + found)
     finally:
         shutil.rmtree(d)
 

@@ -1,12 +1,14 @@
 """Replay and record costs, and opening a 1,000,000-call tape, against a plain-json reference.
 
-Run: python benchmarks/bench_replay.py [--calls 1000000]
+Run: python benchmarks/bench_replay.py [--calls 1000000] [--big-value-only]
 Targets: hit ≤ 10 µs, record ≤ 40 µs (no fsync), 1M-call open ≤ 2 s and ≤ 400 MB peak RSS.
 The open is measured twice: a first open, which scans the tape, and the opens after it,
 which load the index from the index cache (tapetui/indexcache.py) and scan only what was
 appended since; each is followed by building the key table, which a replay needs only
 once a call comes out of recorded order. Per-call figures come from interleaved rounds,
-each also as a ratio to the plain-json reference's hit in the same round.
+each also as a ratio to the plain-json reference's hit in the same round. A 1 MB result (a
+fetched page: mostly text, some structure) is recorded and replayed against orjson's own
+dumps and loads of the same value in the same rounds: what tapetui adds to a big value.
 """
 
 from __future__ import annotations
@@ -154,14 +156,77 @@ def bench_open(path: Path, impl: str, cache: str = "off") -> list[float]:
     return [statistics.median(col) for col in zip(*runs, strict=True)]
 
 
+BIG_ROUNDS, BIG_CALLS = 9, 10
+
+
+def big_value() -> dict[str, Any]:
+    words = [f"word{i % 997}" for i in range(150_000)]
+    text = " ".join(words)[: 1_000_000]
+    return {"url": "https://example.org/page", "status": 200, "text": text,
+            "links": [{"href": f"/p/{i}", "title": f"page {i}"} for i in range(200)]}
+
+
+def bench_big_value(d: Path) -> dict[str, list[float]]:
+    """ms per call for a 1 MB result: record, replay hit, and orjson dumps / loads of the same value."""
+    import orjson
+
+    value = big_value()
+    reg = ToolRegistry()
+
+    @reg.tool(schema={"type": "object"}, version="1")
+    def fetch(url: str, n: int = 0) -> dict[str, Any]:
+        return value
+
+    out: dict[str, list[float]] = {"record": [], "replay": [], "dumps": [], "loads": []}
+    encoded = orjson.dumps(value)
+    for r in range(BIG_ROUNDS):
+        tape = d / f"big-value-{r}.jsonl"
+        t0 = time.perf_counter()
+        with Tape(tape, "record", reg, run_log=False) as t:
+            for i in range(BIG_CALLS):
+                t.call("fetch", {"url": "https://example.org/page", "n": i})
+        out["record"].append((time.perf_counter() - t0) * 1000 / BIG_CALLS)
+        t0 = time.perf_counter()
+        with Tape(tape, "replay", reg, run_log=False) as t:
+            for i in range(BIG_CALLS):
+                t.call("fetch", {"url": "https://example.org/page", "n": i})
+        out["replay"].append((time.perf_counter() - t0) * 1000 / BIG_CALLS)
+        t0 = time.perf_counter()
+        for _ in range(BIG_CALLS):
+            orjson.dumps(value)
+        out["dumps"].append((time.perf_counter() - t0) * 1000 / BIG_CALLS)
+        t0 = time.perf_counter()
+        for _ in range(BIG_CALLS):
+            orjson.loads(encoded)
+        out["loads"].append((time.perf_counter() - t0) * 1000 / BIG_CALLS)
+        tape.unlink()
+    return out
+
+
+def print_big_value(big: dict[str, list[float]]) -> None:
+    med = {k: statistics.median(v) for k, v in big.items()}
+    print(f"1 MB result, ms per call: median of {BIG_ROUNDS} rounds of {BIG_CALLS} calls (best round)")
+    print(f"  record               : {med['record']:7.2f} ms ({min(big['record']):.2f})  "
+          f"{med['record'] / med['dumps']:5.1f}× orjson.dumps of the value ({med['dumps']:.2f} ms)")
+    print(f"  replay hit           : {med['replay']:7.2f} ms ({min(big['replay']):.2f})  "
+          f"{med['replay'] / med['loads']:5.1f}× orjson.loads of the value ({med['loads']:.2f} ms)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=1_000_000)
+    ap.add_argument("--big-value-only", action="store_true", help="only the 1 MB result figures")
     a = ap.parse_args()
+    if a.big_value_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            os.environ["TAPETUI_CACHE_DIR"] = "off"
+            print_big_value(bench_big_value(Path(tmp)))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         os.environ["TAPETUI_CACHE_DIR"] = str(d / "calls-cache")  # not the user's cache
         rounds = bench_calls(d)
+        big_value_rounds = bench_big_value(d)
         big = d / "big.jsonl"
         make_big(big, a.calls)
         past = time.time_ns() - 60 * 10**9  # written a minute ago: past the index cache's racy window
@@ -195,6 +260,7 @@ def main() -> None:
         print(f"    + key table        : {t_keys:5.2f} s more, peak RSS {rss_keys:.0f} MB   "
               "built at a replay's first call out of recorded order")
     print(f"plain-json reference  : {t_ref:5.2f} s, peak RSS {rss_ref:.0f} MB")
+    print_big_value(big_value_rounds)
     print(f"ratios tapetui/json   : first open {cold[0] / t_ref:.2f}×, cached open {warm[0] / t_ref:.2f}×, "
           f"peak RSS {cold[3] / rss_ref:.2f}× (key table built), hit {ratio['hit']:.2f}× (per round)")
 

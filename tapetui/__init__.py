@@ -5,10 +5,11 @@ The public API is what this module exports; everything else may move.
 
 from tapetui.canon import call_key, canon
 from tapetui.config import Config, ToolPolicy, load_config
-from tapetui.errors import ConfigError, TapeDrift, TapeError, TapeMiss, TapeStale, ToolDriftError
+from tapetui.errors import ConfigError, TapeDrift, TapeError, TapeMiss, TapeReplayedError, TapeStale, ToolDriftError
 from tapetui.fingerprint import ToolManifest, tool_fingerprint, tool_manifest
 from tapetui.redact import Redactor
 from tapetui.registry import Tool, ToolRegistry
+from tapetui.runlog import RunLogWarning
 from tapetui.tape import MODES, Tape
 
 __all__ = [
@@ -16,10 +17,12 @@ __all__ = [
     "ConfigError",
     "MODES",
     "Redactor",
+    "RunLogWarning",
     "Tape",
     "TapeDrift",
     "TapeError",
     "TapeMiss",
+    "TapeReplayedError",
     "TapeStale",
     "Tool",
     "ToolDriftError",

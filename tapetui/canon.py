@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 
 from tapetui.errors import TooDeep
 
-__all__ = ["call_key", "canon", "canonical_json", "key_of_json"]
+__all__ = ["call_key", "canon", "canonical_json", "dumps", "key_of_json"]
 
 
 def canon(value: Any) -> Any:
@@ -48,7 +50,57 @@ def _canon(value: Any) -> Any:
 
 def canonical_json(value: Any) -> bytes:
     """Compact JSON with sorted keys: the bytes that keys and fingerprints hash."""
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    return dumps(value, sort_keys=True)
+
+
+def dumps(value: Any, *, sort_keys: bool = False, newline: bool = False,
+          default: Callable[[Any], Any] | None = None) -> bytes:
+    """Compact UTF-8 JSON: what every tape, run log and key is written with.
+
+    orjson, except for a value nested deeper than the 254 levels orjson serialises: the standard
+    library's encoder then writes the same compact form (it goes as deep as the recursion limit,
+    where canon and redaction stop anyway), instead of the value being refused as "not JSON".
+
+    Raises:
+        TypeError: a value that has no JSON form.
+        TooDeep: nested deeper than Python's recursion limit allows.
+    """
+    option = (orjson.OPT_SORT_KEYS if sort_keys else 0) | (orjson.OPT_APPEND_NEWLINE if newline else 0)
+    try:
+        return orjson.dumps(value, option=option, default=default)
+    except TypeError as e:
+        if "Recursion limit" not in str(e):
+            raise
+    try:
+        out = _dumps_deep(value, sort_keys, default)
+    except RecursionError:
+        raise TooDeep("value") from None
+    return out + b"\n" if newline else out
+
+
+def _dumps_deep(value: Any, sort_keys: bool, default: Callable[[Any], Any] | None) -> bytes:
+    """A record one member at a time: orjson for each (it writes a pre-encoded ``orjson.Fragment``, such as
+    a call line's arguments, which nothing else can read), the standard library for the one too deep."""
+    if not isinstance(value, dict):
+        return _stdlib(value, sort_keys, default)
+    parts = []
+    for k, v in (sorted(value.items()) if sort_keys else value.items()):
+        try:
+            enc = orjson.dumps(v, option=orjson.OPT_SORT_KEYS if sort_keys else 0, default=default)
+        except TypeError as e:
+            if "Recursion limit" not in str(e):
+                raise
+            enc = _stdlib(v, sort_keys, default)
+        parts.append(_stdlib(str(k), False, None) + b":" + enc)
+    return b"{" + b",".join(parts) + b"}"
+
+
+def _stdlib(value: Any, sort_keys: bool, default: Callable[[Any], Any] | None) -> bytes:
+    try:
+        return json.dumps(value, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False, allow_nan=False,
+                          default=default).encode()
+    except ValueError as e:  # NaN or infinity (orjson would have written null): refused, not written as invalid JSON
+        raise TypeError(str(e)) from None
 
 
 def call_key(tool: str, args: Any) -> str:

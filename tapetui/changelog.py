@@ -7,13 +7,16 @@ id in an HTML comment so that crash recovery can tell whether one was written.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
-from collections.abc import Iterable
-from dataclasses import dataclass
+import stat
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from tapetui.errors import TapeError
 from tapetui.redact import DEFAULT_REDACTOR, Redactor
+from tapetui.textsafe import safe_text
 
 __all__ = ["Entry", "append_entry", "has_entry", "read_entries"]
 
@@ -33,17 +36,32 @@ class Entry:
     details: tuple[str, ...]
     rationale: str | None
 
+    def redacted(self, redactor: Redactor = DEFAULT_REDACTOR) -> Entry:
+        """The entry with its details and rationale redacted (what any file may hold of it)."""
+        return replace(self, details=tuple(redactor.redact_text(d) for d in self.details),
+                       rationale=None if self.rationale is None else redactor.redact_text(self.rationale))
+
     def render(self, redactor: Redactor = DEFAULT_REDACTOR) -> str:
+        """The entry as Markdown. Text from tapes and people (session names, tool names in the details,
+        the rationale) is redacted, then its control, C1 and bidi characters are written as visible
+        escapes (``\\x1b``): ``cat CHANGELOG.md`` cannot retitle a terminal, and a session name cannot
+        break its heading onto a line of its own."""
         steps = f" — steps {', '.join(map(str, self.steps))}" if self.steps else ""
-        lines = [f"## {self.when} — {self.action} `{_code(self.session)}`{steps}", f"{_MARK}{self.id} -->", ""]
+        head = f"{_line(self.when)} — {_line(self.action)} `{_code(_line(self.session))}`{steps}"
+        lines = [f"## {head}", f"{_MARK}{self.id} -->", ""]
         for d in self.details:
-            lines.append(f"- {_one_line(redactor.redact_text(d))}")
+            lines.append(f"- {safe_text(_one_line(redactor.redact_text(d)))}")
         if self.rationale is not None:
-            why = redactor.redact_text(self.rationale.strip())
+            why = redactor.redact_text(self.rationale.strip().replace("\r\n", "\n"))
+            why = safe_text(why)  # after this, only "\n" splits lines
             lines.append("")
             lines.append("Rationale:")
             lines.extend(f"> {line}" if line else ">" for line in why.splitlines())
         return "\n".join(lines) + "\n\n"
+
+
+def _line(text: str) -> str:
+    return safe_text(text, newlines=False)
 
 
 def _code(text: str) -> str:
@@ -54,18 +72,39 @@ def _one_line(text: str) -> str:
     return " ".join(text.split("\n"))
 
 
+def _open_changelog(changelog: Path, flags: int) -> int:
+    """Open the changelog itself: never through a symlink, never a FIFO or a folder."""
+    try:
+        fd = os.open(changelog, flags | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise TapeError(f"{changelog}: the changelog is a symlink; tapetui does not write through links "
+                            "(point tapes.toml's 'changelog' at the real file)") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise TapeError(f"{changelog}: the changelog must be a regular file")
+    return fd
+
+
 def has_entry(changelog: Path, entry_id: str) -> bool:
     try:
-        return f"{_MARK}{entry_id} -->" in Path(changelog).read_text(encoding="utf-8", errors="replace")
+        fd = _open_changelog(Path(changelog), os.O_RDONLY)
     except FileNotFoundError:
         return False
+    with os.fdopen(fd, "rb") as fh:
+        return f"{_MARK}{entry_id} -->".encode() in fh.read()
 
 
 def append_entry(changelog: Path, entry: Entry, redactor: Redactor = DEFAULT_REDACTOR) -> None:
-    """Append one entry (creating the file with a title), under a lock, fsynced."""
+    """Append one entry (creating the file with a title), under a lock, fsynced.
+
+    All or nothing: a failed write (a full disk) is cut off again, so a half entry never
+    counts as written.
+    """
     changelog = Path(changelog)
     changelog.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(changelog, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = _open_changelog(changelog, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
@@ -74,8 +113,14 @@ def append_entry(changelog: Path, entry: Entry, redactor: Redactor = DEFAULT_RED
             text = _HEADER + "\n" + text
         elif os.pread(fd, 1, size - 1) != b"\n":
             text = "\n" + text
-        os.write(fd, text.encode("utf-8"))
-        os.fsync(fd)
+        view = memoryview(text.encode("utf-8"))
+        try:
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except OSError:
+            os.ftruncate(fd, size)
+            raise
     finally:
         os.close(fd)
 
@@ -83,9 +128,11 @@ def append_entry(changelog: Path, entry: Entry, redactor: Redactor = DEFAULT_RED
 def read_entries(changelog: Path) -> list[str]:
     """The rendered entries, oldest first (for display)."""
     try:
-        text = Path(changelog).read_text(encoding="utf-8", errors="replace")
+        fd = _open_changelog(Path(changelog), os.O_RDONLY)
     except FileNotFoundError:
         return []
+    with os.fdopen(fd, "rb") as fh:
+        text = fh.read().decode("utf-8", errors="replace")
     parts = text.split("\n## ")
     return ["## " + p.strip() for p in parts[1:]]
 

@@ -1,7 +1,10 @@
 """``tapetui``: open the review app, or review tapes from scripts and CI.
 
 Exit codes: 0 clean, 1 findings (drift, misses, unused steps, contract changes,
-pending candidates), 2 usage errors or unreadable input.
+pending candidates, a run that ended in an error or has no end, a stored key that
+does not match its arguments), 2 usage errors, unreadable or malformed input (a
+tape or run log that is not what tapetui wrote, a FIFO or folder in a tape's place),
+and a tapes folder that does not exist or holds no tapes.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from tapetui.textsafe import safe_json_text, safe_text
 
 __all__ = ["main"]
 
-SUBCOMMANDS = ("check", "diff", "stats", "pending", "accept", "reject", "expire", "rerecord", "recover")
+SUBCOMMANDS = ("check", "diff", "stats", "pending", "accept", "reject", "expire", "rerecord", "recover", "scrub")
 
 
 class _Out:
@@ -43,7 +46,7 @@ def _json(obj: Any) -> None:
     sys.stdout.write(safe_json_text(orjson.dumps(obj, option=orjson.OPT_INDENT_2, default=str).decode()) + "\n")
 
 
-def _config(args: argparse.Namespace, tapes_dir: str | None = None) -> Config:
+def _config(args: argparse.Namespace, tapes_dir: str | None = None, *, must_exist: bool = True) -> Config:
     if getattr(args, "config", None):
         cfg = load_config(args.config)
     else:
@@ -56,9 +59,9 @@ def _config(args: argparse.Namespace, tapes_dir: str | None = None) -> Config:
 
                 base = Config.for_dir(d)
                 cfg = replace(cfg, tapes_dir=d, changelog=base.changelog, root=d) if cfg else base
-        elif cfg is None:
-            cfg = Config.for_dir(Path.cwd())
-    if tapes_dir is not None and not Path(tapes_dir).is_dir():
+        elif cfg is None:  # the pytest plugin's default too, so every command names a session the same way
+            cfg = Config.for_dir(Path.cwd() / "tapes" if (Path.cwd() / "tapes").is_dir() else Path.cwd())
+    if must_exist and tapes_dir is not None and not Path(tapes_dir).is_dir():
         raise TapeError(f"{tapes_dir}: no such folder")
     return cfg
 
@@ -87,14 +90,16 @@ def _recover(cfg: Config, out: _Out) -> None:
 
 # ---- commands -----------------------------------------------------------------------
 def cmd_check(args: argparse.Namespace) -> int:
-    from tapetui.golden import check_session, recover
+    from tapetui.golden import check_session, no_tapes_message, recover
     from tapetui.store import iter_goldens
 
-    cfg = _config(args, args.dir)
+    cfg = _config(args, args.dir, must_exist=False)
     err = _Out(sys.stderr)
     for note in recover(cfg):
         err.line(f"tapetui: {note}", "yellow")
     goldens = list(iter_goldens(cfg.tapes_dir))
+    if not goldens:  # a folder that does not exist or holds no tapes: a misconfigured CI job must not go green
+        raise TapeError(no_tapes_message(Path(args.dir) if args.dir else cfg.tapes_dir, cfg))
     reports = []
     progress = None
     if sys.stderr.isatty() and len(goldens) > 50 and not args.json:
@@ -135,9 +140,9 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from tapetui.golden import compare, compare_run
-    from tapetui.store import candidate_path, runlog_path
+    from tapetui.golden import Finding, compare, compare_run, run_log_stale
     from tapetui.runlog import read_run_log
+    from tapetui.store import candidate_path, runlog_path
     from tapetui.tapefile import read_index
 
     cfg = _config(args)
@@ -149,7 +154,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
         raise TapeError(f"{a}: nothing to compare with (no candidate and no run log; name one as B)")
     out = _Out(sys.stdout)
     if other.name.endswith(".run.jsonl"):
-        findings = compare_run(read_index(a, validate=True), read_run_log(other), cfg)
+        events = read_run_log(other)
+        stale = run_log_stale(a, events)
+        findings = ([Finding("stale_run", stale)] if stale else
+                    compare_run(read_index(a, validate=True), events, cfg, log=other, checked=True))
         if args.json:
             _json({"golden": str(a), "run_log": str(other), "findings": [f.to_json() for f in findings]})
         else:
@@ -183,23 +191,26 @@ def cmd_stats(args: argparse.Namespace) -> int:
     out = _Out(sys.stdout)
     for name, s in rows.items():
         last = s.get("last_run") or {}
-        run = (f"last run: {last.get('tape_hits', 0)} hits, {last.get('tape_misses', 0)} misses, "
+        run = (f"last run: {_n(last.get('tape_hits', 0), 'hit')}, {_n(last.get('tape_misses', 0), 'miss')}, "
                f"{last.get('drift_events', 0)} drift, {last.get('unused', 0)} unused") if last else "no run yet"
-        out.line(f"{name}: {s['steps']} steps, {len(s['tools'])} tools, {s['side_effect_steps']} with side effects, "
-                 f"{s['expired']}/{s['time_sensitive']} expired; {run}"
+        timed = (f"{s['expired']} of {_n(s['time_sensitive'], 'time-sensitive entry')} expired"
+                 if s["time_sensitive"] else "no time-sensitive entries")
+        out.line(f"{name}: {_n(s['steps'], 'step')}, {_n(len(s['tools']), 'tool')}, "
+                 f"{s['side_effect_steps']} with side effects, {timed}; {run}"
                  + ("; candidate pending" if s["pending_candidate"] else ""))
     return 0
 
 
 def cmd_pending(args: argparse.Namespace) -> int:
     from tapetui.golden import compare, pending
-    from tapetui.store import session_name
+    from tapetui.store import samples_dir, samples_of, session_name
 
     cfg = _config(args)
     _recover(cfg, _Out(sys.stderr))
     items = []
     for g, c in pending(cfg):
-        item: dict[str, Any] = {"session": session_name(g, cfg.tapes_dir), "golden": str(g), "candidate": str(c)}
+        item: dict[str, Any] = {"session": session_name(g, cfg.tapes_dir), "golden": str(g), "candidate": str(c),
+                                "older_candidates": [str(p) for p in samples_of(g)]}
         if g.exists():
             cmp = compare(g, c, cfg)
             item["changed_steps"] = [s.seq for s in cmp.changed_steps]
@@ -211,8 +222,15 @@ def cmd_pending(args: argparse.Namespace) -> int:
     else:
         out = _Out(sys.stdout)
         for it in items:
-            out.line(f"{it['session']}: steps {it.get('changed_steps', 'all (new session)')} differ"
-                     + (f", contract of {', '.join(it['contracts'])} changed" if it.get("contracts") else ""))
+            older = len(it["older_candidates"])
+            changed = it.get("changed_steps")
+            what = ("every step (a new session)" if changed is None else
+                    "no step" if not changed else f"{_n(len(changed), 'step', name_only=True)} "
+                    f"{', '.join(map(str, changed))}")
+            out.line(f"{it['session']}: {what} differ{'s' if changed is not None and len(changed) == 1 else ''}"
+                     + (f", contract of {', '.join(it['contracts'])} changed" if it.get("contracts") else "")
+                     + (f"; {older} older candidate(s) it displaced are kept in {samples_dir(Path(it['golden']))}"
+                        if older else ""))
         if not items:
             out.line("no pending candidates")
     return 0
@@ -223,7 +241,9 @@ def cmd_accept(args: argparse.Namespace) -> int:
 
     cfg = _config(args)
     entry = accept(cfg, _tape(cfg, args.tape), args.why, args.step or None)
-    _Out(sys.stdout).line(f"accepted {entry.session}" + (f" steps {list(entry.steps)}" if args.step else "")
+    _Out(sys.stdout).line(f"accepted {entry.session}"
+                          + (f" {_n(len(entry.steps), 'step', name_only=True)} {', '.join(map(str, entry.steps))}"
+                             if args.step else "")
                           + f"; changelog entry {entry.id} in {cfg.changelog}", "green")
     return 0
 
@@ -239,14 +259,20 @@ def cmd_reject(args: argparse.Namespace) -> int:
 
 
 def cmd_expire(args: argparse.Namespace) -> int:
-    from tapetui.golden import expire
+    from tapetui.golden import AlreadyExpired, expire
 
     cfg = _config(args)
     if not args.step and not args.all_time_sensitive:
         raise _Usage("expire needs --step N or --all-time-sensitive")
-    entry = expire(cfg, _tape(cfg, args.tape), args.step, all_time_sensitive=args.all_time_sensitive, why=args.why)
-    _Out(sys.stdout).line(f"expired {entry.session} steps {list(entry.steps)}; the next fill re-records them",
-                          "green")
+    try:
+        entry = expire(cfg, _tape(cfg, args.tape), args.step, all_time_sensitive=args.all_time_sensitive,
+                       why=args.why)
+    except AlreadyExpired as e:  # nothing changed and nothing is wrong
+        _Out(sys.stdout).line(str(e))
+        return 0
+    steps = ", ".join(map(str, entry.steps))
+    _Out(sys.stdout).line(f"expired {entry.session} step{'s' if len(entry.steps) != 1 else ''} {steps}; "
+                          "the next fill re-records them", "green")
     return 0
 
 
@@ -255,10 +281,45 @@ def cmd_rerecord(args: argparse.Namespace) -> int:
 
     cfg = _config(args)
     tape = _tape(cfg, args.tape)
-    _Out(sys.stderr).line(f"tapetui: importing the registry {cfg.registry} to run the live tool")
+    if cfg.registry:  # without one, rerecord says what to configure
+        _Out(sys.stderr).line(f"tapetui: importing the registry {cfg.registry} to run the live tool")
     cand = rerecord(cfg, tape, args.step, yes=args.yes)
     _Out(sys.stdout).line(f"re-recorded step {args.step}; review it: tapetui diff {tape.name} {cand.name}", "green")
     return 0
+
+
+def cmd_scrub(args: argparse.Namespace) -> int:
+    """Re-redact every session with the current rules. Exit 0 when done (whether or not anything held a
+    secret), 1 with ``--dry-run`` when something would be removed, 2 when a session could not be scrubbed."""
+    from tapetui.scrub import scrub
+
+    cfg = _config(args, args.dir)
+    report = scrub(cfg, Path(args.dir) if args.dir else None, dry_run=args.dry_run)
+    if args.json:
+        _json(report.to_json())
+    else:
+        out = _Out(sys.stdout)
+        verb = "would remove" if args.dry_run else "removed"
+        for f in report.files:
+            out.line(f"{f.session}: {f.summary()}", "yellow")
+        if report.cache_dropped:
+            out.line(f"index cache: {report.cache_dropped} entr{'y' if report.cache_dropped == 1 else 'ies'} "
+                     f"{'to drop' if args.dry_run else 'dropped'} (the next open of a big tape makes a new one)")
+        rules = report.rules
+        total = ", ".join(f"{name} ×{n}" for name, n in sorted(rules.items()))
+        done = "to scrub" if args.dry_run else "scrubbed"
+        summary = (f"{report.sessions} session(s) checked, {len(report.changed_sessions)} {done}"
+                   + (f"; {verb}: {total}" if total else "; nothing to remove"))
+        if report.entries:
+            n = len(report.entries)
+            summary += f"; {n} changelog entr{'y' if n == 1 else 'ies'} in {cfg.changelog}"
+        out.line(summary, "green" if not report.errors else "red")
+    if report.errors:
+        err = _Out(sys.stderr)
+        for e in report.errors:
+            err.line(f"tapetui: {e}", "red")
+        return 2
+    return 1 if args.dry_run and report.changed else 0
 
 
 def cmd_recover(args: argparse.Namespace) -> int:
@@ -278,48 +339,94 @@ class _Usage(Exception):
     pass
 
 
+def _n(count: int, word: str, *, name_only: bool = False) -> str:
+    """``1 step``, ``2 steps``, ``1 miss``, ``3 misses``, ``2 entries`` (``name_only``: the word alone)."""
+    if count == 1:
+        plural = word
+    elif word.endswith(("s", "sh", "ch", "x")):
+        plural = word + "es"
+    elif word.endswith("y") and word[-2:-1] not in "aeiou":
+        plural = word[:-1] + "ies"
+    else:
+        plural = word + "s"
+    return plural if name_only else f"{count} {plural}"
+
+
+_EXITS = {
+    "check": "0 every session matches; 1 findings (drift, misses, unused steps, contract changes, stale or "
+             "unfinished runs, pending candidates); 2 bad input or no tapes found",
+    "diff": "0 no differences; 1 differences; 2 bad input",
+    "default": "0 done; 2 bad input, or nothing was changed because of an error (the message says which)",
+    "scrub": "0 done; 1 (--dry-run) something would be removed; 2 bad input or a session could not be scrubbed",
+}
+
+
+def _sub(sub: Any, name: str, summary: str, details: str = "") -> argparse.ArgumentParser:
+    """A subcommand whose --help page has a description and its exit codes."""
+    return sub.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + "." + (
+        f"\n\n{details}" if details else ""), epilog=f"exit codes: {_EXITS.get(name, _EXITS['default'])}",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="tapetui", description="Record, replay and review agent tool calls.")
     ap.add_argument("--config", help="tapes.toml to use (default: the nearest one above the current folder)")
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
-    p = sub.add_parser("check", help="exit 1 on drift, misses, unused steps, contract changes or pending candidates")
-    p.add_argument("dir", nargs="?", help="tapes folder (default: tapes.toml's)")
-    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    json_help = "one JSON document on stdout (for scripts)"
+    tape_help = "a session: its name in the tapes folder (folder/name), or a path to its golden"
+    p = _sub(sub, "check", "replay findings and pending candidates of every session; exit 1 on any finding",
+             "Reads every golden, its latest run log and its candidate. A run log older than the golden, a run\n"
+             "that was killed or ended in an error, and a hand-edited call are findings too.")
+    p.add_argument("dir", nargs="?", help="tapes folder (default: tapes.toml's, else ./tapes, else .)")
+    p.add_argument("--json", action="store_true", help=json_help)
     p.set_defaults(fn=cmd_check)
-    p = sub.add_parser("diff", help="compare a golden with its candidate, run log, or another tape")
-    p.add_argument("a", help="the golden tape")
+    p = _sub(sub, "diff", "compare a golden with its candidate, run log, or another tape")
+    p.add_argument("a", help=tape_help)
     p.add_argument("b", nargs="?", help="candidate, run log or tape (default: A's candidate, else its run log)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help=json_help)
     p.set_defaults(fn=cmd_diff)
-    p = sub.add_parser("stats", help="counts per session")
-    p.add_argument("target", nargs="?", help="a tape or a folder")
-    p.add_argument("--json", action="store_true")
+    p = _sub(sub, "stats", "counts per session: steps, tools, side effects, expiry, the last run")
+    p.add_argument("target", nargs="?", help="a session or a folder (default: the tapes folder)")
+    p.add_argument("--json", action="store_true", help=json_help)
     p.set_defaults(fn=cmd_stats)
-    p = sub.add_parser("pending", help="list candidates waiting for review")
-    p.add_argument("--json", action="store_true")
+    p = _sub(sub, "pending", "list candidates waiting for review (and older ones a newer recording displaced)")
+    p.add_argument("--json", action="store_true", help=json_help)
     p.set_defaults(fn=cmd_pending)
-    p = sub.add_parser("accept", help="promote a candidate to golden, with a rationale in the changelog")
-    p.add_argument("tape")
-    p.add_argument("--why", help="the rationale (required)")
-    p.add_argument("--step", type=int, action="append", help="accept only this golden step (repeatable)")
+    p = _sub(sub, "accept", "promote a candidate to golden, with a rationale in the changelog",
+             "The golden never changes without its changelog entry; a crash at any point leaves the old\n"
+             "golden, or the new one with its entry.")
+    p.add_argument("tape", help=tape_help)
+    p.add_argument("--why", help="the rationale, written to the changelog (required)")
+    p.add_argument("--step", type=int, action="append", metavar="N",
+                   help="accept only golden step N, where the sequences line up (repeatable)")
     p.set_defaults(fn=cmd_accept)
-    p = sub.add_parser("reject", help="discard a candidate")
-    p.add_argument("tape")
+    p = _sub(sub, "reject", "discard a candidate")
+    p.add_argument("tape", help=tape_help)
     p.add_argument("--why", help="note the reason in the changelog")
     p.set_defaults(fn=cmd_reject)
-    p = sub.add_parser("expire", help="mark entries expired so the next fill re-records them")
-    p.add_argument("tape")
-    p.add_argument("--step", type=int, action="append")
-    p.add_argument("--all-time-sensitive", action="store_true")
-    p.add_argument("--why")
+    p = _sub(sub, "expire", "mark entries expired so the next fill re-records them",
+             "Entries that have expired already are left as they are (exit 0, nothing written).")
+    p.add_argument("tape", help=tape_help)
+    p.add_argument("--step", type=int, action="append", metavar="N", help="expire step N (repeatable)")
+    p.add_argument("--all-time-sensitive", action="store_true",
+                   help="expire every entry that has an expiry (tools with a ttl)")
+    p.add_argument("--why", help="note the reason in the changelog")
     p.set_defaults(fn=cmd_expire)
-    p = sub.add_parser("rerecord", help="run one step's tool live; the result becomes a candidate")
-    p.add_argument("tape")
-    p.add_argument("--step", type=int, required=True)
+    p = _sub(sub, "rerecord", "run one step's tool live; the result becomes a candidate",
+             "Imports the registry named in tapes.toml ([tapes] registry = 'module:attribute').")
+    p.add_argument("tape", help=tape_help)
+    p.add_argument("--step", type=int, required=True, metavar="N", help="the step to run again")
     p.add_argument("--yes", action="store_true", help="confirm running a side-effecting tool")
     p.set_defaults(fn=cmd_rerecord)
-    p = sub.add_parser("recover", help="finish or roll back interrupted accepts")
+    p = _sub(sub, "recover", "finish or roll back what an interrupted command left",
+             "Every command and the app do this first; sessions another process holds are left alone.")
     p.set_defaults(fn=cmd_recover)
+    p = _sub(sub, "scrub", "re-redact every tape, run log and cached index with the current rules",
+             "Recomputes call keys and writes one changelog entry per session changed.")
+    p.add_argument("dir", nargs="?", help="tapes folder (default: tapes.toml's)")
+    p.add_argument("--dry-run", action="store_true", help="change nothing; exit 1 if something would be removed")
+    p.add_argument("--json", action="store_true", help=json_help)
+    p.set_defaults(fn=cmd_scrub)
     return ap
 
 
@@ -364,6 +471,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 1
+    except OSError as e:  # a last guard: every reader turns these into a TapeError naming the file
+        where = f"{e.filename}: " if e.filename is not None else ""
+        err.line(f"tapetui: {where}{e.strerror or e}", "red")
+        return 2
 
 
 if __name__ == "__main__":

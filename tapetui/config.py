@@ -5,7 +5,10 @@ Read with tomlkit (not tomllib) so that edits the app makes keep a person's comm
 
 from __future__ import annotations
 
+import math
+import os
 import re
+import warnings
 from functools import lru_cache
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,11 +17,14 @@ from typing import Any
 import tomlkit
 from tomlkit.exceptions import ParseError
 
-from tapetui.errors import ConfigError
+from tapetui.errors import ConfigError, TapeError
+from tapetui.files import read_regular
 from tapetui.jsondiff import IgnoreRules
 from tapetui.redact import Redactor
 
-__all__ = ["CONFIG_NAME", "STALE_POLICIES", "Config", "ToolPolicy", "find_config", "load_config"]
+__all__ = ["CONFIG_NAME", "MAX_TTL", "STALE_POLICIES", "Config", "ToolPolicy", "config_for_tape", "find_config",
+           "find_tape_config", "load_config",
+           "parse_duration", "ttl_problem"]
 
 CONFIG_NAME = "tapes.toml"
 STALE_POLICIES = ("warn", "miss", "error")
@@ -103,29 +109,107 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$")
 _UNIT = {None: 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
+MAX_TTL = 100 * 365 * 86400.0  # 100 years of 365 days, in seconds: longer is a typo, not a policy
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)``, short: a huge integer is described, not printed (or refused by Python's digit limit)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return f"an integer of about {int(value.bit_length() * 0.30103)} digits"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def ttl_problem(seconds: Any, given: Any = None) -> str | None:
+    """What is wrong with a ttl in seconds (None when it is a usable one): it must be a finite,
+    positive number of at most :data:`MAX_TTL` (100 years). ``given``: what the user wrote, when
+    that was not ``seconds`` itself (``"2d"``)."""
+    if type(seconds) in (int, float) and 0 < seconds <= MAX_TTL:  # the common case, checked on every live call
+        return None
+    got = f", got {_shown(seconds if given is None else given)}"
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        return "a ttl must be a number of seconds" + got
+    if isinstance(seconds, float) and math.isnan(seconds):
+        return "a ttl must be a number of seconds, not NaN" + got
+    if seconds <= 0:  # -inf too
+        return "a ttl must be positive" + got
+    if seconds > MAX_TTL:  # inf too
+        return f"a ttl must be at most 100 years ({MAX_TTL:.0f} s)" + got
+    return None
+
+
 def parse_duration(value: Any, where: str) -> float:
+    """Seconds from ``3600``, ``2.5`` or ``"30m"``/``"1h"``/``"2d"``/``"1w"``.
+
+    Raises:
+        ConfigError: not a duration, or not a finite, positive one of at most 100 years.
+    """
     if isinstance(value, bool):
         raise ConfigError(f"{where}: expected a duration, got {value!r}")
     if isinstance(value, (int, float)):
-        seconds = float(value)
-    else:
-        m = _DURATION.match(str(value))
-        if not m:
-            raise ConfigError(f"{where}: {value!r} is not a duration (try 3600, \"30m\", \"1h\", \"2d\")")
-        seconds = float(m.group(1)) * _UNIT[m.group(2)]
-    if seconds <= 0:
-        raise ConfigError(f"{where}: a ttl must be positive, got {value!r}")
+        problem = ttl_problem(value)  # on the value itself: a huge int is never turned into a float
+        if problem:
+            raise ConfigError(f"{where}: {problem}")
+        return float(value)
+    m = _DURATION.match(str(value))
+    if not m:
+        raise ConfigError(f"{where}: {_shown(value)} is not a duration (try 3600, \"30m\", \"1h\", \"2d\")")
+    seconds = float(m.group(1)) * _UNIT[m.group(2)]  # float() of a long digit string is inf, never an error
+    problem = ttl_problem(seconds, value)
+    if problem:
+        raise ConfigError(f"{where}: {problem}")
     return seconds
 
 
 def find_config(start: Path | str = ".") -> Path | None:
-    """The nearest ``tapes.toml`` in ``start`` or a parent folder."""
-    here = Path(start).resolve()
+    """The nearest ``tapes.toml`` in ``start`` or a parent folder, up to the repository root.
+
+    Like pytest's ini files: the search stops at the first folder holding ``.git``. A file
+    another user owns (say ``/tmp/tapes.toml``, planted in a shared folder) is passed over
+    with a warning: it could turn a replay's tool live or name a registry to import.
+    """
+    return _search(Path(start).resolve())
+
+
+def find_tape_config(tape: Path | str) -> Path | None:
+    """The ``tapes.toml`` that governs a tape opened without ``config=``, or None (see :func:`find_config`)."""
+    return _search(Path(tape).resolve().parent)
+
+
+def _search(here: Path) -> Path | None:
     for d in (here, *here.parents):
         cand = d / CONFIG_NAME
         if cand.is_file():
-            return cand
+            owner = cand.stat().st_uid
+            if owner in (os.getuid(), 0):
+                return cand
+            warnings.warn(f"{cand}: ignored, it belongs to another user (uid {owner})", stacklevel=4)
+        if (d / ".git").exists():
+            break
     return None
+
+
+def config_for_tape(tape: Path | str) -> Config:
+    """The configuration of a tape opened without ``config=`` (see :func:`find_tape_config`), else defaults.
+
+    ``[redact]``, ``[tools]``, ``[diff]`` and the stale policy apply as written. A tape inside the
+    file's tapes folder keeps that folder and changelog; a tape elsewhere is its own folder's
+    session, as without a ``tapes.toml``, so paths are never taken relative to a folder it is not in.
+
+    Raises:
+        ConfigError: the ``tapes.toml`` found is malformed (the message names it).
+    """
+    found = find_tape_config(tape)
+    folder = Config.for_dir(Path(tape).resolve().parent)
+    if found is None:
+        return folder
+    cfg = load_config(found)
+    t = Path(tape).resolve()
+    if cfg.tapes_dir in t.parents:
+        return cfg
+    from dataclasses import replace
+
+    return replace(cfg, tapes_dir=folder.tapes_dir, changelog=folder.changelog)
 
 
 def _check_type(value: Any, types: tuple[type, ...], desc: str, where: str) -> None:
@@ -154,9 +238,11 @@ def load_config(path: Path | str) -> Config:
     """
     path = Path(path).resolve()
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+        text = read_regular(path, "tapes.toml").decode("utf-8")  # a FIFO named tapes.toml never blocks
+    except UnicodeDecodeError as e:
         raise ConfigError(f"{path}: cannot read: {e}") from None
+    except TapeError as e:
+        raise ConfigError(str(e)) from None
     try:
         doc = tomlkit.parse(text).unwrap()
     except ParseError as e:

@@ -4,11 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ConfigError", "TooDeep", "TapeDrift", "TapeError", "TapeMiss", "TapeStale", "ToolDriftError"]
+from tapetui.textsafe import safe_text
+
+__all__ = ["ConfigError", "TooDeep", "TapeDrift", "TapeError", "TapeMiss", "TapeReplayedError", "TapeStale",
+           "ToolDriftError"]
 
 
 class TapeError(Exception):
-    """Base class of every tapetui error: bad tapes, bad config, failed replays."""
+    """Base class of every tapetui error: bad tapes, bad config, failed replays.
+
+    Its text is safe on a terminal: control, C1 and bidi characters in the message (a tool
+    name, an argument, a path or a recorded message from a tape) are written as visible
+    escapes (``\\x1b``), so printing the error cannot clear a screen, retitle a terminal or
+    write its clipboard. The attributes of subclasses keep the values as they are.
+    """
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*(safe_text(a) if isinstance(a, str) else a for a in args))
 
 
 class TooDeep(TapeError):
@@ -132,3 +144,31 @@ class ToolDriftError(TapeError):
             f"fingerprint {recorded} on tape, {live} registered{detail}\n"
             f"  (re-record, accept a candidate, or set check_fingerprint = false for {tool!r} in tapes.toml)"
         )
+
+
+class TapeReplayedError(TapeError):
+    """A recorded error replayed as data: its class was not raised again as itself.
+
+    That happens when the class's module is not loaded (a tape never makes tapetui import
+    anything), when the class is a control-flow or test-outcome class (``SystemExit``,
+    ``StopIteration``, ``unittest.SkipTest``, pytest's outcomes...), or when it cannot be
+    built without running its constructor.
+
+    Attributes:
+        tool, seq: the replayed call.
+        type_name / module: the class the tape names.
+        message: the recorded message, as recorded.
+        attributes: the recorded attributes (JSON values; none are recorded today).
+        reason: why the class itself was not raised.
+    """
+
+    def __init__(self, *, tool: str, seq: int, type_name: str, module: str, message: str,
+                 attributes: dict[str, Any] | None = None, reason: str = "") -> None:
+        self.tool = tool
+        self.seq = seq
+        self.type_name = type_name
+        self.module = module
+        self.message = message
+        self.attributes = dict(attributes or {})
+        self.reason = reason
+        super().__init__(f"{tool} (step {seq}) raised {type_name} when recorded: {message}")

@@ -16,7 +16,7 @@ names the line, never a wrong result; the entry is dropped then.
 
 The cache never changes what an open returns, only how fast. It holds what the index
 holds (keys, tool names, fingerprints, expiry times, where each line is), no arguments
-or results, and only an entry the user owns and no one else can write is read. Where it lives: ``$TAPETUI_CACHE_DIR`` (``off`` turns it off), else
+or results, the session header and tool lines with secret-looking values redacted, and only an entry the user owns and no one else can write is read. Where it lives: ``$TAPETUI_CACHE_DIR`` (``off`` turns it off), else
 ``$XDG_CACHE_HOME/tapetui/index``, else ``~/.cache/tapetui/index``; at most
 :data:`MAX_ENTRIES` files, the least recently used go first. Nothing here is pickled: a
 planted entry is data that is checked, not code.
@@ -31,6 +31,7 @@ import struct
 import time
 import zlib
 from array import array
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +40,7 @@ import orjson
 if TYPE_CHECKING:
     from tapetui.tapefile import TapeIndex
 
-__all__ = ["MAX_ENTRIES", "MIN_BYTES", "RACY_NS", "cache_dir", "entry_path", "forget", "load", "save"]
+__all__ = ["MAX_ENTRIES", "MIN_BYTES", "RACY_NS", "cache_dir", "drop_where", "entry_path", "forget", "load", "save"]
 
 MIN_BYTES = 8 * 1024 * 1024  # below this a scan takes a fraction of a second: not worth a file
 MAX_ENTRIES = 32
@@ -111,7 +112,9 @@ def save(idx: TapeIndex, before: os.stat_result, after: os.stat_result, fd: int)
             "tape": {"dev": before.st_dev, "ino": before.st_ino, "size": before.st_size,
                      "mtime_ns": before.st_mtime_ns, "scanned": idx.scanned, "tail": tail},
             "calls": len(idx), "line_count": idx.line_count, "unknown_lines": idx.unknown_lines,
-            "header": idx.header, "manifest_lines": [line.decode() for line in idx.manifest_lines.values()],
+            "header": _safe_header(idx.header),
+            "manifest_lines": [_safe_manifest_line(line).decode() for line in idx.manifest_lines.values()],
+            "fp_forms": idx.fp_forms,
             "columns": [[name, col.typecode, col.itemsize, len(col)] for name, col in zip(_COLUMNS, columns, strict=True)],
             "tools": tools, "fingerprints": fps, "expires": [[i, e] for i, e in idx.expires.items()],
         })
@@ -130,6 +133,49 @@ def save(idx: TapeIndex, before: os.stat_result, after: os.stat_result, fd: int)
         _evict(entry.parent)
     except (OSError, TypeError, ValueError, KeyError):
         return
+
+
+def _safe_header(header: dict[str, Any] | None) -> dict[str, Any] | None:
+    from tapetui.redact import DEFAULT_REDACTOR
+
+    return DEFAULT_REDACTOR.redact(header) if header is not None else None
+
+
+def _safe_manifest_line(line: bytes) -> bytes:
+    """A tool line as the cache keeps it: an old form-1 line's verbatim secrets redacted, its fingerprint kept."""
+    from tapetui.fingerprint import redact_manifest_line
+
+    return redact_manifest_line(line)
+
+
+def drop_where(predicate: Callable[[dict[str, Any]], bool]) -> int:
+    """Remove every entry (of this user's cache folder) whose meta ``predicate`` accepts; returns how many.
+
+    ``tapetui scrub`` drops the entries whose tool lines or header hold what the current rules redact.
+    An entry that cannot be read is left to eviction.
+    """
+    folder = cache_dir()
+    if folder is None or not folder.is_dir():
+        return 0
+    dropped = 0
+    with os.scandir(folder) as it:
+        for e in it:
+            if not (e.name.endswith(".idx") and e.is_file(follow_symlinks=False)):
+                continue
+            try:
+                with open(e.path, "rb") as fh:
+                    head = fh.read(len(_MAGIC) + struct.calcsize(_HEAD))
+                    if not head.startswith(_MAGIC):
+                        continue
+                    meta_len = struct.unpack_from(_HEAD, head, len(_MAGIC))[0]
+                    meta = orjson.loads(fh.read(meta_len))
+            except (OSError, orjson.JSONDecodeError, struct.error):
+                continue
+            if isinstance(meta, dict) and predicate(meta):
+                with contextlib.suppress(OSError):
+                    os.unlink(e.path)
+                    dropped += 1
+    return dropped
 
 
 def _evict(folder: Path) -> None:
@@ -222,6 +268,10 @@ def _read_entry(path: Path, st: os.stat_result, fd: int, fh: Any) -> TapeIndex |
         manifest = ToolManifest.from_record(orjson.loads(raw))
         idx.manifests[manifest.name] = manifest
         idx.manifest_lines[manifest.name] = raw
+    fp_forms = meta.get("fp_forms")
+    if not isinstance(fp_forms, dict) or not all(type(k) is str and type(v) is int for k, v in fp_forms.items()):
+        return None  # an entry from before fingerprint forms: scan
+    idx.fp_forms = fp_forms
     idx.unknown_lines = int(meta["unknown_lines"])
     idx.scanned, idx.size, idx.line_count = scanned, scanned, int(meta["line_count"])
     idx.from_cache = True

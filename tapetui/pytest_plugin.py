@@ -18,6 +18,7 @@ import pytest
 from tapetui.config import Config, find_config, load_config
 from tapetui.errors import TapeError
 from tapetui.tape import MODES, Tape
+from tapetui.textsafe import safe_text
 
 __all__ = ["tape_path_for"]
 
@@ -73,4 +74,5 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = outcome.get_result()
     if call.excinfo is not None and isinstance(call.excinfo.value, TapeError):
         # Show the readable drift report instead of the traceback's repr.
-        report.longrepr = f"tapetui: {call.excinfo.value}"
+        # escaped again here: tool names, arguments and paths in it come from tapes and reach a terminal
+        report.longrepr = "tapetui: " + safe_text(str(call.excinfo.value))

@@ -6,8 +6,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from tapetui.config import ttl_problem
 from tapetui.errors import TapeError
-from tapetui.fingerprint import ToolManifest, tool_manifest
+from tapetui.fingerprint import LATEST_FORM, ToolManifest, in_form, tool_manifest
+from tapetui.redact import Redactor
 
 __all__ = ["Tool", "ToolRegistry"]
 
@@ -16,7 +18,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 @dataclass(frozen=True, slots=True)
 class Tool:
-    """A registered tool. The manifest (and so the fingerprint) is computed once, at registration."""
+    """A registered tool. The manifests (and so the fingerprints) are computed once, at registration.
+
+    ``manifest`` is the form-2 manifest under the default redaction rules: secret-looking
+    defaults and examples redacted, safe to write to a tape; ``fingerprint`` is its fingerprint.
+    ``raw_manifest`` (form 1, values verbatim: never written anywhere) verifies tapes recorded
+    in form 1; it is what :func:`tapetui.tool_fingerprint` hashes. See :mod:`tapetui.fingerprint`.
+    """
 
     name: str
     fn: Callable[..., Any]
@@ -25,10 +33,24 @@ class Tool:
     side_effect: bool
     ttl: float | None
     manifest: ToolManifest
+    raw_manifest: ToolManifest | None = None
 
     @property
     def fingerprint(self) -> str:
         return self.manifest.fingerprint
+
+    def manifest_for(self, form: int = LATEST_FORM, redactor: Redactor | None = None) -> ToolManifest:
+        """This tool's manifest in fingerprint form ``form``, form 2 redacted by ``redactor``'s rules.
+
+        Raises:
+            ValueError: a form this version does not know.
+        """
+        raw = self.raw_manifest or self.manifest
+        if form == 1:
+            return raw
+        if form == LATEST_FORM and (redactor is None or redactor.is_default):
+            return self.manifest
+        return in_form(raw, form, redactor)
 
     def __call__(self, args: dict[str, Any]) -> Any:
         return self.fn(**args)
@@ -61,16 +83,20 @@ class ToolRegistry:
             ttl: seconds a recorded result stays fresh (declares the tool time-sensitive).
 
         Raises:
-            TapeError: a tool of that name is already registered.
+            TapeError: a tool of that name is already registered, or ``ttl`` is not a finite,
+                positive number of seconds of at most 100 years.
         """
         schema = schema if schema is not None else {}
         tool_name = name or fn.__name__
         if tool_name in self._tools:
             raise TapeError(f"tool {tool_name!r} is already registered")
-        if ttl is not None and ttl <= 0:
-            raise TapeError(f"tool {tool_name!r}: ttl must be positive, got {ttl!r}")
-        tool = Tool(tool_name, fn, schema, str(version), bool(side_effect), ttl,
-                    tool_manifest(fn, schema, str(version), tool_name))
+        if ttl is not None:
+            problem = ttl_problem(ttl)  # finite, positive, at most 100 years: checked here, not mid-recording
+            if problem:
+                raise TapeError(f"tool {tool_name!r}: {problem}")
+            ttl = float(ttl)
+        raw = tool_manifest(fn, schema, str(version), tool_name)
+        tool = Tool(tool_name, fn, schema, str(version), bool(side_effect), ttl, in_form(raw, LATEST_FORM), raw)
         self._tools[tool_name] = tool
         return tool
 

@@ -9,7 +9,9 @@ appends one line per event (``hit``, ``miss``, ``drift``, ``live``, ``stale``,
 from __future__ import annotations
 
 import os
+import stat
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,42 +19,151 @@ from typing import Any
 
 import orjson
 
-from tapetui.tapefile import Appender, atomic_write, dump_line
+from tapetui.errors import TapeError
+from tapetui.canon import dumps
+from tapetui.files import file_kind
+from tapetui.tapefile import _CHUNK, MAX_LINE, Appender, atomic_write, dump_line
 
-__all__ = ["EVENT_KINDS", "RunLog", "RunLogReader", "RunSummary", "read_run_log"]
+__all__ = ["EVENT_KINDS", "RunLog", "RunLogReader", "RunLogWarning", "RunSummary", "event_problem", "read_run_log"]
 
 EVENT_KINDS = ("start", "hit", "miss", "drift", "live", "stale", "fingerprint", "unused", "error", "end")
 
 
+class RunLogWarning(UserWarning):
+    """A run log could not be written (a read-only checkout, a full disk, a folder in its place).
+
+    The replay goes on without it: a replay never needs its log, and never runs a tool because of it.
+    ``Tape.stats()["run_log"]`` says ``"failed: PATH: reason"``. Turn it into an error with
+    ``warnings.simplefilter("error", RunLogWarning)``, or off with ``Tape(..., run_log=False)``.
+    """
+
+
 class RunLog:
-    """Writer of one run's events. Each event is flushed to the file when it happens."""
+    """Writer of one run's events. Each event is flushed to the file when it happens.
+
+    When the log cannot be written (at the start or at any event), it says so once with a
+    :class:`RunLogWarning`, keeps the reason in ``problem`` and writes nothing more.
+    """
 
     def __init__(self, path: Path, start: dict[str, Any], clock: Callable[[], float] = time.time) -> None:
         self.path = path if isinstance(path, Path) else Path(path)
         self._clock = clock
-        atomic_write(self.path, dump_line({"event": "start", "at": clock(), **start}))
-        self._out = Appender(self.path)
+        self.problem: str | None = None
+        self._out: Appender | None = None
+        try:
+            atomic_write(self.path, dump_line({"event": "start", "at": clock(), **start}))
+            self._out = Appender(self.path)
+        except OSError as e:
+            self._fail(e)
 
     def emit(self, event: str, **fields: Any) -> None:
-        self._out.append(orjson.dumps({"event": event, **fields, "at": self._clock()},
-                                      option=orjson.OPT_APPEND_NEWLINE, default=repr))
+        try:
+            self._out.append(dumps({"event": event, **fields, "at": self._clock()},  # type: ignore[union-attr]
+                                   newline=True, default=repr))
+        except OSError as e:
+            self._fail(e)
 
     def emit_many(self, events: list[dict[str, Any]]) -> None:
         if events:
             now = self._clock()
-            self._out.append(b"".join(orjson.dumps({**e, "at": now}, option=orjson.OPT_APPEND_NEWLINE,
-                                                   default=repr) for e in events))
+            try:
+                self._out.append(b"".join(dumps({**e, "at": now}, newline=True,  # type: ignore[union-attr]
+                                                default=repr) for e in events))
+            except OSError as e:
+                self._fail(e)
+
+    def _fail(self, e: OSError) -> None:
+        self.problem = f"{self.path}: {e.strerror or e}"
+        if self._out is not None:
+            self._out.close()
+            self._out = None
+        self.emit = self.emit_many = _off  # type: ignore[method-assign] # nothing more is tried, or said
+        warnings.warn(f"tapetui: cannot write the run log ({self.problem}); the replay goes on without it, "
+                      "so the app and `tapetui check` will not see this run", RunLogWarning, stacklevel=4)
 
     def close(self) -> None:
-        self._out.close()
+        if self._out is not None:
+            self._out.close()
+
+
+def _off(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+def _changes(kind: str, name: str, value: Any) -> str | None:
+    if type(value) is list and all(type(c) is list and len(c) == 3 and type(c[0]) is str for c in value):
+        return None
+    return f"{kind} event: 'changes' must be a list of [path, old, new], got {_shape(value)}"
+
+
+def _explanation(kind: str, name: str, value: Any) -> str | None:
+    if type(value) is list and all(type(x) is str for x in value):
+        return None
+    return f"{kind} event: 'explanation' must be a list of strings, got {_shape(value)}"
+
+
+def _error(kind: str, name: str, value: Any) -> str | None:
+    if kind != "end" or (type(value) is dict and type(value.get("type", "")) is str
+                         and type(value.get("message", "")) is str):
+        return None  # live and record events carry a flag named error
+    return f"end event: 'error' must be an object with a string 'type' and 'message', got {_shape(value)}"
+
+
+def _stats(kind: str, name: str, value: Any) -> str | None:
+    return None if type(value) is dict else f"{kind} event: 'stats' must be an object, got {_shape(value)}"
+
+
+# The fields whose type the readers of events (check, the app, stats) rely on: a type, or a checker called
+# when the value is not None and not of the type. Unknown fields are kept as they are.
+_FIELDS: dict[str, Any] = {
+    "seq": int, "step": int, "nearest": int,
+    **dict.fromkeys(("tool", "key", "recorded_key", "reason", "policy", "expires_at", "recorded", "live", "mode",
+                     "problem"), str),
+    "changes": _changes, "explanation": _explanation, "error": _error, "stats": _stats,
+}
+
+
+def event_problem(ev: Any) -> str | None:
+    """What is wrong with a run-log event, or None when readers can use it as tapetui writes it."""
+    if type(ev) is not dict:
+        return f"an event must be a JSON object, got {_shape(ev)}"
+    kind = ev.get("event")
+    if type(kind) is not str:
+        return f"'event' must be a string, got {_shape(kind)}"
+    get = _FIELDS.get
+    for name, value in ev.items():  # one pass, a dict lookup per field: about half a microsecond an event
+        expected = get(name)
+        if expected is None or value is None or type(value) is expected:
+            continue
+        if expected is int or expected is str:
+            return (f"{kind} event: '{name}' must be {'an integer' if expected is int else 'a string'}, "
+                    f"got {_shape(value)}")
+        problem = expected(kind, name, value)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _shape(value: Any) -> str:
+    try:
+        text = orjson.dumps(value, default=repr).decode()
+    except TypeError:  # nested past what orjson writes
+        text = type(value).__name__
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 @dataclass
 class RunLogReader:
     """Reads a growing run log from the last offset; restarts when the file is replaced.
 
-    Complete lines only: a partial last line waits for its newline. A malformed
-    complete line becomes an ``{"event": "invalid", "line": N, "problem": ...}`` event.
+    Complete lines only: a partial last line waits for its newline. A malformed complete line
+    (not JSON, not an event object, or a field of the wrong type, see :func:`event_problem`)
+    becomes an ``{"event": "invalid", "line": N, "problem": ...}`` event. Reads in chunks:
+    time linear in what was appended, memory for a chunk plus the longest complete line (a line
+    longer than :data:`~tapetui.tapefile.MAX_LINE` is an invalid event, never held whole).
+
+    Raises (from :meth:`poll`):
+        TapeError: the run log is a FIFO, a folder or anything but a regular file, or unreadable.
     """
 
     path: Path
@@ -60,34 +171,74 @@ class RunLogReader:
     line: int = 0
     inode: int | None = None
     _partial: bytes = field(default=b"", repr=False)
+    _long_from: int = field(default=-1, repr=False)  # where a line longer than a chunk began (not held), or -1
 
     def poll(self) -> tuple[bool, list[dict[str, Any]]]:
         """New events since the last poll, and whether the file was replaced (events restart)."""
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        try:  # O_NONBLOCK: a FIFO named like a run log must not block the open
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             reset = self.inode is not None
-            self.offset, self.line, self.inode, self._partial = 0, 0, None, b""
+            self._restart(None)
             return reset, []
+        except OSError as e:
+            raise TapeError(f"{self.path}: cannot read run log: {e.strerror or e}") from None
+        events: list[dict[str, Any]] = []
         try:
             st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise TapeError(f"{self.path}: not a regular file ({file_kind(st.st_mode)}); "
+                                "a run log must be a plain file")
             reset = False
             if st.st_ino != self.inode or st.st_size < self.offset:
                 reset = self.inode is not None
-                self.offset, self.line, self._partial = 0, 0, b""
-                self.inode = st.st_ino
+                self._restart(st.st_ino)
             size = st.st_size
-            if size <= self.offset:
-                return reset, []
-            data = os.pread(fd, size - self.offset, self.offset)
+            while self.offset < size:
+                at = self.offset
+                data = os.pread(fd, min(size - at, _CHUNK), at)
+                if not data:
+                    break
+                self.offset += len(data)
+                self._take(fd, at, data, events)
+        except OSError as e:
+            raise TapeError(f"{self.path}: cannot read run log: {e.strerror or e}") from None
         finally:
             os.close(fd)
-        self.offset += len(data)
-        data = self._partial + data
-        end = data.rfind(b"\n") + 1
-        self._partial = data[end:]
-        events = []
-        for raw in data[:end].split(b"\n")[:-1]:
+        return reset, events
+
+    def _restart(self, inode: int | None) -> None:
+        self.offset, self.line, self.inode, self._partial, self._long_from = 0, 0, inode, b"", -1
+
+    def _take(self, fd: int, at: int, data: bytes, events: list[dict[str, Any]]) -> None:
+        """Turn ``data`` (read at offset ``at``) and what was held before it into events."""
+        if self._long_from >= 0:  # inside a line longer than a chunk: find its end, then read it whole
+            nl = data.find(b"\n")
+            if nl < 0:
+                return
+            start, length = self._long_from, at + nl + 1 - self._long_from
+            self._long_from = -1
+            if length > MAX_LINE:
+                self.line += 1
+                events.append({"event": "invalid", "line": self.line,
+                               "problem": f"line is {length:,} bytes long, more than the {MAX_LINE:,} a run log line "
+                                          "may have"})
+            else:
+                self._lines(os.pread(fd, length, start), events)
+            data = data[nl + 1:]
+        buf = self._partial + data if self._partial else data
+        end = buf.rfind(b"\n") + 1
+        if end == 0:
+            if len(buf) > _CHUNK:  # no newline in sight: note where the line began, stop holding it
+                self._long_from, self._partial = self.offset - len(buf), b""
+            else:
+                self._partial = buf
+            return
+        self._partial = buf[end:]
+        self._lines(buf[:end], events)
+
+    def _lines(self, data: bytes, events: list[dict[str, Any]]) -> None:
+        for raw in data.split(b"\n")[:-1]:
             self.line += 1
             if not raw.strip():
                 continue
@@ -95,15 +246,20 @@ class RunLogReader:
                 ev = orjson.loads(raw)
             except orjson.JSONDecodeError as e:
                 ev = {"event": "invalid", "problem": f"invalid JSON: {e}"}
-            if not isinstance(ev, dict) or not isinstance(ev.get("event"), str):
-                ev = {"event": "invalid", "problem": "not an event object"}
+            else:
+                problem = event_problem(ev)
+                if problem is not None:
+                    ev = {"event": "invalid", "problem": problem}
             ev["line"] = self.line
             events.append(ev)
-        return reset, events
 
 
 def read_run_log(path: Path) -> list[dict[str, Any]]:
-    """Every complete event of a run log (an empty list when there is none)."""
+    """Every complete event of a run log (an empty list when there is none).
+
+    Raises:
+        TapeError: the run log is not a regular file (a FIFO, a folder...) or cannot be read.
+    """
     return RunLogReader(Path(path)).poll()[1]
 
 
@@ -122,8 +278,17 @@ class RunSummary:
     ended: bool = False
     status: dict[int, str] = field(default_factory=dict)  # recorded step → hit, drift, miss, stale, unused, contract
     drift_events: dict[int, dict[str, Any]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)  # "line N: what is wrong", for malformed events (first 100)
 
     def add(self, ev: dict[str, Any]) -> None:
+        problem = event_problem(ev)  # events from RunLogReader are checked already; others may be anything
+        if problem is not None or ev.get("event") == "invalid":
+            self.invalid += 1
+            if len(self.problems) < 100:
+                line = ev.get("line") if type(ev) is dict else None
+                self.problems.append(f"line {line if type(line) is int else '?'}: "
+                                     f"{problem or ev.get('problem') or 'invalid event'}")
+            return
         kind = ev.get("event")
         step = ev.get("step", ev.get("seq"))
         if kind == "start":
@@ -157,8 +322,6 @@ class RunSummary:
                 self.status.setdefault(step, "unused")
         elif kind in ("live", "record"):
             self.live += 1
-        elif kind == "invalid":
-            self.invalid += 1
         elif kind == "end":
             self.running = False
             self.ended = True

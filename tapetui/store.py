@@ -1,22 +1,26 @@
 """The tapes folder: which file is a golden, a candidate, a run log; safe paths within it.
 
 Beside a golden ``name.jsonl`` live its pending candidate ``name.candidate.jsonl``, the
-latest run log ``name.run.jsonl`` and, after a crash, ``name.jsonl.torn`` (torn bytes
-kept for forensics) or an accept journal ``name.jsonl.journal``.
+latest run log ``name.run.jsonl``, older candidates that a newer recording displaced
+(``name.samples/<time>.jsonl``), the session's lock files (``.name.jsonl.gate`` and
+``.name.jsonl.lock``, see :mod:`tapetui.locks`) and, after a crash, ``name.jsonl.torn``
+(torn bytes kept for forensics) or a commit journal ``name.jsonl.journal``.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tapetui.errors import TapeError
 
-__all__ = ["candidate_path", "golden_of", "is_golden", "iter_goldens", "journal_path", "refuse_links_out", "runlog_path",
-           "safe_path", "session_name"]
+__all__ = ["candidate_path", "golden_of", "is_golden", "iter_goldens", "journal_path", "refuse_links_out",
+           "rotate_candidate", "runlog_path", "safe_path", "samples_dir", "samples_of", "session_name"]
 
 _AUX = (".candidate.jsonl", ".run.jsonl")
+SAMPLES_SUFFIX = ".samples"
 
 
 def _base(tape: Path) -> str:
@@ -39,6 +43,46 @@ def journal_path(tape: Path) -> Path:
     return tape.with_name(tape.name + ".journal")
 
 
+def samples_dir(tape: Path) -> Path:
+    """``name.samples/``: older candidates of a session, each named by the time it was displaced."""
+    tape = Path(tape)
+    return tape.with_name(_base(tape) + SAMPLES_SUFFIX)
+
+
+def samples_of(tape: Path) -> list[Path]:
+    """The session's older candidates, oldest first (empty when there are none)."""
+    folder = samples_dir(tape)
+    try:
+        names = sorted(e.name for e in os.scandir(folder) if e.name.endswith(".jsonl") and not e.name.startswith(".")
+                       and e.is_file(follow_symlinks=False))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return [folder / n for n in names]
+
+
+def rotate_candidate(tape: Path) -> Path | None:
+    """Move a pending candidate into ``name.samples/`` (never replace it silently); returns where it went.
+
+    The caller holds the session's gate (:mod:`tapetui.locks`). A process still appending to the
+    candidate keeps writing into the moved file (its descriptor follows the file), so nothing is lost.
+    """
+    cand = candidate_path(tape)
+    try:
+        st = os.lstat(cand)
+    except FileNotFoundError:
+        return None
+    folder = samples_dir(tape)
+    folder.mkdir(exist_ok=True)
+    stamp = datetime.fromtimestamp(st.st_mtime, UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    dest = folder / f"{stamp}.jsonl"
+    n = 1
+    while os.path.lexists(dest):
+        n += 1
+        dest = folder / f"{stamp}-{n}.jsonl"
+    os.rename(cand, dest)
+    return dest
+
+
 def is_golden(path: Path) -> bool:
     name = path.name
     return name.endswith(".jsonl") and not name.endswith(_AUX) and not name.startswith(".")
@@ -47,6 +91,9 @@ def is_golden(path: Path) -> bool:
 def golden_of(path: Path) -> Path | None:
     """The golden a tapes-folder file belongs to (itself for a golden), or None."""
     name = path.name
+    parent = path.parent.name
+    if parent.endswith(SAMPLES_SUFFIX) and len(parent) > len(SAMPLES_SUFFIX):  # name.samples/<time>.jsonl
+        return path.parent.with_name(parent[: -len(SAMPLES_SUFFIX)] + ".jsonl") if name.endswith(".jsonl") else None
     for suffix in _AUX:
         if name.endswith(suffix):
             return path.with_name(name[: -len(suffix)] + ".jsonl")
@@ -122,6 +169,8 @@ def iter_goldens(tapes_dir: Path) -> Iterator[Path]:
                 continue
             try:
                 if e.is_dir(follow_symlinks=False):
+                    if name.endswith(SAMPLES_SUFFIX):  # a session's older candidates, not sessions
+                        continue
                     stack.append((e.path, (*rel, name)))
                     continue
                 if not name.endswith(".jsonl"):

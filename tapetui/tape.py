@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import builtins
+import hashlib
+import logging
 import os
-import sys
+import re
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -14,19 +16,25 @@ from typing import Any
 import orjson
 
 from tapetui.canon import canon, canonical_json, key_of_json
-from tapetui.config import Config, ToolPolicy
+from tapetui.config import Config, ToolPolicy, config_for_tape, ttl_problem
 from tapetui.errors import TapeDrift, TapeError, TapeMiss, TapeStale, ToolDriftError, TooDeep
-from tapetui.fingerprint import explain_manifest_change
+from tapetui.fingerprint import FORMS, LATEST_FORM, explain_manifest_change, in_form, redact_manifest_line
 from tapetui.jsondiff import diff_values
+from tapetui.locks import LockBusy, RecordingLock, gate, recording_lock
+from tapetui.recorded_errors import raise_recorded
 from tapetui.redact import Redactor
 from tapetui.registry import Tool, ToolRegistry
 from tapetui.runlog import RunLog
-from tapetui.store import candidate_path, runlog_path
+from tapetui.store import candidate_path, rotate_candidate, runlog_path
 from tapetui.tapefile import FORMAT_VERSION, Appender, TapeIndex, atomic_write, call_line, dump_line, read_index
 
 __all__ = ["MODES", "Tape", "iso", "utcnow"]
 
 MODES = ("record", "replay", "fill")
+# The longest tape file name a recording creates: the names beside it (".NAME.jsonl.journal.XXXXXXXX.tmp",
+# the longest) must stay within the 255 bytes file systems allow.
+MAX_NAME = 220
+_log = logging.getLogger("tapetui")
 
 
 def utcnow() -> datetime:
@@ -74,20 +82,22 @@ def _unserialisable(value: Any, path: str = "result") -> tuple[str, str] | None:
     return path, type(value).__name__
 
 
+def _check_tool_name(tool: Any, path: Path) -> None:
+    """A tool name is text a tape can hold: a non-empty string of valid UTF-8 (no lone surrogates)."""
+    if not isinstance(tool, str) or not tool:
+        raise TapeError(f"{path}: a tool name must be a non-empty string, got {type(tool).__name__}")
+    try:
+        tool.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise TapeError(f"{path}: tool name {tool!r} is not valid UTF-8 text ({e.reason} at character "
+                        f"{e.start}); a tape holds UTF-8") from None
+
+
 def _raise_recorded(error: dict[str, Any], tool: str, seq: int) -> None:
-    """Raise a recorded error again: its own type where it is already imported, else TapeError."""
-    tname = str(error.get("type", "Exception"))
-    message = str(error.get("message", ""))
-    module = sys.modules.get(str(error.get("module", "builtins")))
-    cls = getattr(module, tname, None) if module is not None else getattr(builtins, tname, None)
-    if isinstance(cls, type) and issubclass(cls, Exception):
-        try:
-            exc = cls(message)
-        except Exception:  # a constructor with other arguments
-            exc = None
-        if exc is not None:
-            raise exc
-    raise TapeError(f"{tool} (step {seq}) raised {tname} when recorded: {message}")
+    """Raise a recorded error again. A tape is data: its own class only when already loaded, an
+    ``Exception`` and no control-flow or test-outcome class, built without running a constructor;
+    else TapeReplayedError (see :mod:`tapetui.recorded_errors`)."""
+    raise_recorded(error, tool, seq)
 
 
 class Tape:
@@ -99,7 +109,9 @@ class Tape:
             golden exists), ``replay`` (recorded results only; never runs a tool) or
             ``fill`` (replay, and run only misses live, writing them to a candidate).
         registry: the live tools; needed to record, to fill and to check fingerprints.
-        config: redaction rules and per-tool policy (``tapes.toml``); defaults otherwise.
+        config: redaction rules and per-tool policy. Without it, the ``tapes.toml`` found from the
+            tape's folder up to the repository root (a folder holding ``.git``) applies, else defaults
+            (see :func:`tapetui.config.config_for_tape`).
         labels: free-form session labels written to the header (model, prompt version...).
         clock / timer: injectable time sources (deterministic sample tapes use them).
         run_log: write the run's events beside the tape (``name.run.jsonl``).
@@ -124,7 +136,7 @@ class Tape:
         self.path = Path(path)
         self.mode = mode
         self.registry = registry
-        self.config = config or Config.for_dir(self.path.parent)
+        self.config = config or config_for_tape(self.path)  # tapes.toml from the tape's folder up to the repo root
         self.labels = dict(labels or {})
         self._clock = clock
         self._timer = timer
@@ -143,39 +155,26 @@ class Tape:
         self._low = 0  # no call before this one is unconsumed
         self._writer: Appender | None = None
         self._written_tools: set[str] = set()
-        self._pending_fill: list[tuple[int, int]] = []  # (run seq, index) of hits before the first fill miss
+        # (run seq, index, from the earlier fill) of the hits before the first fill miss
+        self._pending_fill: list[tuple[int, int, bool]] = []
         self.target: Path | None = None
+        self.notices: list[str] = []  # what this tape did that a person should hear of (a candidate rotated)
+        self._alt: _Filled | None = None  # fill: calls an earlier, unreviewed fill already ran live
+        self._lock: RecordingLock | None = None
         self._closed = False
         self._entered = False
 
-        if mode == "record":
-            self.target = candidate_path(self.path) if self._has_golden() else self.path
-            self._start_target("record")
-        else:
-            source = self.path
-            cand = candidate_path(self.path)
-            if mode == "fill" and cand.exists():
-                # An earlier fill's candidate holds its filled misses: replay from it, so a miss runs live once.
-                try:
-                    if (read_index(cand).header or {}).get("origin") == "fill":
-                        source = cand
-                except TapeError:
-                    pass
-            if source.exists():
-                self._index = read_index(source, keep_bytes=True)
-                self._fh = open(source, "rb")
-                self._fd = self._fh.fileno()
-                self._consumed = bytearray(len(self._index))
-            elif mode == "replay":
-                raise TapeError(f"{self.path}: no tape to replay (record it first: mode='record')")
-            else:
-                self.target = self.path
-                self._start_target("fill")
+        try:
+            self._open_session(mode)
+        except BaseException:
+            self._release()
+            raise
         # event times in seconds with 6 decimals; the real clock's path avoids datetime and round()
         stamp = (lambda: time.time_ns() // 1000 / 1e6) if clock is utcnow else \
             (lambda: round(self._clock().timestamp(), 6))
         self._log = RunLog(runlog_path(self.path), {"mode": mode, "tape": self.path.name,
-                                                    "started": iso(self._clock())},
+                                                    "started": iso(self._clock()),
+                                                    "golden_sha256": self._golden_sha256()},
                            clock=stamp) if run_log else None
 
     # ---- context manager ---------------------------------------------------------
@@ -206,6 +205,8 @@ class Tape:
         """
         if self._closed:
             raise TapeError(f"{self.path}: tape is closed")
+        if type(tool) is not str or not tool.isascii():  # isascii is a flag test: the common case costs nothing
+            _check_tool_name(tool, self.path)
         args = {} if args is None else args
         self._seq += 1
         seq = self._seq
@@ -251,25 +252,37 @@ class Tape:
             if error is not None:
                 _raise_recorded(error, tool, seq)
             return result
+        if self._alt is not None:
+            served, result = self._alt_hit(seq, tool, key)
+            if served:
+                return result
         if index is not None:
             j = index.at_seq(seq)
             if j is not None and index.tools[j] == tool and index.keys[j] != key:
                 self._consumed[j] = 1
                 recorded = index.record(j, self._fh)
-                changes = diff_values(canon(recorded.args), canon(redacted))
+                # a tape written under older rules: what they let through stays out of the run log and the error
+                recorded_args = self._redactor.redact(recorded.args)
+                changes = diff_values(canon(recorded_args), canon(redacted))
                 self._counts["drift_events"] += 1
                 self._emit("drift", seq=seq, tool=tool, key=key, recorded_key=recorded.key,
-                           recorded_args=recorded.args, args=redacted,
+                           recorded_args=recorded_args, args=redacted,
                            changes=[[c.path, _jsonable(c.old), _jsonable(c.new)] for c in changes])
                 raise TapeDrift(path=str(self.path), seq=seq, tool=tool, recorded_key=recorded.key, new_key=key,
-                                recorded_args=recorded.args, new_args=redacted,
+                                recorded_args=recorded_args, new_args=redacted,
                                 changes=[tuple(c) for c in changes])
         return self._miss(seq, tool, args, redacted, args_json, key, requested_tool)
 
     def stats(self) -> dict[str, Any]:
-        """Counters of this run: the fixed keys of DESIGN §3 and a few more."""
+        """Counters of this run: the fixed keys of DESIGN §3 and a few more.
+
+        ``run_log``: ``"written"``, ``"off"`` (``run_log=False``) or ``"failed: PATH: reason"`` when it could
+        not be written (a read-only checkout): the run went on without it, with a ``RunLogWarning``.
+        """
+        log = self._log
         return {"mode": self.mode, "steps": self._seq, **self._counts,
-                "fingerprint_checks_off": sorted(self._allowed_fp)}
+                "fingerprint_checks_off": sorted(self._allowed_fp),
+                "run_log": "off" if log is None else (f"failed: {log.problem}" if log.problem else "written")}
 
     @property
     def unused_steps(self) -> list[int]:
@@ -302,13 +315,105 @@ class Tape:
                     res.close()
             if self._fh is not None:
                 self._fh.close()
+            self._release()
 
     # ---- internals ---------------------------------------------------------------
+    def _open_session(self, mode: str) -> None:
+        """Take the session's locks (see :mod:`tapetui.locks`) and open or claim its files."""
+        if mode != "replay" and len(os.fsencode(self.path.name)) > MAX_NAME:
+            raise TapeError(f"{self.path}: a tape name of {len(os.fsencode(self.path.name))} bytes is too long: its "
+                            f"candidate, journal and lock files need room beside it; keep it within {MAX_NAME} bytes")
+        if mode != "replay":  # a recording makes its folder, as the README's first example expects
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise TapeError(f"{self.path.parent}: cannot make the tape's folder: {e.strerror or e}") from None
+        if mode == "record":
+            with gate(self.path):
+                self._lock = recording_lock(self.path)
+                self._claim_target("record")
+            return
+        if mode == "fill":
+            with gate(self.path):
+                self._lock = recording_lock(self.path)
+        else:
+            try:  # a replay writes only its run log; on a read-only checkout it runs unlocked
+                self._lock = recording_lock(self.path)
+            except LockBusy:
+                raise
+            except TapeError:
+                self._lock = None
+        try:
+            exists = self.path.exists()
+        except OSError as e:  # a name too long for the file system
+            raise TapeError(f"{self.path}: {e.strerror or e}") from None
+        if exists:
+            self._index = read_index(self.path, keep_bytes=True)
+            self._fh = open(self.path, "rb")
+            self._fd = self._fh.fileno()
+            self._consumed = bytearray(len(self._index))
+            cand = candidate_path(self.path)
+            if mode == "fill" and os.path.lexists(cand):
+                # An earlier fill that was never reviewed (or was killed) ran its misses live: replay those
+                # too, so a side effect runs once, not at every fill.
+                self._alt = _Filled.open(cand, self._index, self._fh)
+        elif mode == "replay":
+            raise TapeError(f"{self.path}: no tape to replay (record it first: mode='record')")
+        else:
+            with gate(self.path):
+                self._claim_target("fill")
+
+    def _golden_sha256(self) -> str | None:
+        """The sha256 of the golden this run plays against (None when it records a new one), so that a
+        reader can tell a run log from before an accept from a current one, whatever the file times say."""
+        idx = self._index
+        if idx is None:
+            return None
+        if idx.data is not None and len(idx.data) == idx.size:
+            return hashlib.sha256(idx.data).hexdigest()
+        h = hashlib.sha256()
+        try:
+            with open(self.path, "rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    h.update(chunk)
+        except OSError:
+            return None
+        return h.hexdigest()
+
+    def _claim_target(self, origin: str, body: bytes = b"") -> None:
+        """Pick this recording's file and create it; the caller holds the session's gate.
+
+        The first recording of a session creates the golden; any later one (while a golden exists)
+        writes the candidate, moving a pending candidate into ``NAME.samples/`` first.
+        """
+        if origin != "fill" or self._index is None:
+            if not self._has_golden():
+                self.target = self.path
+                self._start_target(origin, body)
+                return
+        moved = rotate_candidate(self.path)
+        if moved is not None:
+            note = f"{self.path}: a pending candidate nobody reviewed was moved to {moved}"
+            self.notices.append(note)
+            _log.warning("%s", note)
+        self.target = candidate_path(self.path)
+        self._start_target(origin, body)
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+        if self._alt is not None:
+            self._alt.close()
+            self._alt = None
+
     def _has_golden(self) -> bool:
         try:
             return self.path.stat().st_size > 0
         except FileNotFoundError:
             return False
+        except OSError as e:  # a name too long for the file system, a folder that cannot be searched
+            raise TapeError(f"{self.path}: {e.strerror or e}") from None
 
     def _start_target(self, origin: str, body: bytes = b"") -> None:
         assert self.target is not None
@@ -326,7 +431,23 @@ class Tape:
     def _tool(self, name: str) -> Tool:
         if self.registry is None:
             raise TapeError(f"{self.path}: tool {name!r} must run live but the tape has no registry")
-        return self.registry[name]
+        return self._live_tool(name) or self.registry[name]  # the registry's error names the tools it has
+
+    def _live_tool(self, name: str) -> Tool | None:
+        """The registered tool with its manifest as this tape writes it: fingerprint form 2 under this
+        tape's redaction rules (``tapes.toml [redact]`` too), so no configured secret reaches a tool line."""
+        cache: dict[str, Tool] | None = self.__dict__.get("_live_tools")
+        if cache is None:
+            cache = self._live_tools = {}
+        t = cache.get(name)
+        if t is None:
+            base = self.registry.get(name) if self.registry is not None else None
+            if base is None:
+                return None
+            if not self._redactor.is_default:
+                base = replace(base, manifest=base.manifest_for(LATEST_FORM, self._redactor))
+            t = cache[name] = base
+        return t
 
     def _take(self, key: str) -> int | None:
         """The first unconsumed recorded call with this key."""
@@ -357,26 +478,42 @@ class Tape:
         return when is not None and when <= self._clock()
 
     def _check_fingerprint(self, i: int, seq: int, tool: str, policy: ToolPolicy) -> None:
+        """Compare call ``i``'s fingerprint with the live tool's, computed in the form the call was recorded in."""
         if self.registry is None:
             return
-        live = self.registry.get(tool)
+        live = self._live_tool(tool)
         assert self._index is not None
         recorded = self._index.fingerprints[i]
-        if live is None or not recorded or live.fingerprint == recorded:
+        if live is None or not recorded:
             self._fp_ok[tool] = recorded  # the same tool and fingerprint again need no check
             return
+        form = self._index.fp_forms.get(recorded, 1)
+        if form not in FORMS:
+            raise TapeError(f"{self.path}:{self._index.lines[i]}: {tool} was recorded with fingerprint form {form}, "
+                            f"which this version of tapetui does not know (it knows {', '.join(map(str, FORMS))})")
+        expected = live.manifest_for(form, self._redactor)
+        if expected.fingerprint == recorded:
+            self._fp_ok[tool] = recorded
+            return
         old = self._index.manifests.get(tool)
-        explanation = explain_manifest_change(old if old and old.fingerprint == recorded else None, live.manifest)
+        old = old if old and old.fingerprint == recorded else None
+        explanation = explain_manifest_change(old, expected, self._redactor)
+        r = self._redactor
+        if form == 1 and old is not None and old.form == 1 and \
+                in_form(old, LATEST_FORM, r).fingerprint == live.manifest_for(LATEST_FORM, r).fingerprint:
+            explanation.append("only secret-looking values changed: this tape was recorded in fingerprint form 1, which "
+                               "hashes them verbatim; `tapetui scrub` (or re-recording) moves it to form 2, where "
+                               "rotating a key is not a contract change")
         self._counts["fingerprint_changes"] += 1
         if not policy.check_fingerprint:
             self._allowed_fp.add(tool)
-            self._emit("fingerprint", seq=seq, tool=tool, recorded=recorded, live=live.fingerprint, allowed=True,
-                       explanation=explanation)
+            self._emit("fingerprint", seq=seq, tool=tool, recorded=recorded, live=expected.fingerprint, allowed=True,
+                       explanation=explanation, form=form)
             return
         self._counts["drift_events"] += 1
-        self._emit("fingerprint", seq=seq, tool=tool, recorded=recorded, live=live.fingerprint, allowed=False,
-                   explanation=explanation)
-        raise ToolDriftError(path=str(self.path), seq=seq, tool=tool, recorded=recorded, live=live.fingerprint,
+        self._emit("fingerprint", seq=seq, tool=tool, recorded=recorded, live=expected.fingerprint, allowed=False,
+                   explanation=explanation, form=form)
+        raise ToolDriftError(path=str(self.path), seq=seq, tool=tool, recorded=recorded, live=expected.fingerprint,
                              explanation=explanation)
 
     def _override(self, seq: int, tool: str, key: str, i: int | None) -> Any:
@@ -406,7 +543,7 @@ class Tape:
         if best is None:
             return None, []
         rec = idx.record(best, self._fh)
-        return rec.seq, [tuple(c) for c in diff_values(canon(rec.args), canon(redacted))]
+        return rec.seq, [tuple(c) for c in diff_values(canon(self._redactor.redact(rec.args)), canon(redacted))]
 
     def _miss(self, seq: int, tool: str, args: Any, redacted: Any, args_json: bytes, key: str,
               requested_tool: str | None, reason: str = "", near: int | None = None) -> Any:
@@ -417,6 +554,10 @@ class Tape:
         if self.mode == "replay":
             raise TapeMiss(path=str(self.path), seq=seq, tool=tool, key=key, args=redacted, nearest_seq=nearest,
                            changes=changes, reason=reason)
+        if reason and self._alt is not None:  # an expired entry an earlier fill already re-recorded
+            served, result = self._alt_hit(seq, tool, key)
+            if served:
+                return result
         if self._writer is None:
             self._open_fill_candidate()
         return self._live(seq, tool, args, args_json, key, requested_tool, write=True)
@@ -424,35 +565,60 @@ class Tape:
     def _open_fill_candidate(self) -> None:
         """First miss of a fill over a golden: the candidate starts with the hits so far."""
         assert self._index is not None
-        self.target = candidate_path(self.path)
-        body = b"".join(self._manifest_line(self._index.tools[i]) + self._renumbered(run_seq, i)
-                        for run_seq, i in self._pending_fill)
+        body = b"".join(self._carried_line(run_seq, i, alt) for run_seq, i, alt in self._pending_fill)
         self._pending_fill = []
-        self._start_target("fill", body)
+        with gate(self.path):
+            self._claim_target("fill", body)
 
-    def _manifest_line(self, tool: str) -> bytes:
+    def _manifest_line(self, tool: str, index: TapeIndex | None = None) -> bytes:
         if tool in self._written_tools:
             return b""
         self._written_tools.add(tool)
-        live = self.registry.get(tool) if self.registry is not None else None
+        live = self._live_tool(tool)
         if live is not None:
             return dump_line(live.manifest.to_record(live.side_effect))
-        assert self._index is not None
-        return self._index.manifest_lines.get(tool, b"")
+        index = index or self._index
+        assert index is not None
+        # a tool line copied from an older tape: what it holds verbatim (form 1) is redacted, its fingerprint kept
+        return redact_manifest_line(index.manifest_lines.get(tool, b""), self._redactor)
 
-    def _renumbered(self, run_seq: int, i: int) -> bytes:
-        assert self._index is not None
-        raw = dict(self._index.record(i, self._fh).raw)
-        raw["seq"] = run_seq
-        return dump_line(raw)
-
-    def _carry(self, seq: int, i: int) -> None:
-        """In fill mode the candidate is the session as played: hits are carried into it."""
-        if self._writer is None:
-            self._pending_fill.append((seq, i))
+    def _carried_line(self, run_seq: int, i: int, alt: bool) -> bytes:
+        """Recorded call ``i`` (of the golden, or with ``alt`` of the earlier fill) renumbered to ``run_seq``."""
+        if alt:
+            assert self._alt is not None
+            index, fh = self._alt.index, self._alt.fh
         else:
             assert self._index is not None
-            self._writer.append(self._manifest_line(self._index.tools[i]) + self._renumbered(seq, i))
+            index, fh = self._index, self._fh
+        raw = dict(index.record(i, fh).raw)
+        raw["seq"] = run_seq
+        return self._manifest_line(index.tools[i], index) + dump_line(raw)
+
+    def _carry(self, seq: int, i: int, alt: bool = False) -> None:
+        """In fill mode the candidate is the session as played: hits are carried into it."""
+        if self._writer is None:
+            self._pending_fill.append((seq, i, alt))
+        else:
+            self._writer.append(self._carried_line(seq, i, alt))
+
+    def _alt_hit(self, seq: int, tool: str, key: str) -> tuple[bool, Any]:
+        """Serve a call from what an earlier fill ran live; ``(False, None)`` when it has none."""
+        alt = self._alt
+        if alt is None:
+            return False, None
+        live = self._live_tool(tool)  # the contract as this tape records it: what the earlier fill wrote too
+        a = alt.take(key, self._expired, live.fingerprint if live is not None else None)
+        if a is None:
+            return False, None
+        self._counts["tape_hits"] += 1
+        self._emit("hit", seq=seq, tool=tool, key=key, step=seq, source="candidate")
+        result, error = alt.index.outcome(a, alt.fh.fileno())
+        if self._writer is None:  # the earlier candidate is not this session as played: write the new one
+            self._open_fill_candidate()
+        self._carry(seq, a, alt=True)
+        if error is not None:
+            raise_recorded(error, tool, seq)
+        return True, result
 
     def _live(self, seq: int, tool: str, args: Any, args_json: bytes, key: str, requested_tool: str | None,
               *, write: bool) -> Any:
@@ -460,6 +626,16 @@ class Tape:
         t = self._tool(tool)
         policy = self.config.policy(tool)
         recorded_at = self._clock()
+        stamp = expires = None
+        manifest = b""
+        if write:  # everything about the call line that can fail is settled before the tool runs
+            assert self._writer is not None
+            stamp, expires = self._line_metadata(seq, tool, t, policy, recorded_at, key, requested_tool)
+            try:
+                manifest = self._manifest_line(tool)
+            except BaseException:  # not written: the next call of this tool writes it
+                self._written_tools.discard(tool)
+                raise
         start = self._timer()
         error: BaseException | None = None
         result: Any = None
@@ -467,37 +643,141 @@ class Tape:
             result = t.fn(**args)
         except Exception as e:  # recorded and raised again below
             error = e
+        except BaseException:  # an interrupt: no line is written, so the manifest is not written either
+            if manifest:
+                self._written_tools.discard(tool)
+            raise
         ms = round((self._timer() - start) * 1000, 3)
         self._counts["live_tool_calls"] += 1
         if t.side_effect:
             self._counts["real_side_effects"] += 1
         if write:
-            ttl = policy.ttl if policy.ttl is not None else t.ttl
-            expires = iso(recorded_at + timedelta(seconds=ttl)) if ttl else None
+            # The tool ran: its call is written whatever happens now. What cannot be recorded (a result that is
+            # not JSON, an error whose text cannot be read) becomes the line's error, and the caller gets a TapeError.
             err = None
-            if error is not None:
-                err = {"type": type(error).__name__, "module": type(error).__module__,
-                       "message": self._redactor.redact_text(str(error))}
+            line = None
+            problem = ""
             try:
+                if error is not None:  # every field through the redactor: the message, and what may join it
+                    err = self._redactor.redact({"type": type(error).__name__, "module": type(error).__module__,
+                                                 "message": str(error)})
                 line = call_line(seq=seq, tool=tool, key=key, fingerprint=t.fingerprint, side_effect=t.side_effect,
-                                 ms=ms, expires_at=expires, recorded_at=iso(recorded_at),
+                                 ms=ms, expires_at=expires, recorded_at=stamp,
                                  args=orjson.Fragment(args_json),
                                  result=None if err else self._redactor.redact(result), error=err,
                                  requested_tool=requested_tool)
-            except TooDeep:
-                raise TapeError(f"{tool} (step {seq}) returned a value nested too deeply to record; "
-                                "nothing was written") from None
-            except TypeError:
-                where = _unserialisable(result) or ("result", type(result).__name__)
-                raise TapeError(f"{tool} (step {seq}) returned a value that cannot be recorded: "
-                                f"{where[0]} is a {where[1]}, not a JSON value; nothing was written") from None
-            assert self._writer is not None
-            self._writer.append(self._manifest_line(tool) + line)
+            except Exception as e:  # noqa: BLE001 - whatever it is, the call is not lost
+                problem = _unrecordable(e, error, result)
+            if line is None:
+                try:
+                    problem = self._redactor.redact_text(problem)  # it may name result paths (dict keys)
+                except Exception:  # noqa: BLE001
+                    problem = "its outcome cannot be recorded"
+                err = {"type": "TapeError", "module": "tapetui.errors", "message": f"{tool} (step {seq}) {problem}"}
+                line = call_line(seq=seq, tool=tool, key=key, fingerprint=t.fingerprint, side_effect=t.side_effect,
+                                 ms=ms, expires_at=expires, recorded_at=stamp, args=orjson.Fragment(args_json),
+                                 error=err, requested_tool=requested_tool)
+            self._writer.append(manifest + line)
             self._emit("record" if self.mode == "record" else "live", seq=seq, tool=tool, key=key,
                        fingerprint=t.fingerprint, ms=ms, side_effect=t.side_effect, error=err is not None)
+            if problem:
+                raise TapeError(f"{tool} (step {seq}) {problem}; the call was recorded with this as its error")
         if error is not None:
             raise error
         return result
+
+    def _line_metadata(self, seq: int, tool: str, t: Tool, policy: ToolPolicy, recorded_at: datetime, key: str,
+                       requested_tool: str | None) -> tuple[str, str | None]:
+        """``recorded_at`` and ``expires_at`` of a call line, and a check that its other fields can be written;
+        a TapeError before the tool runs when they cannot (an absurd ttl, a name that is not valid text)."""
+        ttl = policy.ttl if policy.ttl is not None else t.ttl
+        problem = ttl_problem(ttl) if ttl is not None else None
+        if problem:
+            raise TapeError(f"{tool} (step {seq}): {problem} (tapes.toml [tools.{tool}] or the tool's registration); "
+                            "the tool was not run")
+        try:
+            stamp = iso(recorded_at)
+            expires = iso(recorded_at + timedelta(seconds=ttl)) if ttl is not None else None
+        except Exception as e:  # noqa: BLE001 - a date past year 9999, a clock that is not a datetime
+            raise TapeError(f"{tool} (step {seq}): cannot compute the call's recorded_at/expires_at "
+                            f"({type(e).__name__}: {e}); the tool was not run") from None
+        try:
+            orjson.dumps([tool, key, t.fingerprint, requested_tool])
+        except TypeError as e:
+            raise TapeError(f"{tool!r} (step {seq}): the tool name or requested_tool cannot be written as JSON "
+                            f"({e}); the tool was not run") from None
+        return stamp, expires
+
+
+_SEQ = re.compile(rb'^(\{"type":"call",)"seq":\d+,')
+
+
+def _sans_seq(line: bytes) -> bytes:
+    """A call line without its ``seq``: how a hit carried into a fill's candidate is told from its golden line."""
+    out, n = _SEQ.subn(rb"\1", line, count=1)
+    if n:
+        return out
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return line
+    if isinstance(obj, dict):
+        obj.pop("seq", None)
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+
+
+class _Filled:
+    """The calls an earlier fill ran live, from its pending candidate: those not copied from the golden."""
+
+    def __init__(self, index: TapeIndex, fh: Any, usable: list[int]) -> None:
+        self.index, self.fh = index, fh
+        self._by_key: dict[str, list[int]] = {}
+        for i in usable:
+            self._by_key.setdefault(index.keys[i], []).append(i)
+
+    @classmethod
+    def open(cls, cand: Path, golden: TapeIndex, golden_fh: Any) -> _Filled | None:
+        try:
+            index = read_index(cand)
+            if (index.header or {}).get("origin") != "fill":
+                return None
+            fh = open(cand, "rb")
+        except (TapeError, OSError):
+            return None  # an unreadable candidate is check's to report; this fill just runs its misses
+        try:
+            from_golden = {_sans_seq(golden.raw_line(i, golden_fh)) for i in range(len(golden))}
+            usable = [i for i in range(len(index)) if _sans_seq(index.raw_line(i, fh)) not in from_golden]
+        except BaseException:
+            fh.close()
+            raise
+        return cls(index, fh, usable)
+
+    def take(self, key: str, expired: Callable[[str], bool], fingerprint: str | None) -> int | None:
+        """The first unused call with ``key`` that is still fresh and was recorded with the live contract."""
+        calls = self._by_key.get(key)
+        if not calls:
+            return None
+        for n, i in enumerate(calls):
+            exp = self.index.expires.get(i)
+            if (exp is None or not expired(exp)) and (fingerprint is None or self.index.fingerprints[i] == fingerprint):
+                del calls[n]
+                return i
+        return None
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+def _unrecordable(e: Exception, error: BaseException | None, result: Any) -> str:
+    """Why a call's outcome could not be written, for the error its line records instead."""
+    if error is not None:
+        return f"raised {type(error).__name__}, whose message cannot be recorded ({type(e).__name__})"
+    if isinstance(e, TooDeep):
+        return "returned a value nested too deeply to record"
+    where = _unserialisable(result)
+    if where is not None:
+        return f"returned a value that cannot be recorded: {where[0]} is a {where[1]}, not a JSON value"
+    return f"returned a value that cannot be recorded ({type(e).__name__}: {e})"
 
 
 def _jsonable(v: Any) -> Any:

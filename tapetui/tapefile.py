@@ -28,14 +28,20 @@ from typing import Any
 import orjson
 
 from tapetui import indexcache
+from tapetui.canon import canon, canonical_json, dumps, key_of_json
 from tapetui.errors import TapeError
+from tapetui.files import open_regular, read_regular
 from tapetui.fingerprint import ToolManifest
 
-__all__ = ["Appender", "CallRecord", "TapeIndex", "TornTail", "atomic_write", "call_line", "dump_line",
-           "read_index", "torn_path"]
+__all__ = ["MAX_LINE", "Appender", "CallRecord", "TapeIndex", "TornTail", "atomic_write", "call_line", "dump_line",
+           "open_regular", "read_index", "read_regular", "torn_path"]
 
 FORMAT_VERSION = 1
 _CHUNK = 16 * 1024 * 1024
+# The longest line a reader keeps: a longer complete line is a TapeError naming it, and a longer tail
+# without a newline is a torn tail reported by its size, never held in memory (a hostile file of gigabytes
+# without a newline is scanned in linear time with memory bounded by a few chunks).
+MAX_LINE = 256 * 1024 * 1024
 
 
 def torn_path(path: Path) -> Path:
@@ -44,8 +50,8 @@ def torn_path(path: Path) -> Path:
 
 
 def dump_line(record: dict[str, Any]) -> bytes:
-    """One JSONL line. Raises TypeError for values JSON cannot hold."""
-    return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+    """One JSONL line. Raises TypeError for values JSON cannot hold, TooDeep beyond the recursion limit."""
+    return dumps(record, newline=True)
 
 
 def call_line(
@@ -232,6 +238,9 @@ class TapeIndex:
         self.header: dict[str, Any] | None = None
         self.manifests: dict[str, ToolManifest] = {}
         self.manifest_lines: dict[str, bytes] = {}
+        # fingerprint → the form it was computed in, from every tool line that names a form other than 1
+        # (see tapetui.fingerprint); a call whose fingerprint is not here was recorded in form 1
+        self.fp_forms: dict[str, int] = {}
         self.seqs = array("q")
         self.offsets = array("q")
         self.lengths = array("l")
@@ -247,6 +256,9 @@ class TapeIndex:
         self._strings: dict[bytes, str] = {}  # tool names and fingerprints, decoded once each
         self.torn: TornTail | None = None
         self.unknown_lines = 0
+        # (line, seq, tool, stored key, key of the stored arguments or None): calls whose key does not match
+        # their arguments, as a hand edit leaves them; noted by every full parse of a line (all with validate)
+        self.key_mismatches: list[tuple[int, int, str, str, str | None]] = []
         self.size = 0  # bytes in the file when scanned, a torn tail included
         self.scanned = 0  # bytes of complete lines indexed
         self.line_count = 0  # complete lines indexed
@@ -312,9 +324,11 @@ class TapeIndex:
         if fh is not None:
             fh.seek(off)
             return fh.read(n)
-        with open(self.path, "rb") as own:
-            own.seek(off)
-            return own.read(n)
+        fd = open_regular(self.path)  # gone, or not a file any more, since the scan: a TapeError naming it
+        try:
+            return os.pread(fd, n, off)
+        finally:
+            os.close(fd)
 
     def record(self, i: int, fh: Any = None) -> CallRecord:
         """Decode call ``i`` fully (arguments, result, unknown fields)."""
@@ -357,7 +371,7 @@ class TapeIndex:
 
     def records(self) -> Iterator[CallRecord]:
         """Every call, decoded, in file order."""
-        with open(self.path, "rb") as fh:
+        with os.fdopen(open_regular(self.path), "rb") as fh:  # deleted since the scan: a TapeError naming it
             for i in range(len(self)):
                 yield self.record(i, fh)
 
@@ -429,10 +443,7 @@ def read_index(path: Path | str, *, validate: bool = False, keep_bytes: bool = F
             is malformed; the message names the file, the line and the problem.
     """
     path = path if isinstance(path, Path) else Path(path)
-    try:
-        fh = open(path, "rb")
-    except OSError as e:
-        raise TapeError(f"{path}: cannot read tape: {e.strerror or e}") from None
+    fh = os.fdopen(open_regular(path), "rb")  # a FIFO or folder named like a tape: a TapeError, never a hang
     with fh:
         before = os.fstat(fh.fileno())
         idx = None if validate else indexcache.load(path, before, fh.fileno())
@@ -446,11 +457,21 @@ def read_index(path: Path | str, *, validate: bool = False, keep_bytes: bool = F
 
 
 def _scan_file(idx: TapeIndex, fh: Any, size: int, validate: bool, keep_bytes: bool = False) -> None:
-    """Index the lines from ``idx.scanned`` to the end of the file."""
+    """Index the lines from ``idx.scanned`` to the end of the file.
+
+    Linear in the file's size, with memory for a chunk or two plus the longest complete line: the
+    bytes after the last newline are held only while they fit in a chunk (each byte is copied at
+    most twice). A line growing past a chunk is not held: its start is noted and, when its newline
+    comes, it is read again in one piece (a TapeError beyond :data:`MAX_LINE`); with no newline it
+    is a torn tail, reported by its size.
+    """
     base, line_no = idx.scanned, idx.line_count
     fh.seek(base)
     size -= base
-    carry = b""
+    carry = b""  # the incomplete line after the last newline, while it is no longer than a chunk
+    long_from = -1  # where a line longer than a chunk began (its bytes are not held), or -1
+    long_blank = True  # that line's bytes so far are all whitespace
+    read_to = base  # the offset after the last byte read
     keep = keep_bytes and base == 0 and size < _CHUNK  # a small tape is read in one piece: keep that
     reads = 0
     while True:
@@ -461,17 +482,58 @@ def _scan_file(idx: TapeIndex, fh: Any, size: int, validate: bool, keep_bytes: b
         reads += 1
         if keep:
             idx.data = chunk if reads == 1 else None  # grown since the stat: not one piece, not kept
+        chunk_at = read_to
+        read_to += len(chunk)
+        if long_from >= 0:
+            nl = chunk.find(b"\n")
+            if nl < 0:
+                long_blank = long_blank and chunk.isspace()
+                continue
+            length = chunk_at + nl + 1 - long_from
+            if length > MAX_LINE:
+                raise TapeError(f"{idx.path}:{line_no + 1}: line is {length:,} bytes long, more than the "
+                                f"{MAX_LINE:,} a tapetui file line may have")
+            line = _read_at(fh, idx.path, long_from, length)
+            if not line.endswith(b"\n"):
+                raise TapeError(f"{idx.path}:{line_no + 1}: the file changed while it was read; open it again")
+            line_no = _scan(idx, line, length, long_from, line_no, validate)
+            del line
+            base, long_from, long_blank = long_from + length, -1, True
+            chunk = chunk[nl + 1:]
+            if not chunk:
+                continue
         buf = carry + chunk if carry else chunk
         end = buf.rfind(b"\n") + 1
         if end == 0:
-            carry = buf
+            if len(buf) > _CHUNK:  # longer than a chunk and no end in sight: stop holding it
+                long_from, long_blank, carry = base, buf.isspace(), b""
+            else:
+                carry = buf
             continue
         line_no = _scan(idx, buf, end, base, line_no, validate)
         base += end
-        carry = buf[end:]
+        carry = buf[end:]  # after the buffer's last newline: within this chunk, so at most a chunk
     idx.scanned, idx.line_count = base, line_no
+    if long_from >= 0:
+        idx.size = read_to
+        idx.torn = None if long_blank else TornTail(line_no + 1, long_from, read_to - long_from)
+        return
     idx.size = base + len(carry)
     idx.torn = TornTail(line_no + 1, base, len(carry)) if carry.strip() else None
+
+
+def _read_at(fh: Any, path: Path, offset: int, length: int) -> bytes:
+    """``length`` bytes at ``offset``, without moving ``fh``'s position (a long line, read again whole)."""
+    parts = []
+    fd = fh.fileno()
+    got = 0
+    while got < length:
+        part = os.pread(fd, min(length - got, 1 << 30), offset + got)
+        if not part:
+            raise TapeError(f"{path}: the file shrank while it was read; open it again")
+        parts.append(part)
+        got += len(part)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def _scan(idx: TapeIndex, buf: bytes, end: int, base: int, line_no: int, validate: bool) -> int:
@@ -491,22 +553,25 @@ def _scan(idx: TapeIndex, buf: bytes, end: int, base: int, line_no: int, validat
             pos = m.end()
             try:
                 ms = float(ms_b)
-            except ValueError:
+                # bytes that are not UTF-8 (the regex takes any byte but a quote): the full parse names the line
+                key = key_b.decode()
+                tool = strings.get(tool_b)
+                if tool is None:
+                    tool = strings[tool_b] = tool_b.decode()
+                fp = strings.get(fp_b)
+                if fp is None:
+                    fp = strings[fp_b] = fp_b.decode()
+                expiry = exp_b[1:-1].decode() if exp_b != b"null" else None
+            except ValueError:  # UnicodeDecodeError is one
                 line_no = _slow(idx, buf, start, pos, base, line_no)
                 continue
             line_no += 1
-            if exp_b != b"null":
-                expires[len(seqs)] = exp_b[1:-1].decode()
+            if expiry is not None:
+                expires[len(seqs)] = expiry
             seqs.append(int(seq_b))
-            tool = strings.get(tool_b)
-            if tool is None:
-                tool = strings[tool_b] = tool_b.decode()
             tools.append(tool)
-            fp = strings.get(fp_b)
-            if fp is None:
-                fp = strings[fp_b] = fp_b.decode()
             fps.append(fp)
-            keys.append(key_b.decode())
+            keys.append(key)
             side_effects.append(se_b == b"true")
             ms_col.append(ms)
             offsets.append(base + start)
@@ -530,6 +595,22 @@ def _slow(idx: TapeIndex, buf: bytes, start: int, stop: int, base: int, line_no:
     return line_no
 
 
+def _verify_key(idx: TapeIndex, seq: int, tool: str, key: str, args: Any, line_no: int) -> None:
+    """Note a call whose stored key is not ``key_of(tool, args)`` of its stored arguments (edited by hand).
+
+    Called when the arguments' JSON as stored does not hash to the key (``_parse_line`` tries that first:
+    the writer stores canonical arguments, so that costs a dump and a hash); checked again through canon.
+    """
+    if args is None:
+        args = {}  # as a call without arguments is recorded, and as a missing key is filled in
+    try:
+        computed: str | None = key_of_json(tool, canonical_json(canon(args)))
+    except (TypeError, TapeError):  # nested past what JSON encoding allows: no writer made that key
+        computed = None
+    if computed != key:
+        idx.key_mismatches.append((line_no, seq, tool, key, computed))
+
+
 def _parse_line(idx: TapeIndex, raw: bytes, offset: int, length: int, line_no: int) -> None:
     path = idx.path
     try:
@@ -546,14 +627,27 @@ def _parse_line(idx: TapeIndex, raw: bytes, offset: int, length: int, line_no: i
                 or not isinstance(obj.get("error", {}), dict)):
             rec = _call_from_obj(obj, path, line_no)  # names the problem, or fills in a missing key
             seq, tool, key, ms, exp = rec.seq, rec.tool, rec.key, rec.ms, rec.expires_at
+        if key is obj.get("key"):  # a stored key, not one filled in: it must be the key of the stored arguments
+            args = obj.get("args")
+            try:  # as the writer stores them, arguments are canonical already: their JSON hashes to the key
+                same = key_of_json(tool, canonical_json({} if args is None else args)) == key
+            except TypeError:
+                same = False
+            if not same:
+                _verify_key(idx, seq, tool, key, args, line_no)
         idx._add(seq, tool, key, str(obj.get("fingerprint") or ""), bool(obj.get("side_effect", False)), float(ms),
                  exp, offset, length, line_no)
     elif kind == "tool":
         name = obj.get("name")
         if not isinstance(name, str) or not name:
             raise TapeError(f"{path}:{line_no}: tool manifest has no 'name'")
-        idx.manifests[name] = ToolManifest.from_record(obj)
+        form = obj.get("form", 1)
+        if type(form) is not int or form < 1:
+            raise TapeError(f"{path}:{line_no}: tool manifest 'form' must be a positive integer, got {repr(form)[:40]}")
+        manifest = idx.manifests[name] = ToolManifest.from_record(obj)
         idx.manifest_lines[name] = raw + b"\n"
+        if form != 1:
+            idx.fp_forms[manifest.fingerprint] = form
     elif kind == "session":
         if idx.header is None:
             idx.header = obj

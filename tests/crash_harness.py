@@ -36,6 +36,9 @@ ROOT = Path(__file__).resolve().parent.parent
 OPS = ("record", "fill", "accept", "reject", "expire", "rerecord")
 STEPS = 6  # steps of the golden the review operations start from
 BASE_TIME = datetime(2030, 1, 1, tzinfo=UTC)
+# Expire N sets step 3's expiry to BASE_TIME - N seconds: each strictly earlier than the one before (expiring
+# an entry that has expired already is refused), all of them before the recorded one (TICK_TTL from now).
+TICK_TTL = 10 * 365 * 86400
 
 
 # ---- shared by parent and child ---------------------------------------------------------
@@ -52,7 +55,7 @@ def registry(counter: Path | None = None) -> Any:
     def echo2(n: int, pad: str = "") -> dict[str, Any]:
         return {"n2": n, "pad": pad}
 
-    @reg.tool(schema={"type": "object"}, version="1", side_effect=True, ttl=3600)
+    @reg.tool(schema={"type": "object"}, version="1", side_effect=True, ttl=TICK_TTL)
     def tick(n: int) -> dict[str, Any]:
         count = 0
         if counter is not None:
@@ -141,7 +144,7 @@ def child(op: str, tapes: Path) -> None:
             atomic_write(candidate_path(golden), candidate_with_op(golden, n))
             review.reject(cfg, golden, f"op-{n}")
         elif op == "expire":
-            review.expire(cfg, golden, [3], why=f"op-{n}", now=BASE_TIME + timedelta(seconds=n))
+            review.expire(cfg, golden, [3], why=f"op-{n}", now=BASE_TIME - timedelta(seconds=n))
         elif op == "rerecord":
             try:
                 review.rerecord(cfg, golden, 3, yes=True, registry=reg)
@@ -184,7 +187,7 @@ def run_trial(op: str, work: Path, rng: random.Random, max_delay_ms: float = 250
     from tapetui import golden as review
     from tapetui.runlog import read_run_log
     from tapetui.store import candidate_path, runlog_path
-    from tapetui.tapefile import Appender, dump_line, read_index
+    from tapetui.tapefile import Appender, dump_line
 
     if work.exists():
         shutil.rmtree(work)
@@ -257,9 +260,7 @@ def run_trial(op: str, work: Path, rng: random.Random, max_delay_ms: float = 250
         if op == "accept":
             now_op = golden_op(golden)
         else:
-            exp = read_index(golden, validate=True).expires.get(2)  # call index 2 is step 3
-            now_op = 0 if exp is None or not exp.startswith("2030-") else \
-                int((datetime.fromisoformat(exp) - BASE_TIME).total_seconds())
+            now_op = _expire_op(golden)
         entries = _rationales(cfg.changelog)
         if entries != list(range(1, now_op + 1)):
             problems.append(f"golden is at op {now_op} but the changelog holds entries {entries[-5:]}")
@@ -290,13 +291,211 @@ def run_trial(op: str, work: Path, rng: random.Random, max_delay_ms: float = 250
 def run(trials_per_op: int, work: Path, seed: int = 0, ops: tuple[str, ...] = OPS,
         progress: Callable[[Trial], None] | None = None) -> list[Trial]:
     rng = random.Random(seed)
+    return _trials([(f"{op}-{i}", lambda w, op=op: run_trial(op, w, rng))  # type: ignore[misc]
+                    for i in range(trials_per_op) for op in ops], work, progress)
+
+
+def _trials(plan: list[tuple[str, Callable[[Path], Any]]], work: Path, progress: Callable[[Any], None] | None
+            ) -> list[Any]:
+    """Run each trial in its own folder; a folder is kept only when its trial found a problem."""
     out = []
-    for i in range(trials_per_op):
-        for op in ops:
-            t = run_trial(op, work / f"{op}-{i}", rng)
-            if not t.problems:
-                shutil.rmtree(work / f"{op}-{i}", ignore_errors=True)
-            out.append(t)
-            if progress is not None:
-                progress(t)
+    for name, trial in plan:
+        t = trial(work / name)
+        if not t.problems:
+            shutil.rmtree(work / name, ignore_errors=True)
+        out.append(t)
+        if progress is not None:
+            progress(t)
     return out
+
+
+# ---- concurrent commands ----------------------------------------------------------------
+# Several children work on ONE session at once, each looping over one kind of command, and
+# all are SIGKILLed at independent random moments. The commands follow the session lock
+# protocol (tapetui/locks.py); the invariants after recovery:
+#
+# - the golden is valid and whole, no journal or temp file is left;
+# - the changelog, read in order, is exactly the golden's history: every accept and expire
+#   entry names the state it started from ("prev-N"), which must be the state the entry
+#   before it left, and the last entry's state is the golden's now (no golden change
+#   without its entry, no entry without its golden change);
+# - every filled call a child acknowledged is in the pending candidate or in NAME.samples/;
+# - no child printed a traceback.
+MIXED = ("accept", "expire", "reject", "fill", "check", "recover", "app")
+
+
+def _expire_op(golden: Path) -> int:
+    from tapetui.tapefile import read_index
+
+    exp = read_index(golden, validate=True).expires.get(2)  # call index 2 is step 3
+    when = None if exp is None else datetime.fromisoformat(exp)
+    return 0 if when is None or when > BASE_TIME else int((BASE_TIME - when).total_seconds())
+
+
+def mixed_child(op: str, tapes: Path, me: int) -> None:
+    import traceback
+
+    from tapetui import Tape
+    from tapetui import golden as review
+    from tapetui.errors import TapeError
+    from tapetui.store import candidate_path, rotate_candidate
+    from tapetui.tapefile import atomic_write
+
+    cfg = config(tapes)
+    reg = registry(tapes.parent / f"counter-{me}")
+    golden = tapes / "s.jsonl"
+    print("ready", flush=True)
+    try:
+        if op == "app":
+            import asyncio
+
+            from tapetui.tui.app import TapeApp
+
+            async def start() -> None:
+                app = TapeApp(cfg, watch=False)
+                async with app.run_test(size=(100, 30)) as pilot:
+                    await pilot.pause()
+
+            for n in itertools.count(1):
+                asyncio.run(start())
+                print(f"ack {n}", flush=True)
+        for n in itertools.count(1):
+            op_id = me * 100_000 + n
+            if op == "accept":
+                with review._session(cfg, golden):  # the candidate is made from the golden as it is now
+                    prev = golden_op(golden)
+                    rotate_candidate(golden)
+                    atomic_write(candidate_path(golden), candidate_with_op(golden, op_id))
+                    review.accept(cfg, golden, f"op-{op_id} accept prev-{prev}")
+            elif op == "expire":
+                with review._session(cfg, golden):
+                    prev = _expire_op(golden)
+                    try:
+                        review.expire(cfg, golden, [3], why=f"op-{op_id} expire prev-{prev}",
+                                      now=BASE_TIME - timedelta(seconds=op_id))
+                    except review.AlreadyExpired:  # another child expired it to an earlier time: a no-op
+                        print("already", flush=True)
+            elif op == "reject":
+                with review._session(cfg, golden):
+                    rotate_candidate(golden)
+                    atomic_write(candidate_path(golden), candidate_with_op(golden, op_id))
+                    review.reject(cfg, golden, f"rej-{op_id}")
+            elif op == "fill":
+                from tapetui.errors import TapeDrift
+
+                try:
+                    with Tape(golden, "fill", reg, config=cfg) as t:
+                        for k in range(1, STEPS + 3):
+                            tool = "echo2" if k > STEPS else ("tick" if k == 3 else "echo")
+                            if tool == "echo2":
+                                t.call(tool, {"n": op_id * 10 + k, "pad": "f"})
+                                print(f"filled {op_id * 10 + k}", flush=True)
+                            else:
+                                t.call(tool, {"n": k} if tool == "tick" else {"n": k, "pad": "p" * 50})
+                except TapeDrift:  # an accept changed step 1 of the golden: the right answer, not a crash
+                    print("drift", flush=True)
+            elif op == "check":
+                import contextlib
+                import io
+
+                from tapetui.cli import main as cli
+
+                err = io.StringIO()
+                with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+                    rc = cli(["check", str(tapes)])
+                if rc not in (0, 1):
+                    print(f"check exited {rc}: {err.getvalue()[-300:]!r}", flush=True)
+            elif op == "recover":
+                review.recover(cfg)
+            print(f"ack {n}", flush=True)
+    except TapeError as e:  # e.g. a drift the other children caused: a clean answer, not a crash
+        print(f"tapeerror {e}", flush=True)
+    except BaseException:
+        traceback.print_exc()
+        raise
+
+
+@dataclass
+class MixedTrial:
+    ops: tuple[str, ...]
+    delays_ms: tuple[float, ...]
+    acked: int
+    problems: list[str]
+
+
+def run_mixed_trial(work: Path, rng: random.Random, children: int = 3, max_delay_ms: float = 1500) -> MixedTrial:
+    from tapetui import golden as review
+    from tapetui.store import candidate_path, samples_of
+
+    if work.exists():
+        shutil.rmtree(work)
+    tapes = work / "tapes"
+    tapes.mkdir(parents=True)
+    golden = make_golden(tapes)
+    cfg = config(tapes)
+    ops = tuple(rng.choice(MIXED) for _ in range(children))
+    procs = []
+    for me, op in enumerate(ops, start=1):
+        procs.append(subprocess.Popen(
+            [sys.executable, "-c", "import sys, pathlib; from tests.crash_harness import mixed_child; "
+             "mixed_child(sys.argv[1], pathlib.Path(sys.argv[2]), int(sys.argv[3]))", op, str(tapes), str(me)],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)}))
+    for p in procs:
+        assert p.stdout is not None
+        first = p.stdout.readline()
+        if first.strip() != b"ready":
+            raise RuntimeError(f"child did not start: {first!r}")
+    start = time.monotonic()
+    delays = sorted((rng.uniform(0, max_delay_ms), i) for i in range(len(procs)))
+    for delay, i in delays:
+        time.sleep(max(0.0, start + delay / 1000 - time.monotonic()))
+        procs[i].send_signal(signal.SIGKILL)
+    problems: list[str] = []
+    acked = 0
+    filled: set[int] = set()
+    for op, p in zip(ops, procs, strict=True):
+        out, err = p.communicate(timeout=60)
+        text = out.decode()
+        acked += sum(1 for line in text.splitlines() if line.startswith("ack "))
+        filled |= {int(line.split()[1]) for line in text.splitlines() if line.startswith("filled ")}
+        if "Traceback" in err.decode():
+            problems.append(f"{op} child printed a traceback: {err.decode()[-400:]}")
+        if p.returncode != -signal.SIGKILL:
+            problems.append(f"{op} child ended by itself ({p.returncode}): {err.decode()[-300:]} {text[-300:]}")
+        for line in text.splitlines():
+            if line.startswith(("tapeerror", "check exited")):
+                problems.append(f"{op} child: {line[:300]}")
+
+    review.recover(cfg)
+    leftovers = [p.name for p in tapes.iterdir() if p.name.endswith((".next", ".journal", ".tmp"))]
+    if leftovers:
+        problems.append(f"left behind after recovery: {leftovers}")
+    idx = _check_tape(golden, problems, may_tear=False)
+    if idx is not None:
+        state = {"accept": 0, "expire": 0}
+        text = cfg.changelog.read_text() if cfg.changelog.exists() else ""
+        for m in re.finditer(r"^> op-(\d+) (accept|expire) prev-(\d+)$", text, flags=re.M):
+            new, kind, prev = int(m[1]), m[2], int(m[3])
+            if state[kind] != prev:
+                problems.append(f"changelog: {kind} op-{new} starts from {prev}, but the entry before left "
+                                f"{state[kind]}")
+            state[kind] = new
+        now = {"accept": golden_op(golden), "expire": _expire_op(golden)}
+        if now != state:
+            problems.append(f"the golden is at {now} but the changelog's last entries say {state}")
+    found: set[int] = set()
+    for tape in [candidate_path(golden), *samples_of(golden)]:
+        if tape.exists():
+            t = _check_tape(tape, problems, may_tear=True)
+            if t is not None:
+                found |= {int(r.args["n"]) for r in t.records() if r.tool == "echo2"}
+    lost = filled - found
+    if lost:
+        problems.append(f"acknowledged filled calls lost: {sorted(lost)[:10]}")
+    return MixedTrial(ops, tuple(d for d, _ in delays), acked, problems)
+
+
+def run_mixed(trials: int, work: Path, seed: int = 0,
+              progress: Callable[[MixedTrial], None] | None = None) -> list[MixedTrial]:
+    rng = random.Random(seed)
+    return _trials([(f"mixed-{i}", lambda w: run_mixed_trial(w, rng)) for i in range(trials)], work, progress)

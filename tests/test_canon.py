@@ -116,7 +116,7 @@ def test_one_pass_form_hashes_like_canon_of_redact(args: Any, extra: bool) -> No
 
 
 # ---- redaction's pre-check never hides a string a default pattern would redact ------------
-from tapetui.redact import DEFAULT_PATTERNS, _may_hold_default_secret  # noqa: E402
+from tapetui.redact import DEFAULT_PATTERNS, _may_hold_default_secret, _rule_may_match  # noqa: E402
 
 _PATTERNS = [re.compile(p) for p in DEFAULT_PATTERNS]
 
@@ -130,13 +130,20 @@ def test_pre_check_admits_every_match_of_each_default_pattern(i: int) -> None:
         text = before + body + after
         if _PATTERNS[i].search(text):
             assert _may_hold_default_secret(text), text
+            assert _rule_may_match(i, text), text  # the rule's own gate, which decides whether it runs
 
     check()
 
 
 @given(st.text(alphabet=st.characters(codec="utf-8"), max_size=60)
-       | st.builds(lambda a, b: a + b, st.sampled_from(["PaſſWord=", "TO\u212aEN ", "apı_key:", "Bearer "]),
+       | st.builds(lambda a, b: a + b, st.sampled_from(["PaſſWord=", "TO\u212aEN ", "apı_key:", "Bearer ",
+                                                         "Coo\u212aie: ", "AccountKey=", "&sig=", '"passwd": "',
+                                                         "Set-Cookie:", "SK0123456789abcdef0123456789abcdef",
+                                                         "N" + "a" * 24 + ".abcdef." + "b" * 27]),
                    st.text(max_size=30)))
 def test_pre_check_admits_any_text_a_default_pattern_matches(text: str) -> None:
     if any(p.search(text) for p in _PATTERNS):
         assert _may_hold_default_secret(text)
+    for i, p in enumerate(_PATTERNS):
+        if p.search(text):
+            assert _rule_may_match(i, text), (i, text)

@@ -46,7 +46,9 @@ def test_review_workflow_accept_needs_why(sample_dir: Path) -> None:
     r = run(sample_dir, "pending", "--json")
     assert [p["session"] for p in orjson.loads(r.stdout)] == ["contract_change"]
     assert run(sample_dir, "reject", "contract_change", "--why", "not yet").returncode == 0
-    assert run(sample_dir, "expire", "stale_quote", "--all-time-sensitive").returncode == 0
+    r = run(sample_dir, "expire", "stale_quote", "--all-time-sensitive")  # expired on 2026-01-09 already
+    assert r.returncode == 0 and "already expired" in r.stdout and "nothing to do" in r.stdout
+    assert run(sample_dir, "expire", "clean", "--step", "2").returncode == 0
     assert run(sample_dir, "rerecord", "clean", "--step", "4").returncode == 2  # side effect, no --yes
     assert run(sample_dir, "rerecord", "clean", "--step", "4", "--yes",
                env={"TAPETUI_SAMPLE_REPORTS": str(sample_dir / "out")}).returncode == 0
@@ -100,3 +102,47 @@ def test_cli_output_escapes_terminal_sequences(sample_dir: Path) -> None:
 def test_no_color_respected(sample_dir: Path, var: str) -> None:
     r = run(sample_dir, "check", env={var: "1"})
     assert "\x1b[" not in r.stdout
+
+
+def test_check_on_a_folder_with_no_tapes_exits_2(sample_dir: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere"
+    r = run(sample_dir, "check", str(missing))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert f"no tapes found in {missing} (tapes.toml: {sample_dir / 'tapes.toml'})" in r.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = run(empty, "check")  # no tapes.toml above it: the folder itself, which holds nothing
+    assert r.returncode == 2 and f"no tapes found in {empty} (tapes.toml: none found)" in r.stderr
+    for f in (sample_dir / "sample_tapes").glob("*.jsonl"):
+        f.unlink()
+    r = run(sample_dir, "check", "--json")
+    assert r.returncode == 2 and "no tapes found in" in r.stderr and "0 session(s)" not in r.stdout
+
+
+def test_check_exits_1_for_a_killed_replay_and_a_hand_edited_key(sample_dir: Path) -> None:
+    tapes = sample_dir / "sample_tapes"
+    log = tapes / "clean.run.jsonl"
+    events = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join(events[:3]))  # killed after two steps: no end
+    r = run(sample_dir, "check")
+    assert r.returncode == 1 and "run log has no end: the replay was killed or is still running (3 events)" in r.stdout
+    log.write_bytes(b"".join(events))
+    g = tapes / "clean.jsonl"
+    g.write_bytes(g.read_bytes().replace(b'"doc_id":"handbook"', b'"doc_id":"handbook-v2"', 1))
+    r = run(sample_dir, "check", "--json")
+    doc = orjson.loads(r.stdout)
+    (clean,) = [rep for rep in doc["reports"] if rep["session"] == "clean"]
+    (f,) = [f for f in clean["findings"] if f["kind"] == "key"]
+    assert r.returncode == 1 and f["text"].startswith(f"{g}:") and f["line"] > 1
+
+
+def test_an_os_error_is_one_line_and_exit_2(sample_dir: Path, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from tapetui import cli
+
+    def denied(args: object) -> int:
+        raise PermissionError(13, "Permission denied", "/srv/tapes/x.jsonl")
+
+    monkeypatch.setattr(cli, "cmd_stats", denied)
+    assert cli.main(["stats"]) == 2
+    assert capsys.readouterr().err == "tapetui: /srv/tapes/x.jsonl: Permission denied\n"

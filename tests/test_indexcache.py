@@ -16,7 +16,8 @@ from tapetui.tape import key_of
 from tapetui.tapefile import Appender, TapeIndex, atomic_write, read_index
 
 FIELDS = ("seqs", "offsets", "lengths", "lines", "ms", "side_effects", "tools", "keys", "fingerprints", "expires",
-          "key_next", "key_first", "header", "manifest_lines", "unknown_lines", "size", "scanned", "line_count", "torn")
+          "key_next", "key_first", "header", "manifest_lines", "unknown_lines", "size", "scanned", "line_count", "torn",
+          "fp_forms")
 
 
 @pytest.fixture

@@ -6,16 +6,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from tapetui import Config, Tape, TapeDrift, TapeError, ToolRegistry
+from tapetui import Config, Tape, TapeDrift, TapeError, TapeMiss, ToolDriftError, ToolRegistry, indexcache
 from tapetui.cli import main as cli_main
 from tapetui.golden import accept
 from tapetui.store import candidate_path
+from tapetui.tapefile import read_index
 
 PEM_BODY = "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gunVTLw"
 OPENSSH_BODY = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAABlwAAAAdzc2gtcn"
 EC_BODY = "MHcCAQEEIBkg4LVWM9nuwNSk3yByxZpYRTBnVJk5oMSsxG/7mR5YoAoGCCqGSM49AwEHoUQDQgAE"
+AZURE_KEY = "NpiwJY0HpoogFV/ho3qnToWCx6JjmTTM7nktAiLqeo7FnywO2S3lLhbYGklptH41BYpZX8WAp2Z2MELxmAp116Sr"  # 88 chars
+DISCORD_TOKEN = "MTA1NjM4NTY3ODkwMTIzNDU2Nzg.GhIjKl.dIsCoRdToKeN27abcdefghijklmnopqrst"
 
 # name → (arguments holding the secret, the secret strings that must never appear)
 CORPUS: dict[str, tuple[dict[str, Any], list[str]]] = {
@@ -76,16 +82,99 @@ CORPUS: dict[str, tuple[dict[str, Any], list[str]]] = {
     "huggingface_token": ({"t": "hf_aBcDeFgHiJkLmNoPqRsTuVwXyZ012345"}, ["hf_aBcDeFgHiJkLmNoPqRsTuVwXyZ012345"]),
     "sendgrid_key": ({"t": "SG.abcdefghijklmnopqr.stuvwxyz0123456789AB"}, ["SG.abcdefghijklmnopqr.stuvwxyz0123456789AB"]),
     "password_assignment_in_text": ({"log": "connecting with password: TxtPw_4455 now"}, ["TxtPw_4455"]),
+    # ---- JSON text inside a string ----
+    "json_text_api_key": ({"body": '{"api_key": "jsonApiKeyVal01"}'}, ["jsonApiKeyVal01"]),
+    "json_text_password_compact": ({"body": '{"password":"jsonPwVal02"}'}, ["jsonPwVal02"]),
+    "json_text_key_word_only": ({"body": '{"auth": {"credentials": "jsonCredVal03"}}'}, ["jsonCredVal03"]),
+    "json_text_pretty": ({"body": '{\n  "client_secret": "jsonCliSecVal04",\n  "n": 1\n}'}, ["jsonCliSecVal04"]),
+    "json_text_escaped_twice": ({"body": '{\\"token\\":\\"escTokVal05\\"}'}, ["escTokVal05"]),
+    "json_text_list": ({"body": '[{"session_id": "jsonSessVal06"}]'}, ["jsonSessVal06"]),
+    "json_text_number_secret": ({"body": '{"pin": 1, "password": 4455667788}'}, ["4455667788"]),
+    # ---- YAML, env files, config text ----
+    "yaml_aws_secret_quoted": (
+        {"yaml": 'aws_access_key_id: x\naws_secret_access_key: "yamlAwsSecretV7+/Zq9Q2w7LrsQx"\n'},
+        ["yamlAwsSecretV7+/Zq9Q2w7LrsQx"]),
+    "yaml_single_quoted": ({"yaml": "db:\n  host: h\n  password: 'yamlSingleQ08'\n"}, ["yamlSingleQ08"]),
+    "yaml_secret_key_suffix": ({"yaml": "secret_key: yamlSecretKey09"}, ["yamlSecretKey09"]),
+    "env_export_quoted": ({"env": 'export API_KEY="envApiKey10"'}, ["envApiKey10"]),
+    "python_dict_repr": ({"repr": "{'user': 'bob', 'password': 'reprPw11'}"}, ["reprPw11"]),
+    "go_assignment": ({"src": 'token := "goTok12abc"'}, ["goTok12abc"]),
+    # ---- header text ----
+    "cookie_header_text": ({"raw": "GET / HTTP/1.1\r\nCookie: sid=hdrCookie13; theme=dark\r\nHost: x\r\n"},
+                           ["hdrCookie13"]),
+    "set_cookie_text": ({"raw": "HTTP/1.1 200 OK\nSet-Cookie: auth=hdrSetCookie14; Path=/; HttpOnly"},
+                        ["hdrSetCookie14"]),
+    "x_api_key_header_text": ({"raw": "X-Api-Key: hdrXApiKey15"}, ["hdrXApiKey15"]),
+    "authorization_raw_text": ({"raw": "Authorization: hdrRawAuth16abc"}, ["hdrRawAuth16abc"]),
+    "discord_authorization_bot": ({"raw": "Authorization: Bot hdrBotTok17abcdef"}, ["hdrBotTok17abcdef"]),
+    "headers_as_json_text": ({"raw": '{"Cookie": "sid=hdrJsonCookie18", "Accept": "*/*"}'}, ["hdrJsonCookie18"]),
+    "headers_list_of_pairs": ({"headers": [["Cookie", "sid=pairCookie19"], ["Accept", "*/*"]]}, ["pairCookie19"]),
+    # ---- cloud and chat tokens ----
+    "azure_connection_string": ({"conn": "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=" + AZURE_KEY +
+                                 ";EndpointSuffix=core.windows.net"}, [AZURE_KEY]),
+    "azure_sas_url": ({"url": "https://acct.blob.core.windows.net/c/b.txt?sv=2022-11-02&ss=b&sp=r&se=2030-01-01"
+                              "&sig=SasSig20%2BabcDEF%3D"}, ["SasSig20%2BabcDEF%3D"]),
+    "azure_service_bus": ({"conn": "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=Root;"
+                                   "SharedAccessKey=SbKey21abcdefgh="}, ["SbKey21abcdefgh="]),
+    "twilio_api_key": ({"t": "twilio key SK7f3e9a1b2c4d6e8f0a1b3c5d7e9f1a2b in use"},
+                       ["SK7f3e9a1b2c4d6e8f0a1b3c5d7e9f1a2b"]),
+    "discord_bot_token": ({"t": DISCORD_TOKEN}, [DISCORD_TOKEN]),
+    # ---- dict keys that are secrets themselves ----
+    "dict_key_anthropic": ({"sk-ant-api03-KeyAsDictKey22xyzabcdef": "v"}, ["sk-ant-api03-KeyAsDictKey22xyzabcdef"]),
+    "dict_key_aws_nested": ({"keys": {"AKIAKEYASDICTK3Y23B4": 1, "other": 2}}, ["AKIAKEYASDICTK3Y23B4"]),
+    "dict_key_github_in_list": ({"x": [{"ghp_DictKeyInList24abcdefghijklmnop": True}]},
+                                ["ghp_DictKeyInList24abcdefghijklmnop"]),
+    "dict_key_two_secrets": ({"sk-live-TwoKeys25aaaaaaaaaaaa": 1, "sk-live-TwoKeys25bbbbbbbbbbbb": 2, "[REDACTED]": 3},
+                             ["sk-live-TwoKeys25aaaaaaaaaaaa", "sk-live-TwoKeys25bbbbbbbbbbbb"]),
+    "dict_key_header_line": ({"Cookie: sid=keyCookie26": "seen"}, ["keyCookie26"]),
+}
+# Exception text: a tool raises with each of these messages (recorded as the call's error).
+EXC_CORPUS: dict[str, tuple[str, list[str]]] = {
+    "exc_json_text": ('upstream said {"error": {"api_key": "excJsonKey31"}}', ["excJsonKey31"]),
+    "exc_cookie_header": ("request failed; sent Cookie: sid=excCookie32", ["excCookie32"]),
+    "exc_url_password": ("cannot connect to postgres://u:excPgPw33@db:5432/x", ["excPgPw33"]),
+    "exc_dict_repr": ("bad config {'password': 'excReprPw34'}", ["excReprPw34"]),
+    "exc_twilio": ("key SK00112233445566778899aabbccddeeff rejected", ["SK00112233445566778899aabbccddeeff"]),
+    "exc_bearer": ("401 for Authorization: Bearer excBearer35abcdef", ["excBearer35abcdef"]),
+}
+# Tool contracts: parameter defaults and schema values (by parameter/property name, or by value shape).
+DEFAULT_SECRETS: dict[str, str] = {
+    "param_default_by_name": "defApiKey41xyz",
+    "param_default_url_password": "defUrlPw42",
+    "param_default_dict": "defDictTok43",
+    "schema_default_by_name": "schemaDefPw44",
+    "schema_examples_by_name": "schemaExPw45",
+    "schema_default_by_value": "AKIASCHEMADEFAULT467",
+    "schema_description_bearer": "schemaDescBearer47abc",
+    "schema_const_key": "sk-live-schemaConst48abcdefgh",
 }
 ALL_SECRETS = [s for _, secrets in CORPUS.values() for s in secrets]
 ERROR_SECRET = "errTok_5566aa77bb88"
+EVERY_SECRET = [*ALL_SECRETS, ERROR_SECRET, *(s for _, ss in EXC_CORPUS.values() for s in ss),
+                *DEFAULT_SECRETS.values()]
+SHAPES = len(CORPUS) + 1 + len(EXC_CORPUS) + len(DEFAULT_SECRETS)  # the login error is one more shape
 
 
 def test_corpus_is_large_enough() -> None:
-    assert len(CORPUS) >= 30
+    assert SHAPES >= 60, SHAPES
+    # every secret really is in what the tools see (else its absence from disk would prove nothing)
+    for name, (payload, secrets) in CORPUS.items():
+        text = repr(payload)
+        assert all(s in text or s in str(payload) for s in secrets), name
 
 
-def _registry() -> ToolRegistry:
+VAULT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {
+    "password": {"type": "string", "minLength": 8, "default": DEFAULT_SECRETS["schema_default_by_name"],
+                 "examples": [DEFAULT_SECRETS["schema_examples_by_name"]]},
+    "region": {"type": "string", "default": DEFAULT_SECRETS["schema_default_by_value"]},
+    "auth": {"type": "string",
+             "description": f"sent as Authorization: Bearer {DEFAULT_SECRETS['schema_description_bearer']}"},
+    "mode": {"const": DEFAULT_SECRETS["schema_const_key"]},
+}}
+VAULT_OPTS = {"token": DEFAULT_SECRETS["param_default_dict"], "retries": 2}
+
+
+def _registry(api_key: str = DEFAULT_SECRETS["param_default_by_name"], vault_version: str = "1.0") -> ToolRegistry:
     reg = ToolRegistry()
 
     @reg.tool(schema={"type": "object"}, version="1.0")
@@ -96,6 +185,16 @@ def _registry() -> ToolRegistry:
     def login(user: str) -> None:
         raise PermissionError(f"login refused for {user}: token {ERROR_SECRET} expired")
 
+    @reg.tool(schema={"type": "object"}, version="1.0")
+    def explode(case: str, n: int) -> None:
+        raise RuntimeError(EXC_CORPUS[case][0])
+
+    def vault(q: str, n: int = 0, api_key: str = api_key,
+              endpoint: str = f"https://svc:{DEFAULT_SECRETS['param_default_url_password']}@api.example.com/v1",
+              opts: dict[str, Any] = VAULT_OPTS) -> dict[str, Any]:
+        return {"q": q, "n": n}
+
+    reg.register(vault, schema=VAULT_SCHEMA, version=vault_version)
     return reg
 
 
@@ -110,11 +209,20 @@ def _session(tape: Tape, n: int) -> list[BaseException]:
         tape.call("login", {"user": "bob"})
     except (PermissionError, TapeError) as e:
         raised.append(e)
+    for name in EXC_CORPUS:
+        try:
+            tape.call("explode", {"case": name, "n": n})
+        except (RuntimeError, TapeError) as e:
+            raised.append(e)
+    try:
+        tape.call("vault", {"q": "x", "n": n})
+    except TapeError as e:
+        raised.append(e)
     return raised
 
 
 def _assert_clean(where: str, text: str) -> None:
-    leaked = [s for s in [*ALL_SECRETS, ERROR_SECRET] if s in text]
+    leaked = [s for s in EVERY_SECRET if s in text]
     assert not leaked, f"secrets reached {where}: {leaked}"
 
 
@@ -183,3 +291,162 @@ async def test_no_secret_reaches_the_screen(recorded: tuple[Config, Path, list[B
         screen = "\n".join(seen)
         assert "[REDACTED]" in screen
         _assert_clean("the screen", screen)
+
+
+# ---- every file written, walked and grepped -------------------------------------------------------
+def _from_tape(e: BaseException) -> bool:
+    """Raised again from a tape (by tapetui's code), not by a live tool."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and "tapetui" in tb.tb_frame.f_code.co_filename
+
+
+def _files_under(*roots: Path) -> list[Path]:
+    return sorted(p for root in roots if root.exists() for p in root.rglob("*") if p.is_file())
+
+
+def _grep_clean(files: list[Path]) -> None:
+    for p in files:
+        data = p.read_bytes()
+        leaked = [s for s in EVERY_SECRET if s.encode() in data or orjson.dumps(s)[1:-1] in data]
+        assert not leaked, f"secrets reached {p}: {leaked}"
+
+
+def test_no_secret_in_any_file_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Record, a torn tail, fill, replay with drift and a miss, accept, a second and third recording (a
+    sample), contract drift, the index cache: then every file under the folders involved is grepped."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("TAPETUI_CACHE_DIR", str(cache))
+    monkeypatch.setattr(indexcache, "MIN_BYTES", 4096)  # the corpus tape is bigger: it is cached
+    monkeypatch.setattr(indexcache, "RACY_NS", 0)
+    tapes = tmp_path / "tapes"
+    tapes.mkdir()
+    cfg = Config.for_dir(tapes)
+    golden = tapes / "all.jsonl"
+    reg = _registry()
+    raised: list[BaseException] = []
+
+    # 1. record; half way, a writer killed mid-line (its partial line), then the next append sets it aside
+    with Tape(golden, "record", reg, config=cfg, labels={"deploy": f"token: {ERROR_SECRET}"}) as t:
+        for name in list(CORPUS)[:10]:
+            t.call("echo", {"case": name, "n": 1, "payload": CORPUS[name][0]})
+        last = golden.read_bytes().rstrip(b"\n").rsplit(b"\n", 1)[-1]
+        with open(golden, "ab") as fh:
+            fh.write(last[: len(last) // 2])  # the torn line a killed writer leaves
+        for name in list(CORPUS)[10:]:
+            t.call("echo", {"case": name, "n": 1, "payload": CORPUS[name][0]})
+        for call in (lambda: t.call("login", {"user": "bob"}), lambda: t.call("vault", {"q": "x", "n": 1}),
+                     *(lambda name=name: t.call("explode", {"case": name, "n": 1}) for name in EXC_CORPUS)):
+            try:
+                call()
+            except (PermissionError, RuntimeError) as e:
+                raised.append(e)
+    torn = golden.with_name(golden.name + ".torn")
+    assert torn.exists(), "the torn tail was set aside"
+    tool_lines = [orjson.loads(x) for x in golden.read_bytes().splitlines() if b'"type":"tool"' in x]
+    assert {m["name"]: m.get("form") for m in tool_lines} == {"echo": 2, "login": 2, "vault": 2, "explode": 2}
+    vault_line = next(m for m in tool_lines if m["name"] == "vault")
+    assert vault_line["schema"]["properties"]["password"]["minLength"] == 8  # the structure stays
+    assert vault_line["schema"]["properties"]["password"]["default"] == "[REDACTED]"
+
+    # 2. fill: the corpus again (hits, carried) and new calls (misses, run live) make a candidate
+    with Tape(golden, "fill", reg, config=cfg) as t:
+        raised += _session(t, 1)
+        t.call("echo", {"case": "new", "n": 9, "payload": CORPUS["json_text_api_key"][0]})
+    assert candidate_path(golden).exists()
+
+    # 3. replays: drift at every step, a miss, and contract drift (a new version), each with its run log
+    with Tape(golden, "replay", reg, config=cfg) as t:
+        raised += _session(t, 3)
+    with Tape(golden, "replay", reg, config=cfg) as t:
+        with pytest.raises(TapeMiss) as miss:
+            t.call("login", {"user": CORPUS["cookie_header_text"][0]["raw"]})  # step 1 is an echo: a miss
+        raised.append(miss.value)
+    rotated = _registry(api_key="rotatedApiKey49xyz")
+    with Tape(golden, "replay", rotated, config=cfg) as t:  # form 2: a rotated key is not a contract change
+        errors = _session(t, 1)
+    assert not [e for e in errors if isinstance(e, TapeError)], errors
+    raised += errors
+    newer = _registry(api_key="rotatedApiKey49xyz", vault_version="2.0")
+    with Tape(golden, "replay", newer, config=cfg) as t:
+        for name in CORPUS:
+            t.call("echo", {"case": name, "n": 1, "payload": CORPUS[name][0]})
+        with pytest.raises(PermissionError):
+            t.call("login", {"user": "bob"})
+        with pytest.raises(ToolDriftError) as drift:
+            t.call("vault", {"q": "x", "n": 1})
+        raised.append(drift.value)
+    assert "version: 1.0 → 2.0" in str(drift.value)
+
+    # 4. accept the candidate: the changelog, with a rationale that holds secrets too
+    accept(cfg, golden, f"rotated; the old one was {CORPUS['anthropic_key'][1][0]} and {DISCORD_TOKEN}")
+    # 5. two more recordings: the first becomes a candidate, the second moves it into the samples folder
+    for _ in range(2):
+        with Tape(golden, "record", reg, config=cfg) as t:
+            raised += _session(t, 4)
+    # 6. the index cache: the golden is big enough to be kept
+    read_index(golden)
+    read_index(candidate_path(golden))
+
+    replayed = [e for e in raised if isinstance(e, TapeError) or not e.__traceback__ or _from_tape(e)]
+    assert len(replayed) > 10
+    for e in replayed:  # what tapetui raised, or raised again from a tape (a live tool's own error is its own)
+        _assert_clean(f"{type(e).__name__} message", str(e))
+    files = _files_under(tapes, cache)
+    names = {p.name for p in files}
+    assert {"all.jsonl", "all.candidate.jsonl", "all.run.jsonl", "CHANGELOG.md", "all.jsonl.torn"} <= names, names
+    assert any(p.suffix == ".idx" for p in files), "an index-cache entry was written"
+    assert any(p.parent.name == "all.samples" for p in files), "a sample was written"
+    _grep_clean(files)
+
+
+
+# ---- the redactor's own promises ------------------------------------------------------------------
+def test_secret_dict_keys_are_renamed_deterministically_and_never_collide() -> None:
+    from tapetui.canon import canon, canonical_json
+    from tapetui.redact import DEFAULT_REDACTOR as r
+
+    a, b = "sk-live-KeyOrderAaaaaaaaaaaaa", "sk-live-KeyOrderBbbbbbbbbbbbb"
+    one = r.redact({a: 1, b: 2, "[REDACTED]": 3, "plain": 4})
+    two = r.redact({"plain": 4, "[REDACTED]": 3, b: 2, a: 1})
+    assert one == two == {"[REDACTED#2]": 1, "[REDACTED#3]": 2, "[REDACTED]": 3, "plain": 4}
+    assert r.redact(one) == one  # idempotent: the new names are not secrets
+    assert canonical_json(r.canon_form({b: 2, a: 1, "[REDACTED]": 3, "plain": 4})) == canonical_json(canon(one))
+    assert canonical_json(r.canon_form({b: 2, a: 1})) == canonical_json(canon(r.redact({a: 1, b: 2})))
+    # a key that is a secret and names one: renamed, its value redacted
+    assert r.redact({"password=Hunter2Key": "v"}) == {"[REDACTED]": "[REDACTED]"}
+
+
+_secret_texts = st.sampled_from([s for _, ss in CORPUS.values() for s in ss] + ["password: x1", "Cookie: a=b"])
+
+
+@given(st.recursive(st.one_of(st.text(max_size=8), _secret_texts, st.integers(-(2**63), 2**63 - 1), st.none()),
+                    lambda kids: st.lists(kids, max_size=3)
+                    | st.dictionaries(st.one_of(st.text(max_size=6), _secret_texts,
+                                                st.sampled_from(["token", "Cookie", "[REDACTED]", "[REDACTED#2]"])),
+                                      kids, max_size=4),
+                    max_leaves=12))
+def test_redaction_is_idempotent_and_one_pass_equals_two(value: Any) -> None:
+    from tapetui.canon import canon, canonical_json
+    from tapetui.redact import DEFAULT_REDACTOR as r
+
+    once = r.redact(value)
+    assert r.redact(once) == once
+    assert canonical_json(r.canon_form(value)) == canonical_json(canon(once))
+
+
+_key_parts = st.sampled_from(["pass", "word", "api", "key", "Api", "KEY", "token", "se", "cret", "client", "Secret",
+                              "session", "Id", "set", "cookie", "auth", "orization", "credential", "s", "sign", "ature",
+                              "private", "access", "pwd", "phrase", "ſecret", "x", "_", "-", ".", " ", "9", "é"])
+
+
+@given(st.lists(_key_parts, min_size=1, max_size=5).map("".join) | st.text(max_size=12))
+def test_json_text_pre_check_admits_every_secret_key(key: str) -> None:
+    """The pre-check that lets JSON text inside a string skip decoding never skips a secret key."""
+    from tapetui.redact import DEFAULT_REDACTOR, _may_hold_secret_key
+
+    if DEFAULT_REDACTOR.is_secret_key(key):
+        text = orjson.dumps({"outer": {key: "v"}}).decode()
+        assert _may_hold_secret_key(text), key
+        assert DEFAULT_REDACTOR.redact_text(text) != text

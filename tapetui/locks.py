@@ -1,0 +1,236 @@
+"""The session lock: one protocol that every writer of a session's files follows.
+
+A session (golden ``D/NAME.jsonl``) owns these files: the golden, its candidate, its run
+log, its commit journal and temp files, and ``NAME.samples/``. Two lock files beside the
+golden (hidden, created on first use, never deleted, so a lock is never taken on a file
+that another process is about to unlink) guard them with ``flock(2)``:
+
+``.NAME.jsonl.gate``
+    held exclusively for a short *change of state*: picking and creating a recording's
+    target file, rotating a pending candidate into ``NAME.samples/``, and for the whole
+    of a review action (accept, reject, expire, undo, re-record, scrub, recover).
+``.NAME.jsonl.lock``
+    held *shared* by every open ``Tape`` in ``record`` or ``fill`` mode for its whole
+    life (a recording in progress), and *exclusively* by a review action, which
+    therefore never reads or replaces a candidate that is still being written.
+
+Order: gate before lock, always; a holder of the lock alone never waits for the gate
+while a review action could be waiting for its lock, except a fill taking the gate at
+its first miss, which waits with a deadline (no deadlock: one side times out).
+
+``recover`` takes both without waiting and leaves a session alone when either is held:
+a file another live process owns is never touched, and every temp file or journal it
+does find belongs to a process that died holding them. Appends to one tape are
+additionally serialised by a per-write ``flock`` on the tape itself (see
+:class:`tapetui.tapefile.Appender`), so lines never interleave.
+
+Locks are re-entrant within one process (per thread): a review action that calls
+another under the same session lock does not deadlock on itself.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import stat
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tapetui.errors import TapeError
+
+__all__ = ["LockBusy", "gate_path", "lock_path", "reading", "recording_lock", "session_lock", "try_session_lock"]
+
+DEFAULT_WAIT = 10.0  # seconds a review action waits for a session another process holds
+
+
+class LockBusy(TapeError):
+    """The session is held by another process (a review action or a recording in progress)."""
+
+
+def gate_path(golden: Path) -> Path:
+    return golden.with_name(f".{golden.name}.gate")
+
+
+def lock_path(golden: Path) -> Path:
+    return golden.with_name(f".{golden.name}.lock")
+
+
+_held = threading.local()
+
+
+def _held_map() -> dict[tuple[str, str], tuple[int, int, int]]:
+    """(lock file, kind) → (fd, flock mode, depth) held by this thread."""
+    m = getattr(_held, "m", None)
+    if m is None:
+        m = _held.m = {}
+    return m
+
+
+def _open(path: Path) -> int:
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise TapeError(f"{path}: a lock file must not be a symlink; remove it") from None
+        raise TapeError(f"{path}: cannot create the session's lock file: {e.strerror} "
+                        f"(is the tapes folder writable?)") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise TapeError(f"{path}: a lock file must be a regular file; remove it")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _acquire(path: Path, mode: int, wait: float | None, what: str) -> int | None:
+    """flock ``path`` in ``mode``; None when ``wait`` is 0 and it is held elsewhere. Raises LockBusy on timeout."""
+    fd = _open(path)
+    deadline = None if wait is None else time.monotonic() + wait
+    pause = 0.002
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, mode | fcntl.LOCK_NB)
+                return fd
+            except BlockingIOError:
+                pass
+            if deadline is not None and time.monotonic() >= deadline:
+                if wait == 0:
+                    os.close(fd)
+                    return None
+                raise LockBusy(f"{what} is in use by another tapetui process (a recording, a replay or a review "
+                               f"action); waited {wait:g} s. Try again when it has finished.")
+            time.sleep(pause)  # lock hand-over between processes: flock has no timed wait
+            pause = min(pause * 2, 0.05)
+    except BaseException:
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        raise
+
+
+@contextmanager
+def _hold(path: Path, mode: int, wait: float | None, what: str) -> Iterator[bool]:
+    m = _held_map()
+    slot = (str(path), "ex" if mode == fcntl.LOCK_EX else "sh")
+    other = (str(path), "sh" if mode == fcntl.LOCK_EX else "ex")
+    if slot in m or (mode == fcntl.LOCK_SH and other in m):  # re-entry (an exclusive hold covers shared)
+        key = slot if slot in m else other
+        fd, held_mode, depth = m[key]
+        m[key] = (fd, held_mode, depth + 1)
+        try:
+            yield True
+        finally:
+            fd, held_mode, depth = m[key]
+            if depth > 1:
+                m[key] = (fd, held_mode, depth - 1)
+            else:
+                del m[key]
+                os.close(fd)
+        return
+    fd = _acquire(path, mode, wait, what)
+    if fd is None:
+        yield False
+        return
+    m[slot] = (fd, mode, 1)
+    try:
+        yield True
+    finally:
+        fd, _, depth = m.pop(slot)
+        os.close(fd)  # closing the descriptor releases the flock
+
+
+@contextmanager
+def session_lock(golden: Path, *, wait: float | None = None) -> Iterator[None]:
+    """Hold a session exclusively (gate, then lock) for a review action.
+
+    Raises:
+        LockBusy: another process held it for ``wait`` seconds.
+        TapeError: the lock files cannot be created (a read-only folder, a planted symlink).
+    """
+    golden = Path(golden)
+    what = f"session {golden}"
+    wait = DEFAULT_WAIT if wait is None else wait
+    with _hold(gate_path(golden), fcntl.LOCK_EX, wait, what), _hold(lock_path(golden), fcntl.LOCK_EX, wait, what):
+        yield
+
+
+@contextmanager
+def try_session_lock(golden: Path) -> Iterator[bool]:
+    """Hold a session exclusively if nobody else does, without waiting; yields whether it is held."""
+    golden = Path(golden)
+    what = f"session {golden}"
+    with _hold(gate_path(golden), fcntl.LOCK_EX, 0, what) as gate:
+        if not gate:
+            yield False
+            return
+        with _hold(lock_path(golden), fcntl.LOCK_EX, 0, what) as lock:
+            yield lock
+
+
+@contextmanager
+def gate(golden: Path, *, wait: float | None = None) -> Iterator[None]:
+    """Hold a session's gate alone: a short change of state by a recording (pick and create its file)."""
+    golden = Path(golden)
+    with _hold(gate_path(golden), fcntl.LOCK_EX, DEFAULT_WAIT if wait is None else wait, f"session {golden}"):
+        yield
+
+
+@contextmanager
+def reading(golden: Path) -> Iterator[None]:
+    """Hold a session's lock shared while reading it, so no review action changes it mid-read.
+
+    A reader never creates a lock file (``check`` writes nothing): where there is none, no
+    tapetui writer has used this session yet and the read goes unlocked; the caller reads
+    again if the files changed under it. A lock held elsewhere for longer than the usual
+    wait is not an error either: the read goes ahead unlocked.
+    """
+    path = lock_path(Path(golden))
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK)
+    except OSError:
+        yield
+        return
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            deadline = time.monotonic() + DEFAULT_WAIT
+            pause = 0.002
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        break
+                    time.sleep(pause)
+                    pause = min(pause * 2, 0.05)
+        yield
+    finally:
+        os.close(fd)
+
+
+class RecordingLock:
+    """The shared lock a recording holds for its whole life; :meth:`release` is idempotent."""
+
+    def __init__(self, golden: Path, wait: float | None = None) -> None:
+        self.golden = Path(golden)
+        self._fd: int | None = _acquire(lock_path(self.golden), fcntl.LOCK_SH, DEFAULT_WAIT if wait is None else wait,
+                                        f"session {self.golden}")
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def recording_lock(golden: Path, wait: float | None = None) -> RecordingLock:
+    """Take a recording's shared lock (waits while a review action holds the session)."""
+    return RecordingLock(golden, wait)
