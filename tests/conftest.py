@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import io
 import os
 import shutil
+import subprocess
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -85,12 +88,38 @@ def config(tmp_path: Path) -> Config:
     return Config.for_dir(tmp_path)
 
 
+def committed_samples(root: Path, dest: Path) -> None:
+    """Write the sample tapes and tapes.toml of ``root``'s last commit (``git archive HEAD``) into ``dest``.
+
+    Never what the working tree holds now: following the README tour leaves a CHANGELOG.md, changed
+    goldens and candidates there. Outside a git checkout the sample agent writes the tapes afresh.
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    try:
+        tar = subprocess.run(["git", "-C", str(root), "archive", "--format=tar", "HEAD", "sample_tapes", "tapes.toml"],
+                             capture_output=True, check=True, timeout=120, stdin=subprocess.DEVNULL).stdout
+    except (OSError, subprocess.CalledProcessError):
+        from tapetui.sample_agent import regenerate
+
+        regenerate(dest / "sample_tapes")
+        shutil.copy(root / "tapes.toml", dest / "tapes.toml")
+        return
+    with tarfile.open(fileobj=io.BytesIO(tar)) as tf:
+        tf.extractall(dest, filter="data")
+
+
+@pytest.fixture(scope="session")
+def _committed_samples(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("committed-samples")
+    committed_samples(ROOT, d)
+    return d
+
+
 @pytest.fixture
-def sample_dir(tmp_path: Path) -> Path:
-    """A writable copy of the repository's sample tapes and a tapes.toml pointing at it."""
+def sample_dir(tmp_path: Path, _committed_samples: Path) -> Path:
+    """A writable copy of the repository's committed sample tapes and a tapes.toml pointing at it."""
     d = tmp_path / "proj"
-    shutil.copytree(ROOT / "sample_tapes", d / "sample_tapes")
-    shutil.copy(ROOT / "tapes.toml", d / "tapes.toml")
+    shutil.copytree(_committed_samples, d)
     return d
 
 

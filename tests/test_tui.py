@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 from pathlib import Path
 
@@ -29,18 +28,33 @@ def _visible(app: TapeApp) -> str:
     return "\n".join("".join(seg.text for seg in strip) for strip in strips)
 
 
-async def wait_for(pilot, cond, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while loop.time() < end:
-        await pilot.pause(0.05)
+POLLS = 1500  # a generous bound (minutes on a loaded machine): a wait ends when its condition holds
+
+
+async def wait_for(pilot, cond, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
+    """Wait until ``cond()`` holds, checked after each round of the app's messages.
+
+    Event-driven: no time decides the outcome; the bound on polls only turns a hang into a failure.
+    """
+    for _ in range(POLLS):
         if cond():
             return
-    raise AssertionError("condition not met in time")
+        await pilot.pause(0.02)  # lets workers' call_from_thread messages in, then processes them
+    raise AssertionError(f"{what}: not met after {POLLS} polls")
+
+
+def idle(app: TapeApp) -> bool:
+    """Every run log read, and no worker left but the file watcher: what the screen shows has settled."""
+    return (all(s.loaded for s in app.sessions.values()) and not app.detail.computing
+            and all(w.is_finished or w.group == "watch" for w in app.workers))
+
+
+async def settle(pilot) -> None:  # type: ignore[no-untyped-def]
+    await wait_for(pilot, lambda: idle(pilot.app), "the app settles")
 
 
 async def goto_session(pilot, app: TapeApp, name: str) -> None:  # type: ignore[no-untyped-def]
-    await wait_for(pilot, lambda: all(s.loaded for s in app.sessions.values()))
+    await wait_for(pilot, lambda: all(s.loaded for s in app.sessions.values()), "every run log read")
     for _ in range(20):
         node = app.tree.cursor_node
         if node is not None and getattr(node.data, "name", None) == name:
@@ -78,6 +92,11 @@ async def test_find_drift_read_diff_accept_with_rationale(sample_dir: Path) -> N
         assert [c["args"]["max_words"] for c in calls if c.get("tool") == "summarize"] == [80]
         assert "shorter reports" in cfg.changelog.read_text()
         assert "step 3" in cfg.changelog.read_text()
+        # the toast says what happened: one step, and whether the rest of the candidate still waits
+        await wait_for(pilot, lambda: any("Accepted step 3 of drift_summarize" in n.message
+                                          for n in app._notifications))
+        toast = next(n.message for n in app._notifications if "Accepted step 3" in n.message)
+        assert ("stays pending" in toast) == candidate_path(g).exists()
         # u restores the previous golden and logs the undo
         await wait_for(pilot, lambda: bool(app.undo_stack))
         await pilot.press("u")
@@ -89,16 +108,23 @@ async def test_reject_and_expire_keys(sample_dir: Path) -> None:
     app = app_for(sample_dir)
     cfg = app.config
     async with app.run_test(size=SIZE) as pilot:
+        await goto_session(pilot, app, "clean")
+        await pilot.press("enter", "j", "j")  # step 2: search_index, which had no expiry
+        await pilot.press("x")
+        await wait_for(pilot, lambda: cfg.changelog.exists() and "marked expired" in cfg.changelog.read_text())
+        recs = [orjson.loads(x) for x in (cfg.tapes_dir / "clean.jsonl").read_bytes().splitlines()]
+        search = next(r for r in recs if r.get("type") == "call" and r["seq"] == 2)
+        assert search["expires_at"] is not None
         await goto_session(pilot, app, "contract_change")
         await pilot.press("r")
         g = cfg.tapes_dir / "contract_change.jsonl"
         await wait_for(pilot, lambda: not candidate_path(g).exists())
         await goto_session(pilot, app, "stale_quote")
-        await pilot.press("X")
-        await wait_for(pilot, lambda: cfg.changelog.exists() and "expire" in cfg.changelog.read_text())
-        recs = [orjson.loads(x) for x in (cfg.tapes_dir / "stale_quote.jsonl").read_bytes().splitlines()]
-        quote = next(r for r in recs if r.get("type") == "call" and r["tool"] == "quote_price")
-        assert quote["expires_at"] != "2026-01-09T10:00:04Z"
+        before = (cfg.tapes_dir / "stale_quote.jsonl").read_bytes()
+        await pilot.press("X")  # its quote expired on 2026-01-09: nothing to do, nothing logged
+        await wait_for(pilot, lambda: any("already expired" in n.message for n in app._notifications))
+        assert (cfg.tapes_dir / "stale_quote.jsonl").read_bytes() == before
+        assert cfg.changelog.read_text().count("<!-- tapetui:entry") == 1
 
 
 async def test_rerecord_against_sample_registry(sample_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -120,7 +146,7 @@ async def test_live_run_log_lines_appear(sample_dir: Path) -> None:
     g = app.config.tapes_dir / "clean.jsonl"
     async with app.run_test(size=SIZE) as pilot:
         await goto_session(pilot, app, "clean")
-        await pilot.pause(0.5)  # the watcher is running
+        await wait_for(pilot, lambda: app._summarised.is_set() and app._watching.is_set(), "the watcher is running")
         log = runlog_path(g)
         with log.open("ab") as fh:
             fh.write(orjson.dumps({"event": "start", "mode": "replay"}) + b"\n")
@@ -263,8 +289,8 @@ def test_snapshot_main_screen(snap_compare, sample_dir: Path, monkeypatch: pytes
 
     async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
         await goto_session(pilot, pilot.app, "drift_summarize")
-        await wait_for(pilot, lambda: "candidate vs golden" in _visible(pilot.app))
-        await pilot.pause(0.3)
+        await wait_for(pilot, lambda: "candidate vs golden" in _visible(pilot.app) and bool(pilot.app.detail.diffs))
+        await settle(pilot)
 
     assert snap_compare(str(SNAP), terminal_size=SIZE, run_before=run_before)
 
@@ -276,7 +302,7 @@ def test_snapshot_diff_view(snap_compare, sample_dir: Path, monkeypatch: pytest.
         await goto_session(pilot, pilot.app, "drift_summarize")
         await pilot.press("enter", "j", "j", "j")
         await wait_for(pilot, lambda: bool(pilot.app.detail.diffs))
-        await pilot.pause(0.3)
+        await settle(pilot)
 
     assert snap_compare(str(SNAP), terminal_size=SIZE, run_before=run_before)
 
@@ -290,6 +316,6 @@ def test_snapshot_rationale_modal(snap_compare, sample_dir: Path, monkeypatch: p
         await pilot.press("a")
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, RationaleScreen))
         pilot.app.screen.query_one("#why").cursor_blink = False  # a blinking cursor makes the picture a coin toss
-        await pilot.pause(0.3)
+        await settle(pilot)
 
     assert snap_compare(str(SNAP), terminal_size=SIZE, run_before=run_before)

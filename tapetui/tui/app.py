@@ -16,23 +16,27 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Input, Log, Tree
+from textual.widgets import Header, Input, Log, Tree
 
 from tapetui import golden as review
 from tapetui.config import Config
 from tapetui.errors import TapeError
 from tapetui.runlog import RunLogReader, RunSummary
 from tapetui.store import candidate_path, golden_of, iter_goldens, refuse_links_out, runlog_path, session_name
+from tapetui.tapefile import read_regular
 from tapetui.textsafe import safe_text
 from tapetui.tui.messages import FilesChanged, RunEvents, SummariesReady
-from tapetui.tui.model import Session
+from tapetui.tui.model import Session, StepSummary, comparison_lines, step_lines
 from tapetui.tui.screens.confirm import ConfirmScreen
 from tapetui.tui.screens.help import HelpScreen
 from tapetui.tui.screens.rationale import RationaleScreen
 from tapetui.tui.widgets.detail import DetailView
+from tapetui.tui.widgets.footer import ReviewFooter
 from tapetui.tui.widgets.session_tree import FolderRef, MoreRef, SessionTree, StepRef
 
 REVIEW_STATUSES = ("drift", "miss", "contract", "stale", "unused")
+# what `/` understands after status:  (error: a tape that cannot be read, or one that recorded an error)
+FILTER_STATUSES = ("drift", "contract", "miss", "stale", "unused", "pending", "error")
 
 
 class TapeApp(App[None]):
@@ -45,20 +49,20 @@ class TapeApp(App[None]):
         Binding("question_mark", "help", "Help"),
         Binding("slash", "filter", "Filter"),
         Binding("n", "next_review", "Next"),
-        Binding("N", "prev_review", "Prev", show=False),
-        Binding("s", "next_review", "Skip", show=False),
+        Binding("N", "prev_review", "Previous session to review", show=False),
+        Binding("s", "next_review", "Skip to the next to review", show=False),
         Binding("a", "accept", "Accept"),
-        Binding("A", "accept_all", "Accept all", show=False),
+        Binding("A", "accept_all", "Accept all marked", show=False),
         Binding("r", "reject", "Reject"),
         Binding("R", "rerecord", "Re-record"),
         Binding("x", "expire", "Expire"),
-        Binding("X", "expire_all", "Expire all", show=False),
+        Binding("X", "expire_all", "Expire all time-sensitive", show=False),
         Binding("p", "replay", "Replay"),
         Binding("F", "follow", "Follow"),
-        Binding("t", "toggle_unified", "Unified", show=False),
+        Binding("t", "toggle_unified", "Unified or side-by-side diff", show=False),
         Binding("right_square_bracket", "next_change", "Next change", show=False),
-        Binding("left_square_bracket", "prev_change", "Prev change", show=False),
-        Binding("space", "mark", "Mark", show=False),
+        Binding("left_square_bracket", "prev_change", "Previous change", show=False),
+        Binding("space", "mark", "Mark session", show=False),  # the tree binds space to it as well (its own wins)
         Binding("u", "undo", "Undo"),
         Binding("escape", "back", "Back", show=False),
     ]
@@ -72,7 +76,8 @@ class TapeApp(App[None]):
         self.filter_text = ""
         self.follow = False
         self.live_session: Path | None = None
-        self.undo_stack: list[tuple[str, Path, bytes | None, bytes | None]] = []
+        # (what was done, golden, golden before, candidate before, its changelog entry id or None)
+        self.undo_stack: list[tuple[str, Path, bytes | None, bytes | None, str | None]] = []
         self.first_paint: float | None = None  # monotonic time the first screen was drawn
         self._stop = threading.Event()
         self._watching = threading.Event()  # the watcher is in place
@@ -80,6 +85,8 @@ class TapeApp(App[None]):
         self._readers: dict[Path, RunLogReader] = {}
         self._refused: set[Path] = set()  # run logs that are symlinks leading out (reported once)
         self._detail_token = 0
+        self._errors_scanning = False  # status:error is reading tapes for recorded errors
+        self._filter_anchor: Session | None = None  # the session selected when / was pressed
         self._footer_allows: tuple[bool | None, ...] = ()
 
     # ---- layout -----------------------------------------------------------------
@@ -92,7 +99,7 @@ class TapeApp(App[None]):
             with Vertical(id="right"):
                 yield DetailView(id="detail")
                 yield Log(id="live", max_lines=5000, auto_scroll=False)
-        yield Footer()
+        yield ReviewFooter()
 
     @property
     def tree(self) -> SessionTree:
@@ -104,9 +111,9 @@ class TapeApp(App[None]):
 
     def on_mount(self) -> None:
         try:
-            self.sub_title = str(self.config.tapes_dir.relative_to(self.config.root)) or "."
+            self.sub_title = safe_text(str(self.config.tapes_dir.relative_to(self.config.root)) or ".", newlines=False)
         except ValueError:
-            self.sub_title = str(self.config.tapes_dir)
+            self.sub_title = safe_text(str(self.config.tapes_dir), newlines=False)
         self.query_one("#filter", Input).display = False
         self.query_one("#live", Log).border_title = "live run log (p starts a replay · F follows)"
         try:
@@ -118,6 +125,8 @@ class TapeApp(App[None]):
         self.tree.focus()
         if self.tree.cursor_line < 0 and self.order:
             self.tree.cursor_line = 0
+        elif not self.order:
+            self._show_no_tapes()
         self.call_after_refresh(self._start_background)  # the first screen is drawn before any run log is read
 
     def _start_background(self) -> None:
@@ -143,6 +152,33 @@ class TapeApp(App[None]):
         self.sessions = keep
         self.order = goldens
         self.rebuild_tree()
+        if not goldens:
+            self._show_no_tapes()
+        elif self.tree.cursor_line < 0 and not self.filter_text:
+            self.tree.cursor_line = 0  # the first tapes appeared in an empty folder
+
+    def no_tapes_text(self) -> str:
+        """What an empty (or wrong) folder shows: where tapetui looked, and what to do next."""
+        cfg = self.config
+        if cfg.path is not None:
+            looked = f"tapes.toml: {cfg.path} (its [tapes] dir is the folder above)"
+        else:
+            here = Path.cwd().resolve()
+            top = next((d for d in (here, *here.parents) if (d / ".git").exists()), None)
+            looked = (f"looked for tapes.toml in {here}" + (f" and the folders above it up to {top}" if top and top != here
+                                                            else " and the folders above it") + ": none found")
+        return (f"No tapes found in {cfg.tapes_dir}\n({looked})\n\n"
+                "What to do next:\n"
+                "• record a session: pytest --tape-mode=record\n"
+                "  (or Tape(path, mode=\"record\") in code)\n"
+                "• open the folder that holds the tapes: tapetui DIR\n"
+                "  (or set [tapes] dir in tapes.toml)\n"
+                "• try the samples: python -m tapetui.sample_agent\n"
+                "  regenerate sample_tapes, then tapetui sample_tapes\n\n"
+                "Tapes that appear here show up by themselves. q quits.")
+
+    def _show_no_tapes(self) -> None:
+        self.detail.show(Text(safe_text(self.no_tapes_text()), "yellow"))
 
     def visible(self) -> list[Session]:
         q = self.filter_text.strip().lower()
@@ -152,8 +188,9 @@ class TapeApp(App[None]):
             if not q:
                 out.append(s)
             elif q.startswith("status:"):
-                want = q[7:]
-                if want in s.statuses or (want == "error" and s.error):
+                want = q[7:].strip()
+                if want in s.statuses or (want == "contract" and "contract" in s.summary.status.values()) \
+                        or (want == "error" and (s.error or s.recorded_error)):
                     out.append(s)
             elif q.startswith("tool:"):
                 try:
@@ -166,7 +203,11 @@ class TapeApp(App[None]):
         return out
 
     def rebuild_tree(self) -> None:
-        self.tree.populate(self.config.tapes_dir, self.visible())
+        shown = self.visible()
+        self.tree.populate(self.config.tapes_dir, shown)
+        if not shown:  # an empty tree says why (the right pane says more)
+            self.tree.root.add_leaf(Text("no session matches the filter" if self.filter_text.strip()
+                                         else "no tapes in this folder", "dim italic"), data=None)
 
     # ---- background: summaries and watching ---------------------------------------
     # Two threads share the incremental run-log readers (each byte is read once) but never at the same time:
@@ -179,7 +220,7 @@ class TapeApp(App[None]):
             for g in list(self.order):
                 if self._stop.is_set():
                     return
-                batch[g] = (RunSummary.of(self._poll(g)[1]), candidate_path(g).exists())
+                batch[g] = (StepSummary.of(self._poll(g)[1]), candidate_path(g).exists())
                 if len(batch) >= 500:
                     self.post_message(SummariesReady(batch))
                     batch = {}
@@ -226,13 +267,14 @@ class TapeApp(App[None]):
             reader = self._readers[golden] = RunLogReader(runlog_path(golden))
         try:
             refuse_links_out(self.config.tapes_dir, reader.path)
+            polled = reader.poll()  # a FIFO or a folder named like a run log: a TapeError, never a hang
         except TapeError as e:
             if golden in self._refused:  # said once already
                 return False, []
             self._refused.add(golden)
             return False, [{"event": "invalid", "problem": str(e)}]
         self._refused.discard(golden)
-        return reader.poll()
+        return polled
 
     def on_summaries_ready(self, msg: SummariesReady) -> None:
         for g, (summary, pending) in msg.summaries.items():
@@ -327,6 +369,8 @@ class TapeApp(App[None]):
             self.show_detail(node.data)
 
     def show_detail(self, data: Any, with_log: bool = False) -> None:
+        if not isinstance(data, (Session, StepRef, FolderRef)):
+            return  # a "more" row or a message row: what the pane shows (or is reading) stays
         self._detail_token += 1
         if isinstance(data, Session):
             with_log = with_log and self.live_session != data.golden
@@ -346,13 +390,15 @@ class TapeApp(App[None]):
             events = _events(s)
             notes = [f.text for f in review.compare_run(idx, events, self.config)] if s.summary.ended else []
             args = (s, idx.header, len(idx), cmp, notes)
+            lines = comparison_lines(cmp) if cmp is not None else None  # in the worker: reads every change
             if with_log:
                 self.call_from_thread(self._if_current, token, lambda: self._show_log(s, events))
         except TapeError as e:
-            self.call_from_thread(self._if_current, token, lambda: self.detail.show_error(str(e)))
+            message = str(e)  # `e` is unbound once the except block ends; the lambda runs later
+            self.call_from_thread(self._if_current, token, lambda: self.detail.show_error(message))
             self.call_from_thread(self.tree.refresh_session, s)
             return
-        self.call_from_thread(self._if_current, token, lambda: self.detail.show_session(*args))
+        self.call_from_thread(self._if_current, token, lambda: self.detail.show_session(*args, lines=lines))
 
     @work(thread=True, exclusive=True, group="detail")
     def _step_detail(self, ref: StepRef, token: int) -> None:
@@ -365,12 +411,15 @@ class TapeApp(App[None]):
                 sd = next((d for d in cmp.steps if d.old is not None and d.old.seq == ref.seq and d.differs), None)
             ev = s.summary.drift_events.get(ref.seq)
             contract = list(sd.fingerprint) if sd is not None and sd.fingerprint else []
+            lines = step_lines(sd) if sd is not None else None  # in the worker: reads every change
             if ev is not None and ev.get("event") == "fingerprint":
                 contract = [f"fingerprint {ev.get('recorded')} → {ev.get('live')}", *(ev.get("explanation") or [])]
         except TapeError as e:
-            self.call_from_thread(self._if_current, token, lambda: self.detail.show_error(str(e)))
+            message = str(e)  # `e` is unbound once the except block ends; the lambda runs later
+            self.call_from_thread(self._if_current, token, lambda: self.detail.show_error(message))
             return
-        self.call_from_thread(self._if_current, token, lambda: self.detail.show_step(s, rec, sd, ev, contract))
+        self.call_from_thread(self._if_current, token,
+                              lambda: self.detail.show_step(s, rec, sd, ev, contract, lines=lines))
 
     def _show_log(self, s: Session, events: list[dict[str, Any]]) -> None:
         """The selected session's latest run, in the live panel (new events keep arriving there)."""
@@ -403,7 +452,7 @@ class TapeApp(App[None]):
         if action in ("expire_all", "replay", "mark"):
             return True if s is not None else None
         if action == "undo":
-            return True if self.undo_stack else None
+            return True  # with nothing to undo, u says so
         if action in ("toggle_unified", "next_change", "prev_change"):
             return True if self.detail.diffs else None
         return True
@@ -413,6 +462,7 @@ class TapeApp(App[None]):
         self.push_screen(HelpScreen())
 
     def action_filter(self) -> None:
+        self._filter_anchor = self._cursor()[0] or self._filter_anchor
         box = self.query_one("#filter", Input)
         box.display = True
         box.focus()
@@ -421,16 +471,78 @@ class TapeApp(App[None]):
     def _filter_changed(self, event: Input.Changed) -> None:
         self.filter_text = event.value
         self.rebuild_tree()
+        self._after_filter()
+
+    def _filter_problem(self) -> str | None:
+        q = self.filter_text.strip().lower()
+        if q.startswith("status:") and q[7:].strip() not in FILTER_STATUSES:
+            return (f"Unknown status {q[7:].strip()!r}. Valid: "
+                    + ", ".join(f"status:{x}" for x in FILTER_STATUSES)
+                    + "; or tool:NAME, or any part of a session's name. esc clears the filter.")
+        return None
+
+    def _after_filter(self) -> None:
+        """The cursor stays on a visible row (its detail shown); with no row, the pane says why."""
+        q = self.filter_text.strip().lower()
+        if q.startswith("status:") and q[7:].strip() == "error" and \
+                any(s.recorded_error is None and s.error is None for s in self.sessions.values()):
+            self._scan_recorded_errors()  # the tree fills in as tapes are read
+        problem = self._filter_problem()
+        if problem is not None or not self.tree.session_nodes:
+            self._detail_token += 1  # a detail still being read for the old cursor is not shown
+            self.live_session = None
+            text = problem or (f"No session matches {self.filter_text.strip()!r}"
+                               + (" (looking for recorded errors…)" if self._errors_scanning else "")
+                               + ". esc clears the filter.")
+            self.detail.show(Text(safe_text(text), "yellow" if problem else "dim"))
+        else:
+            node = self.tree.node_at_cursor()  # after a rebuild the tree's own cursor node may be stale
+            anchor = self._filter_anchor  # the session selected when / was pressed: back on it while it is shown
+            if anchor is not None and self.tree.shows(anchor) and (node is None or node.data is not anchor):
+                self.tree.go_to(self.tree.reveal(anchor))
+            elif node is None:
+                self.tree.cursor_line = 0  # highlighted: its detail follows
+            elif not self.detail.subject:
+                self.show_detail(node.data, with_log=True)  # the pane still holds a message: the row's detail
+
+    @work(thread=True, exclusive=True, group="errors")
+    def _scan_recorded_errors(self) -> None:
+        self._errors_scanning = True
+        try:
+            for s in list(self.sessions.values()):
+                if self._stop.is_set():
+                    return
+                try:
+                    s.scan_recorded_error()
+                except (TapeError, OSError):
+                    pass  # unreadable: s.error says so, and status:error matches it anyway
+        finally:
+            self._errors_scanning = False
+        self.call_from_thread(self._errors_scanned)
+
+    def _errors_scanned(self) -> None:
+        if self.filter_text.strip().lower().replace(" ", "") == "status:error":
+            self.rebuild_tree()
+            self._after_filter()
 
     @on(Input.Submitted, "#filter")
     def _filter_done(self, event: Input.Submitted) -> None:
+        self._filter_anchor = None  # from now on the cursor is where the person puts it
         self.tree.focus()
 
     def action_back(self) -> None:
         box = self.query_one("#filter", Input)
         if box.has_focus or box.display:
+            # esc closes the filter and clears it (a hidden filter would hide sessions silently); the cursor
+            # stays on the row it was on, and j goes on from there
             box.display = False
             self.tree.focus()
+            self._filter_anchor = None  # the cursor stays where it is
+            if self.filter_text:
+                box.value = ""  # Input.Changed rebuilds the tree with every session
+                self.filter_text = ""
+                self.rebuild_tree()
+                self._after_filter()
             return
         node = self.tree.cursor_node
         if node is not None and isinstance(node.data, StepRef) and node.parent is not None:
@@ -502,7 +614,8 @@ class TapeApp(App[None]):
         self.follow = not self.follow
         log = self.query_one("#live", Log)
         log.auto_scroll = self.follow
-        log.border_title = "live run log" + ("  [following]" if self.follow else "  (F follows)")
+        # Text, not str: a str border title is markup, and "[following]" would vanish as a tag
+        log.border_title = Text("live run log" + ("  [following]" if self.follow else "  (F follows)"))
         if self.follow:
             log.scroll_end(animate=False)
         self.notify("Following the newest event." if self.follow else "Stopped following.", markup=False)
@@ -531,16 +644,22 @@ class TapeApp(App[None]):
     @work(thread=True, group="write")
     def _accept(self, sessions: list[Session], why: str, steps: list[int] | None) -> None:
         for s in sessions:
-            before = s.golden.read_bytes() if s.golden.exists() else None
-            cand = candidate_path(s.golden).read_bytes()
-            try:
+            try:  # read_regular: a FIFO named like a tape is an error shown, never a worker blocked for good
+                before = read_regular(s.golden) if s.golden.exists() else None
+                cand = read_regular(candidate_path(s.golden), "candidate")
                 entry = review.accept(self.config, s.golden, why, steps)
             except (TapeError, OSError) as e:
                 self.call_from_thread(self._error, e)
                 continue
-            self.undo_stack.append(("accept", s.golden, before, cand))
+            self.undo_stack.append(("accept", s.golden, before, cand, entry.id))
             s.marked = False
-            self.call_from_thread(self._done, s, f"Accepted {s.name}; changelog entry {entry.id}.")
+            if steps:  # one step of the candidate: say so, and whether the rest still waits for review
+                rest = ("the candidate stays pending: other steps still differ" if candidate_path(s.golden).exists()
+                        else "nothing else differed: the candidate is done")
+                what = f"step{'s' if len(steps) != 1 else ''} {', '.join(map(str, steps))} of {s.name}; {rest}"
+            else:
+                what = s.name
+            self.call_from_thread(self._done, s, f"Accepted {what}; changelog entry {entry.id}.")
 
     def action_reject(self) -> None:
         s, _ = self._cursor()
@@ -551,12 +670,12 @@ class TapeApp(App[None]):
     @work(thread=True, group="write")
     def _reject(self, s: Session) -> None:
         try:
-            cand = candidate_path(s.golden).read_bytes()
+            cand = read_regular(candidate_path(s.golden), "candidate")
             review.reject(self.config, s.golden)
         except (TapeError, OSError) as e:
             self.call_from_thread(self._error, e)
             return
-        self.undo_stack.append(("reject", s.golden, None, cand))
+        self.undo_stack.append(("reject", s.golden, None, cand, None))
         self.call_from_thread(self._done, s, f"Rejected the candidate of {s.name} (u undoes).")
 
     def action_expire(self) -> None:
@@ -572,37 +691,53 @@ class TapeApp(App[None]):
     @work(thread=True, group="write")
     def _expire(self, s: Session, steps: list[int] | None, all_ts: bool) -> None:
         try:
-            before = s.golden.read_bytes()
+            before = read_regular(s.golden)
             entry = review.expire(self.config, s.golden, steps, all_time_sensitive=all_ts)
+        except review.AlreadyExpired as e:  # nothing changed: information, not an error
+            self.call_from_thread(self.notify, safe_text(str(e)), markup=False)
+            return
         except (TapeError, OSError) as e:
             self.call_from_thread(self._error, e)
             return
-        self.undo_stack.append(("expire", s.golden, before, None))
-        self.call_from_thread(self._done, s, f"Expired steps {list(entry.steps)} of {s.name}; the next fill "
+        self.undo_stack.append(("expire", s.golden, before, None, entry.id))
+        n = len(entry.steps)
+        self.call_from_thread(self._done, s, f"Expired step{'s' if n != 1 else ''} "
+                                             f"{', '.join(map(str, entry.steps))} of {s.name}; the next fill "
                                              "re-records them.")
 
     def action_undo(self) -> None:
-        if self.undo_stack:
-            self._undo()
+        if not self.undo_stack:
+            self.notify("Nothing to undo: no accept, reject or expire was made in this sitting.", markup=False)
+            return
+        self._undo()
 
     @work(thread=True, group="write")
     def _undo(self) -> None:
-        kind, golden, before, cand = self.undo_stack.pop()
-        why = f"undo of {kind} made in tapetui"
+        kind, golden, before, cand, entry_id = self.undo_stack.pop()
+        reverts = f"changelog entry {entry_id}" if entry_id else "no changelog entry"
+        why = f"undo of {kind} made in tapetui" + (f" (reverts changelog entry {entry_id})" if entry_id else "")
+        if kind != "reject" and before is None:
+            self.call_from_thread(self._error, TapeError(
+                f"cannot undo the first accept of a new session (there was no golden before; {reverts})"))
+            return
         try:
             if kind == "reject":
                 assert cand is not None
-                review.restore_candidate(self.config, golden, cand, why)
-            elif before is None:
-                raise TapeError("cannot undo the first accept of a new session (there was no golden before)")
+                entry = review.restore_candidate(self.config, golden, cand, why)
             else:
-                review.restore(self.config, golden, before, why, candidate=cand)
+                assert before is not None
+                entry = review.restore(self.config, golden, before, why, candidate=cand)
         except (TapeError, OSError) as e:
+            self.undo_stack.append((kind, golden, before, cand, entry_id))  # not undone: u can try again
             self.call_from_thread(self._error, e)
             return
         s = self.sessions.get(golden)
+        name = s.name if s is not None else golden.name
+        message = f"Undid the {kind} of {name} ({reverts}); logged as changelog entry {entry.id}."
         if s is not None:
-            self.call_from_thread(self._done, s, f"Undid the {kind} of {s.name}.")
+            self.call_from_thread(self._done, s, message)
+        else:
+            self.call_from_thread(self.notify, safe_text(message), markup=False)
 
     # -- re-record and replay
     def action_rerecord(self) -> None:
@@ -652,9 +787,13 @@ class TapeApp(App[None]):
         except (OSError, subprocess.TimeoutExpired) as e:
             self.call_from_thread(self._error, e)
             return
-        tail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or [""]
-        self.call_from_thread(self.notify, safe_text(f"Replay of {s.name} exited {proc.returncode}: {tail[0]}"),
-                              severity="information" if proc.returncode == 0 else "warning", markup=False)
+        if proc.returncode == 0:
+            tail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or [""]
+            self.call_from_thread(self.notify, safe_text(f"Replay of {s.name} exited 0: {tail[0]}"), markup=False)
+        else:  # the cause, not only the last line: a failure's message often spans several
+            self.call_from_thread(self.notify, f"Replay of {safe_text(s.name, newlines=False)} exited "
+                                  f"{proc.returncode}:\n{failure_tail(proc.stdout, proc.stderr)}",
+                                  severity="warning", markup=False, timeout=15)
 
     # -- helpers
     def _error(self, e: BaseException) -> None:
@@ -674,7 +813,7 @@ class TapeApp(App[None]):
             assert isinstance(b, Binding)
             if b.action in ("quit", "back"):
                 continue
-            yield SystemCommand(f"{b.description} ({b.key_display or b.key})", _COMMAND_HELP.get(b.action, ""),
+            yield SystemCommand(f"{b.description} ({self.get_key_display(b)})", _COMMAND_HELP.get(b.action, ""),
                                 getattr(self, f"action_{b.action}"))
 
 
@@ -690,8 +829,35 @@ _COMMAND_HELP = {
     "undo": "Undo the last accept, reject or expire of this sitting",
     "filter": "Filter sessions by tool, status or text",
     "next_review": "Go to the next item that needs review",
-    "help": "Show every key",
+    "prev_review": "Go to the previous item that needs review",
+    "help": "Show every key and what the status glyphs mean",
+    "toggle_unified": "Show the diff side by side or unified",
+    "next_change": "Scroll the diff to the next change",
+    "prev_change": "Scroll the diff to the previous change",
+    "mark": "Mark or unmark the session; A accepts every marked one",
 }
+
+
+TAIL_LINES = 8  # lines of a failed replay's output kept in its message
+TAIL_LINE_CHARS = 200
+
+
+def failure_tail(stdout: str, stderr: str) -> str:
+    """What a failed command said last, as text safe for the terminal: the last meaningful lines of its
+    stderr (else stdout), extended back to the line that starts the message they belong to (an indented
+    line continues the one above it, as a drift report or a traceback's frames do), at most TAIL_LINES
+    lines of TAIL_LINE_CHARS characters. Rules (====, ----) and blank lines are left out."""
+    text = stderr if stderr.strip() else stdout
+    lines = [ln.rstrip() for ln in text.splitlines()]
+    lines = [ln for ln in lines if ln.strip() and not set(ln.strip()) <= set("=-_*~#")]
+    if not lines:
+        return "(no output)"
+    start = max(0, len(lines) - 4)
+    while start > 0 and lines[start][:1].isspace() and len(lines) - start < TAIL_LINES:
+        start -= 1  # the message this indented line belongs to
+    kept = lines[max(start, len(lines) - TAIL_LINES):]
+    return "\n".join(safe_text(ln if len(ln) <= TAIL_LINE_CHARS else ln[:TAIL_LINE_CHARS] + "…", newlines=False)
+                     for ln in kept)
 
 
 def _events(s: Session) -> list[dict[str, Any]]:

@@ -28,7 +28,7 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(Text(self.title_text, "bold"))
+            yield Label(Text(safe_text(self.title_text, newlines=False), "bold"))
             yield Static(Text(safe_text(self.body_text)))
             with Horizontal():
                 yield Button("Yes (y)", variant="warning", id="yes")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -13,8 +14,8 @@ from textual.widgets import Input, Static
 KEYS: list[tuple[str, str]] = [
     ("j / k / ↑ / ↓", "move in the tree"),
     ("enter", "open: expand a session, load more steps"),
-    ("esc", "back: close the filter, collapse, leave a screen"),
-    ("/", "filter: tool:NAME, status:drift|miss|stale|pending|error, or free text"),
+    ("esc", "back: close and clear the filter, collapse, leave a screen"),
+    ("/", "filter: tool:NAME, status:drift|contract|miss|stale|unused|pending|error, or part of a name"),
     ("n / N", "next / previous session or step that needs review"),
     ("s", "skip: go to the next item that needs review"),
     ("space", "mark a session (A accepts every marked one)"),
@@ -28,11 +29,31 @@ KEYS: list[tuple[str, str]] = [
     ("F", "follow the newest run-log event"),
     ("t", "diff: side by side / unified"),
     ("] / [", "diff: next / previous change"),
-    ("u", "undo the last accept, reject or expire of this sitting"),
+    ("u", "undo the last accept, reject or expire of this sitting (says which changelog entry)"),
     ("ctrl+p", "command palette"),
     ("?", "this help"),
     ("q", "quit"),
 ]
+
+
+# What the glyphs of the tree mean. Each step has one status: the first of contract, drift, miss, stale,
+# hit, unused that the last run gave it; a session's counts add up to the steps the run touched.
+LEGEND: list[tuple[str, str]] = [
+    ("✓", "hit: replayed from the tape as recorded"),
+    ("≠", "drift: called with other arguments than recorded"),
+    ("⚡", "contract: the tool's contract (fingerprint) changed since it was recorded"),
+    ("?", "miss: a call of the run is not on the tape; shown at the recorded step nearest to it"),
+    ("?+N", "misses near no recorded step (calls the tape never had)"),
+    ("⌛", "stale: the recorded answer had expired"),
+    ("∅", "unused: recorded, but the run did not call it"),
+    ("✗", "error: this step recorded an error (status:error finds such sessions)"),
+    ("·", "not replayed yet"),
+    ("● pending", "a candidate waits for review: a accepts, r rejects"),
+    ("▶ running", "a replay is running now"),
+    ("▣", "marked with space: A accepts every marked session"),
+]
+
+GLANCE = "✓ hit  ≠ drift  ⚡ contract  ? miss  ⌛ stale  ∅ unused  ✗ error  · not replayed  ● pending  ▶ running  ▣ marked"
 
 
 class HelpScreen(ModalScreen[None]):
@@ -48,14 +69,29 @@ class HelpScreen(ModalScreen[None]):
             with VerticalScroll():
                 yield Static(self._table(""), id="help-table")
 
-    def _table(self, query: str) -> Table:
+    def _table(self, query: str) -> RenderableType:
+        q = query.lower()
+        if not q:  # the glyphs at a glance, above the keys (each has a row with more below)
+            return Group(Text(GLANCE, "italic"), Text(""), self._rows(q))
+        return self._rows(q)
+
+    def _rows(self, q: str) -> RenderableType:
+        keys = [(key, what) for key, what in KEYS if q in key.lower() or q in what.lower()]
+        legend = [(glyph, what) for glyph, what in LEGEND if q in glyph.lower() or q in what.lower()]
+        if not keys and not legend:
+            return Text(f"no key matches {q!r} (esc closes, backspace widens the search)", "italic")
         t = Table(box=None, expand=True)
         t.add_column("key", style="bold cyan", no_wrap=True)
         t.add_column("what it does")
-        q = query.lower()
-        for key, what in KEYS:
-            if q in key.lower() or q in what.lower():
-                t.add_row(Text(key), Text(what))
+        for key, what in keys:
+            t.add_row(Text(key), Text(what))
+        if legend:
+            if keys:
+                t.add_row(Text(""), Text(""))
+            t.add_row(Text("glyph", "bold"), Text("in the tree: a step's status (one each), a session's counts",
+                                                  "bold"))
+            for glyph, what in legend:
+                t.add_row(Text(glyph), Text(what))
         return t
 
     def on_input_changed(self, event: Input.Changed) -> None:

@@ -12,19 +12,29 @@ from rich.table import Table
 from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
+from textual.worker import get_current_worker
 
 from tapetui.golden import Comparison, StepDiff
 from tapetui.jsondiff import format_changes
 from tapetui.tapefile import CallRecord
 from tapetui.textsafe import safe_json_text, safe_text
 from tapetui.tui.model import Session
-from tapetui.tui.widgets.diff_view import DiffResult
+from tapetui.tui.widgets import diff_view
+from tapetui.tui.widgets.diff_view import DiffResult, size_text
+
+SHOWN_CHARS = 2_000  # of a full argument or result value; a bigger one is cut (its diff is bounded apart)
+PENDING_NOTE_AFTER = 0.15  # seconds a diff may take before a line says it is being computed
 
 
-def json_block(value: Any) -> Syntax:
-    text = safe_json_text(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS,
-                                       default=repr).decode())
-    return Syntax(text, "json", theme="ansi_dark", word_wrap=True, background_color="default")
+def json_block(value: Any) -> RenderableType:
+    raw = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS, default=repr)
+    if len(raw) <= SHOWN_CHARS:
+        return Syntax(safe_json_text(raw.decode()), "json", theme="ansi_dark", word_wrap=True,
+                      background_color="default")
+    # highlighting and wrapping a megabyte would hold the screen for seconds: the start is enough here
+    head = safe_json_text(raw[:SHOWN_CHARS].decode(errors="ignore"))  # a cut character is dropped, not shown
+    return Group(Syntax(head, "json", theme="ansi_dark", word_wrap=True, background_color="default"),
+                 Text(f"… (the first {SHOWN_CHARS:,} bytes of {size_text(len(raw))} are shown)", "italic dim"))
 
 
 def lines_text(lines: list[str], style: str = "") -> Text:
@@ -36,7 +46,9 @@ def kv_table(rows: list[tuple[str, Any]]) -> Table:
     t.add_column(style="bold cyan", no_wrap=True)
     t.add_column()
     for k, v in rows:
-        t.add_row(k, v if isinstance(v, Text) else Text(safe_text(str(v), newlines=False)))
+        # both cells are Text: a str cell would be parsed as markup (label keys come from the tape)
+        t.add_row(Text(safe_text(str(k), newlines=False)),
+                  v if isinstance(v, Text) else Text(safe_text(str(v), newlines=False)))
     return t
 
 
@@ -50,8 +62,17 @@ class DetailView(VerticalScroll):
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
-        self.body = Static(Text("Select a session or a step.", "dim"), id="detail-body")
-        self.diffs: list[tuple[str, DiffResult]] = []
+        # Three parts, each redrawn only when it changes: a diff arriving from its worker (or t) does
+        # not lay out and draw again the arguments and result below it.
+        self.body = Static(Text("Select a session or a step.", "dim"), id="detail-body")  # head and what changed
+        self.diff_body = Static(id="detail-diffs")
+        self.rest_body = Static(id="detail-rest")  # full arguments and result
+        self.diffs: list[tuple[str, DiffResult]] = []  # computed diffs, in a worker (see _compute_diffs)
+        self.computing = False  # diffs of what is shown are being computed
+        self._wanted: list[tuple[str, Any, Any]] = []  # (title, old, new) of the diffs to compute
+        self._gen = 0  # what is shown; a diff computed for an older one is dropped
+        self.subject: tuple[Any, ...] = ()  # what is shown: ("session", golden) or ("step", golden, seq)
+        self._slow_note = False  # the "computing" line is on screen
         self.unified = False
         self._change_cursor = -1
         self._head: list[RenderableType] = []
@@ -60,15 +81,32 @@ class DetailView(VerticalScroll):
 
     def compose(self):  # type: ignore[no-untyped-def]
         yield self.body
+        yield self.diff_body
+        yield self.rest_body
+
+    def on_mount(self) -> None:
+        self.diff_body.display = self.rest_body.display = False
 
     def show(self, *parts: RenderableType, rest: list[RenderableType] | None = None) -> None:
+        self._gen += 1
+        self.subject = ()
         self.diffs = []
+        self._wanted = []
+        self.computing = False
+        self._slow_note = False
         self._change_cursor = -1
         self._head = list(parts)
         self._tail = []
         self._rest = list(rest or [])
-        self.body.update(Group(*parts, *self._rest))
+        self.body.update(Group(*parts))
+        self._update_part(self.diff_body, [])
+        self._update_part(self.rest_body, self._rest)
         self.scroll_home(animate=False)
+
+    @staticmethod
+    def _update_part(part: Static, renderables: list[RenderableType]) -> None:
+        part.display = bool(renderables)
+        part.update(Group(*renderables) if renderables else "")
 
     def show_error(self, message: str) -> None:
         self.show(Text("⚠ " + safe_text(message), "bold red"))
@@ -89,7 +127,8 @@ class DetailView(VerticalScroll):
 
     # ---- a session --------------------------------------------------------------
     def show_session(self, s: Session, header: dict[str, Any] | None, steps: int, cmp: Comparison | None,
-                     notes: list[str]) -> None:
+                     notes: list[str], lines: list[str] | None = None) -> None:
+        """``lines``: ``cmp.lines()`` when the caller computed them already (in a worker)."""
         sm = s.summary
         rows: list[tuple[str, Any]] = [("session", s.name), ("tape", s.golden.name), ("steps", steps)]
         if header:
@@ -100,23 +139,30 @@ class DetailView(VerticalScroll):
                + (" — running" if sm.running else "")) if (sm.ended or sm.running) else "no run yet (p starts one)"
         rows.append(("last run", run))
         rows.append(("candidate", "pending review (a accept · r reject · enter to see steps)" if s.pending else "none"))
+        older = s.older_candidates()
+        if older:
+            rows.append(("older candidates",
+                         f"{len(older)} displaced by newer recordings, kept in {older[0].parent.name}/"))
         parts: list[RenderableType] = [kv_table(rows)]
         if notes:
             parts += [Rule("run log", style="red"), lines_text(notes, "red")]
         self.show(*parts)
+        self.subject = ("session", s.golden)
         if cmp is not None:
-            self._tail = [Rule("candidate vs golden", style="magenta"), lines_text(cmp.lines() or ["no differences"])]
+            self._tail = [Rule("candidate vs golden", style="magenta"), lines_text((cmp.lines() if lines is None else lines) or ["no differences"])]
             for sd in cmp.changed_steps:
                 if sd.old is not None and sd.new is not None and sd.kind == "changed":
                     if sd.arg_changes:
-                        self.diffs.append((f"step {sd.seq} {sd.tool} · arguments", DiffResult(sd.old.args, sd.new.args)))
+                        self._wanted.append((f"step {sd.seq} {sd.tool} · arguments", sd.old.args, sd.new.args))
                     if sd.result_changes:
-                        self.diffs.append((f"step {sd.seq} {sd.tool} · result", DiffResult(_res(sd.old), _res(sd.new))))
+                        self._wanted.append((f"step {sd.seq} {sd.tool} · result", _res(sd.old), _res(sd.new)))
             self._render_diffs()
+            self._start_diffs()
 
     # ---- a step -----------------------------------------------------------------
     def show_step(self, s: Session, rec: CallRecord, sd: StepDiff | None, drift: dict[str, Any] | None,
-                  contract: list[str]) -> None:
+                  contract: list[str], lines: list[str] | None = None) -> None:
+        """``lines``: ``sd.lines()`` when the caller computed them already (in a worker)."""
         status = s.summary.status.get(rec.seq, "")
         rows: list[tuple[str, Any]] = [
             ("step", f"{rec.seq}  {rec.tool}" + (f"  (model asked for {rec.requested_tool})"
@@ -137,33 +183,96 @@ class DetailView(VerticalScroll):
                                       Rule("result" if rec.error is None else "error"),
                                       json_block(rec.result if rec.error is None else rec.error)]
         self.show(*parts, rest=rest)
+        self.subject = ("step", s.golden, rec.seq)
         if sd is not None and sd.old is not None and sd.new is not None:
-            self._tail = [Rule(f"candidate differs ({sd.kind})", style="magenta"),
-                          lines_text(sd.lines(), "magenta")]
+            self._tail = [Rule(Text(safe_text(f"candidate differs ({sd.kind})", newlines=False)), style="magenta"),
+                          lines_text(sd.lines() if lines is None else lines, "magenta")]
             if sd.arg_changes:
-                self.diffs.append(("arguments: recorded | candidate", DiffResult(sd.old.args, sd.new.args)))
+                self._wanted.append(("arguments: recorded | candidate", sd.old.args, sd.new.args))
             if sd.result_changes:
-                self.diffs.append(("result: recorded | candidate", DiffResult(_res(sd.old), _res(sd.new))))
+                self._wanted.append(("result: recorded | candidate", _res(sd.old), _res(sd.new)))
         elif drift is not None and drift.get("event") == "drift":
             changes = [tuple(c) for c in drift.get("changes") or []]
             self._tail = [Rule("argument drift in the last run", style="red"),
                           lines_text(format_changes(changes, prefix="args"), "red")]  # type: ignore[arg-type]
-            self.diffs.append(("arguments: recorded | last run",
-                               DiffResult(drift.get("recorded_args"), drift.get("args"))))
+            self._wanted.append(("arguments: recorded | last run", drift.get("recorded_args"), drift.get("args")))
         self._render_diffs()
+        self._start_diffs()
 
     # ---- diffs ------------------------------------------------------------------
+    def _start_diffs(self) -> None:
+        """Compute the wanted diffs in a worker: a big value never holds the screen or the keys.
+        A line says a diff is being computed once it takes longer than PENDING_NOTE_AFTER."""
+        if not self._wanted:
+            return
+        self.computing = True
+        gen = self._gen
+        wanted = list(self._wanted)
+        # run_worker with a description of its own: @work would describe the worker by the repr() of its
+        # arguments, a megabyte value turned into text on the screen's thread at every step selected
+        self.run_worker(lambda: self._compute_diffs(gen, wanted), thread=True, exclusive=True, group="diff",
+                        description=f"diff of {len(wanted)} value pair(s)")
+        self.set_timer(PENDING_NOTE_AFTER, lambda: self._note_slow(gen))
+
+    def _note_slow(self, gen: int) -> None:
+        if gen == self._gen and self.computing:
+            self._slow_note = True
+            self._render_diff_part()
+
+    def _compute_diffs(self, gen: int, wanted: list[tuple[str, Any, Any]]) -> None:
+        """In a thread worker (see _start_diffs)."""
+        worker = get_current_worker()
+
+        def stop() -> bool:  # another step was selected: this diff is no longer wanted
+            return worker.is_cancelled or gen != self._gen
+
+        out = []
+        for title, old, new in wanted:
+            if stop():
+                return
+            out.append((title, diff_view.build_diff(old, new, stop=stop)))
+        if not stop():
+            try:
+                self.app.call_from_thread(self._diffs_ready, gen, out)
+            except RuntimeError:  # the app closed meanwhile
+                pass
+
+    def _diffs_ready(self, gen: int, diffs: list[tuple[str, DiffResult]]) -> None:
+        if gen != self._gen:
+            return
+        self.diffs = diffs
+        self.computing = False
+        self._slow_note = False
+        self._render_diff_part()
+        self.call_after_refresh(self._reveal_first_change, gen)
+
+    def _reveal_first_change(self, gen: int) -> None:
+        """On a short pane (80×24) the step's fields fill it: scroll the first change into view, as ] would."""
+        if gen != self._gen or not self.diffs or self.scroll_y > 0:
+            return
+        targets = self._change_offsets()
+        if targets and targets[0] >= self.scrollable_content_region.height - 1:
+            self.scroll_to(y=max(0, targets[0] - 3), animate=False)
+
     def _render_diffs(self) -> None:
-        parts = list(self._head) + list(self._tail)
+        self.body.update(Group(*self._head, *self._tail))
+        self._render_diff_part()
+
+    def _render_diff_part(self) -> None:
+        parts: list[RenderableType] = []
+        if self.computing and self._slow_note:
+            parts.append(Text("computing the diff… (keys keep working)", "italic dim"))
         for title, d in self.diffs:
-            parts.append(Rule(Text(title + ("  (unified)" if self.unified else "  (t: unified · ]/[ next/prev)")),
+            # the title names the tool: literal Text (a str title is markup) with control characters escaped
+            parts.append(Rule(Text(safe_text(title, newlines=False)
+                                   + ("  (unified)" if self.unified else "  (t: unified · ]/[ next/prev)")),
                               style="bold"))
             parts.append(d.render(self.unified))
-        self.body.update(Group(*parts, *self._rest))
+        self._update_part(self.diff_body, parts)
 
     def toggle_unified(self) -> None:
         self.unified = not self.unified
-        self._render_diffs()
+        self._render_diff_part()
 
     def jump_change(self, step: int) -> bool:
         """Scroll to the next (+1) or previous (-1) changed block; False when there is none."""
@@ -177,18 +286,24 @@ class DetailView(VerticalScroll):
         return True
 
     def _change_offsets(self) -> list[int]:
-        # Lines above the first diff: measured from the rendered body, then rows within each diff.
-        width = max(self.size.width - 2, 20)
-        from rich.console import Console
+        # Lines above the first diff: where the diff part is laid out (else measured from the rendered
+        # head), then rows within each diff.
+        if self.diff_body.display and self.diff_body.virtual_region.height:
+            y = self.diff_body.virtual_region.y
+        else:
+            width = max(self.size.width - 2, 20)
+            from rich.console import Console
 
-        console = Console(width=width, file=open("/dev/null", "w"), color_system=None)  # noqa: SIM115
-        try:
-            y = len(console.render_lines(Group(*self._head, *self._tail), pad=False))
-        finally:
-            console.file.close()
+            console = Console(width=width, file=open("/dev/null", "w"), color_system=None)  # noqa: SIM115
+            try:
+                y = len(console.render_lines(Group(*self._head, *self._tail), pad=False))
+            finally:
+                console.file.close()
         out = []
         for _title, d in self.diffs:
             y += 1  # the rule
+            if d.note:
+                y += 1  # the coarsening note
             if not self.unified:
                 y += 1  # the header row
             out += [y + r for r in d.change_rows]

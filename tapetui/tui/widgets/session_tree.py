@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import Tree
+from textual.widgets._tree import TOGGLE_STYLE
 from textual.widgets.tree import TreeNode
 
 from tapetui.errors import TapeError
@@ -45,7 +47,44 @@ class MoreRef:
 NodeData = FolderRef | Session | StepRef | MoreRef | None
 
 
-def session_label(s: Session) -> Text:
+_COUNT_ORDER = ("hit", "miss", "drift", "contract", "stale", "unused")
+_COUNT_STYLE = {"hit": "green", "miss": "bold yellow", "drift": "bold red", "contract": "bold red", "stale": "yellow",
+                "unused": "dim"}
+
+
+def session_label(s: Session, width: int | None = None) -> Text:
+    """The session's row: name, step counts, ``● pending``, ``▶ running``.
+
+    Given the ``width`` the row has, a label that does not fit is made compact: the state words
+    (pending, running) right after the name and one space between counts; what still does not fit
+    ends in an ellipsis, but the state stays visible (``●`` ahead of the name when even that is short).
+    """
+    full = _session_label(s, compact=False)
+    if width is None or width <= 0 or full.cell_len <= width:
+        return full
+    t = _session_label(s, compact=True)
+    state = len(_state_parts(s))
+    if state and width < _name_cells(s) + 2 + sum(len(x) + 1 for x, _ in _state_parts(s)):
+        t = Text.assemble(*((x.split(" ", 1)[0] + " ", style) for x, style in _state_parts(s)),
+                          _session_label(s, compact=True, states=False))
+    t.truncate(width, overflow="ellipsis")
+    return t
+
+
+def _name_cells(s: Session) -> int:
+    return Text(("▣ " if s.marked else "") + safe_text(s.name.rsplit("/", 1)[-1], newlines=False)).cell_len
+
+
+def _state_parts(s: Session) -> list[tuple[str, str]]:
+    parts = []
+    if s.pending and not s.error:
+        parts.append(("● pending", "bold magenta"))
+    if s.summary.running and not s.error:
+        parts.append(("▶ running", "bold cyan"))
+    return parts
+
+
+def _session_label(s: Session, *, compact: bool, states: bool = True) -> Text:
     t = Text()
     if s.marked:
         t.append("▣ ", "bold magenta")
@@ -53,24 +92,20 @@ def session_label(s: Session) -> Text:
     if s.error:
         t.append("  ⚠ " + safe_text(s.error.split(": ", 1)[0].rsplit("/", 1)[-1], newlines=False), "bold red")
         return t
-    sm = s.summary
-    parts: list[tuple[str, str]] = []
-    if sm.hits:
-        parts.append((f"✓{sm.hits}", "green"))
-    if sm.misses:
-        parts.append((f"?{sm.misses}", "bold yellow"))
-    if sm.drift:
-        parts.append((f"≠{sm.drift}", "bold red"))
-    if sm.stale:
-        parts.append((f"⌛{sm.stale}", "yellow"))
-    if sm.unused:
-        parts.append((f"∅{sm.unused}", "dim"))
-    if s.pending:
-        parts.append(("● pending", "bold magenta"))
-    if sm.running:
-        parts.append(("▶ running", "bold cyan"))
+    sep = " " if compact else "  "
+    if compact and states:
+        for text, style in _state_parts(s):
+            t.append(sep)
+            t.append(text, style)
+    # steps per status, each step counted once (model.STATUS_PRECEDENCE): the counts add up to the steps
+    counts = s.summary.counts()
+    parts = [(f"{GLYPH[k]}{counts[k]}", _COUNT_STYLE[k]) for k in _COUNT_ORDER if counts.get(k)]
+    if s.summary.off_tape:
+        parts.append((f"?+{s.summary.off_tape}", "bold yellow"))  # calls that match no recorded step
+    if not compact:
+        parts += _state_parts(s)
     for text, style in parts:
-        t.append("  ")
+        t.append(sep)
         t.append(text, style)
     return t
 
@@ -95,6 +130,9 @@ class SessionTree(Tree[NodeData]):
     BINDINGS = [
         Binding("j", "cursor_down", "Down", show=False),
         Binding("k", "cursor_up", "Up", show=False),
+        # Tree binds space to expand/collapse (enter does that too); here it marks the session, as the footer
+        # and help say: a focused widget's binding wins over the app's, so it is bound here.
+        Binding("space", "app.mark", "Mark session", show=False),
     ]
 
     DEFAULT_CSS = """
@@ -143,6 +181,8 @@ class SessionTree(Tree[NodeData]):
         self.root.expand()
         if isinstance(cursor, Session) and cursor.golden in self._folder_of:
             self.go_to(self.reveal(cursor))
+        elif isinstance(cursor, StepRef) and cursor.session.golden in self._folder_of:
+            self.go_to(self.reveal(cursor.session))  # its steps are rebuilt on expand: the session keeps the cursor
         elif isinstance(cursor, FolderRef) and cursor.rel in self.folder_nodes:
             self.go_to(self.folder_nodes[cursor.rel])
 
@@ -197,6 +237,11 @@ class SessionTree(Tree[NodeData]):
         _ = self._tree_lines  # nodes just added have no line number until the lines are rebuilt
         self.move_cursor(node)
         self.scroll_to_node(node, animate=False)
+
+    def node_at_cursor(self) -> TreeNode[NodeData] | None:
+        """The node on the cursor's line as the tree is now (``cursor_node`` lags behind a rebuild)."""
+        lines = self._tree_lines
+        return lines[self.cursor_line].node if 0 <= self.cursor_line < len(lines) else None
 
     def shows(self, s: Session) -> bool:
         """Whether ``s`` is in the tree (built or not yet), i.e. not filtered out."""
@@ -292,6 +337,28 @@ class SessionTree(Tree[NodeData]):
         if end < len(idx):
             node.add_leaf(Text(f"… {len(idx) - end:,} more steps (enter to load)", "italic"), data=MoreRef(s, end))
 
+    def render_label(self, node: TreeNode[NodeData], base_style: Style, style: Style) -> Text:
+        """A row cut to the tree's width ends in an ellipsis; a session's row is made compact first, so
+        that its state (``● pending``) is never the part cut off."""
+        width = self.scrollable_content_region.width
+        if width <= 0:
+            return super().render_label(node, base_style, style)
+        depth = 0
+        parent = node.parent
+        while parent is not None and parent is not self.root:
+            depth += 1
+            parent = parent.parent
+        avail = width - depth * self.guide_depth - (len(self.ICON_NODE) if node.allow_expand else 0)
+        label = node._label
+        if label.cell_len <= avail:
+            return super().render_label(node, base_style, style)
+        fitted = session_label(node.data, avail) if isinstance(node.data, Session) else label.copy()
+        fitted.truncate(max(avail, 1), overflow="ellipsis")
+        fitted.stylize(style)
+        prefix = ((self.ICON_NODE_EXPANDED if node.is_expanded else self.ICON_NODE), base_style + TOGGLE_STYLE) \
+            if node.allow_expand else ("", base_style)
+        return Text.assemble(prefix, fitted)
+
     def _on_tree_node_expanded(self, event: Tree.NodeExpanded[NodeData]) -> None:
         data = event.node.data
         if isinstance(data, Session):
@@ -307,8 +374,14 @@ def _error_lines(idx: object) -> set[int]:
     assert isinstance(idx, TapeIndex)
     if len(idx) > 5000:
         return set()
+    from tapetui.tapefile import open_regular
+
     out = set()
-    with open(idx.path, "rb") as fh:
+    try:
+        fd = open_regular(idx.path)  # a FIFO in its place since the scan: no marks, never a hang
+    except TapeError:
+        return out
+    with open(fd, "rb") as fh:
         for i in range(len(idx)):
             fh.seek(idx.offsets[i])
             if b',"error":{' in fh.read(idx.lengths[i]):

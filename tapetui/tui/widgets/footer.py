@@ -1,0 +1,42 @@
+"""The key footer, fitted to the terminal's width: the review keys stay visible on 80 columns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual import events
+from textual.widgets import Footer
+from textual.widgets._footer import FooterKey
+
+WIDE = 125  # from here on every key is shown with room around it
+NARROW = 108  # below this the footer is compact, without the palette hint, and drops the keys below
+NARROW_HIDDEN = frozenset({"quit", "filter"})  # q and / are in help (?) and the palette; a, r, R, x, p, F, u stay
+
+
+class ReviewFooter(Footer):
+    """A Footer that drops what is least needed on a small terminal instead of cutting keys off the end.
+
+    140 columns: every key, spaced as usual. 100-124: compact. Under 100 (80×24): compact, no
+    ``^p palette`` hint, and ``q``/``/`` left to help: ``? n a r R x p F u`` all fit in 80.
+    """
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self._mode = ""
+
+    def _fit(self, width: int) -> str:
+        return "wide" if width >= WIDE else "compact" if width >= NARROW else "narrow"
+
+    def on_resize(self, event: events.Resize) -> None:
+        mode = self._fit(event.size.width)
+        if mode != self._mode:
+            self._mode = mode
+            self.compact = mode != "wide"
+            self.show_command_palette = mode != "narrow"
+            self.refresh(recompose=True)
+
+    def compose(self):  # type: ignore[no-untyped-def]
+        for widget in super().compose():
+            if self._mode == "narrow" and isinstance(widget, FooterKey) and widget.action in NARROW_HIDDEN:
+                continue
+            yield widget
