@@ -279,6 +279,8 @@ class RunSummary:
     status: dict[int, str] = field(default_factory=dict)  # recorded step → hit, drift, miss, stale, unused, contract
     drift_events: dict[int, dict[str, Any]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)  # "line N: what is wrong", for malformed events (first 100)
+    golden_sha256: str | None = None  # the golden the run played against (its start event), when it says
+    outdated: bool = False  # the run played against an earlier golden: its findings are history, not drift
 
     def add(self, ev: dict[str, Any]) -> None:
         problem = event_problem(ev)  # events from RunLogReader are checked already; others may be anything
@@ -294,6 +296,8 @@ class RunSummary:
         if kind == "start":
             self.reset()  # a new run replaces the old one
             self.running = True
+            sha = ev.get("golden_sha256")
+            self.golden_sha256 = sha if isinstance(sha, str) else None
         elif kind == "hit":
             self.hits += 1
             if isinstance(step, int):

@@ -319,3 +319,27 @@ def test_snapshot_rationale_modal(snap_compare, sample_dir: Path, monkeypatch: p
         await settle(pilot)
 
     assert snap_compare(str(SNAP), terminal_size=SIZE, run_before=run_before)
+
+
+async def test_after_an_accept_the_app_says_the_last_run_predates_the_golden(sample_dir: Path) -> None:
+    from tapetui.sample_agent import replay
+
+    app = app_for(sample_dir)
+    g = app.config.tapes_dir / "drift_summarize.jsonl"
+    assert replay(g) == 1  # a run that names the golden it played against: drift at step 3
+    async with app.run_test(size=SIZE) as pilot:
+        await goto_session(pilot, app, "drift_summarize")
+        s = app.sessions[g]
+        assert s.summary.drift == 1 and not s.summary.outdated
+        await pilot.press("a")
+        await wait_for(pilot, lambda: isinstance(app.screen, RationaleScreen))
+        await pilot.click("#why")
+        for ch in "intended":
+            await pilot.press(ch)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.sessions[g].summary.outdated)  # not the drift just accepted
+        await wait_for(pilot, lambda: "predates the golden" in _visible(app))
+        text = _visible(app)
+        assert "⟲ rerun" in text and "drift_summarize ● pending" not in text
+        row = next(line for line in text.splitlines() if "drift_summarize" in line)
+        assert "≠" not in row

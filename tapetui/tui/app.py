@@ -220,7 +220,7 @@ class TapeApp(App[None]):
             for g in list(self.order):
                 if self._stop.is_set():
                     return
-                batch[g] = (StepSummary.of(self._poll(g)[1]), candidate_path(g).exists())
+                batch[g] = (_current(g, StepSummary.of(self._poll(g)[1])), candidate_path(g).exists())
                 if len(batch) >= 500:
                     self.post_message(SummariesReady(batch))
                     batch = {}
@@ -799,7 +799,22 @@ class TapeApp(App[None]):
     def _error(self, e: BaseException) -> None:
         self.notify(safe_text(str(e)), severity="error", markup=False, timeout=8)
 
+    @work(thread=True, group="write")
+    def _check_outdated(self, s: Session) -> None:
+        """After the golden changed: is the last run now about an earlier golden? (hashing is file IO)"""
+        summary = s.summary
+        now = _current(s.golden, summary)
+        if now is not summary:
+            self.call_from_thread(self._set_summary, s, summary, now)
+
+    def _set_summary(self, s: Session, old: RunSummary, new: RunSummary) -> None:
+        if s.summary is old:  # no newer run replaced it meanwhile
+            s.summary = new
+            self.tree.refresh_session(s)
+            self._refresh_selected()
+
     def _done(self, s: Session, message: str) -> None:
+        self._check_outdated(s)
         s.pending = candidate_path(s.golden).exists()
         self.tree.refresh_session(s)
         self.tree.refresh_folders([s])
@@ -885,3 +900,19 @@ def _event_line(ev: dict[str, Any]) -> str:
         extra = f"  mode {ev.get('mode')}"
     head = f"{kind:<11}" + (f" step {seq:<4} {tool}" if seq is not None else "")
     return safe_text(head + extra, newlines=False)
+
+
+def _current(golden: Path, summary: RunSummary) -> RunSummary:
+    """``summary``, or an empty one marked ``outdated`` when its run played against an earlier golden.
+
+    After an accept the old run's drift is history: the app then shows "last run predates the golden"
+    (as ``tapetui check`` does), not the drift just accepted. Runs that do not name their golden are
+    taken as they are (file times cannot tell: a fresh clone resets them).
+    """
+    if summary.golden_sha256 is None or summary.outdated or summary.running:
+        return summary
+    if summary.golden_sha256 == review.golden_sha256(golden):
+        return summary
+    fresh = StepSummary()
+    fresh.golden_sha256, fresh.outdated, fresh.ended = summary.golden_sha256, True, True
+    return fresh

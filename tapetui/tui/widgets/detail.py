@@ -135,8 +135,11 @@ class DetailView(VerticalScroll):
             for k, v in sorted((header.get("labels") or {}).items()):
                 rows.append((f"label {k}", v))
             rows.append(("created", header.get("created_at", "")))
-        run = (f"{sm.hits} hits, {sm.misses} misses, {sm.drift} drift, {sm.stale} stale, {sm.unused} unused"
+        run = (f"{sm.hits} hit{'s' * (sm.hits != 1)}, {sm.misses} miss{'es' * (sm.misses != 1)}, {sm.drift} drift, "
+               f"{sm.stale} stale, {sm.unused} unused"
                + (" — running" if sm.running else "")) if (sm.ended or sm.running) else "no run yet (p starts one)"
+        if sm.outdated:
+            run = "predates the golden (it ran against an earlier version): press p to run the replay again"
         rows.append(("last run", run))
         rows.append(("candidate", "pending review (a accept · r reject · enter to see steps)" if s.pending else "none"))
         older = s.older_candidates()

@@ -81,6 +81,8 @@ def _state_parts(s: Session) -> list[tuple[str, str]]:
         parts.append(("● pending", "bold magenta"))
     if s.summary.running and not s.error:
         parts.append(("▶ running", "bold cyan"))
+    if s.summary.outdated and not s.error:
+        parts.append(("⟲ rerun", "yellow"))  # the last run predates the golden
     return parts
 
 
