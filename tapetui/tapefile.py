@@ -44,6 +44,13 @@ _CHUNK = 16 * 1024 * 1024
 MAX_LINE = 256 * 1024 * 1024
 
 
+def _json_problem(e: Exception) -> str:
+    """What is wrong with a line orjson refused: too deep is not "invalid" (the value may be valid JSON)."""
+    if "depth limit" in str(e):
+        return "nested more than 1,024 levels deep, beyond what tapetui reads; this line cannot be shown or replayed"
+    return f"invalid JSON: {e}"
+
+
 def torn_path(path: Path) -> Path:
     """Where torn bytes cut from ``path`` are kept for forensics."""
     return path.with_name(path.name + ".torn")
@@ -362,7 +369,7 @@ class TapeIndex:
     def _invalid(self, i: int, e: Exception) -> TapeError:
         if self.from_cache:  # the entry may be what is wrong: the next open scans
             indexcache.forget(self.path)
-        return TapeError(f"{self.path}:{self.lines[i]}: invalid JSON: {e}")
+        return TapeError(f"{self.path}:{self.lines[i]}: {_json_problem(e)}")
 
     def _changed(self, i: int) -> TapeError:
         indexcache.forget(self.path)
@@ -616,7 +623,7 @@ def _parse_line(idx: TapeIndex, raw: bytes, offset: int, length: int, line_no: i
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError as e:
-        raise TapeError(f"{path}:{line_no}: invalid JSON: {e}") from None
+        raise TapeError(f"{path}:{line_no}: {_json_problem(e)}") from None
     if not isinstance(obj, dict):
         raise TapeError(f"{path}:{line_no}: expected a JSON object, got {type(obj).__name__}")
     kind = obj.get("type")

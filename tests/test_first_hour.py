@@ -171,3 +171,22 @@ def test_a_value_deeper_than_the_recursion_limit_is_named_as_such(tmp_path: Path
             pytest.raises(TapeError, match="nested too deeply") as err:
         t.call("nest", {})
     assert "not a JSON value" not in str(err.value)
+
+
+def test_a_line_nested_10000_deep_is_named_and_the_rest_of_the_tape_opens(tmp_path: Path) -> None:
+    from tapetui import TapeError
+    from tapetui.tape import key_of
+    from tapetui.tapefile import call_line, read_index
+
+    deep = "[" * 10_000 + "1" + "]" * 10_000
+    first = ('{"type":"call","seq":1,"tool":"t","key":"%s","fingerprint":"x","side_effect":false,"ms":1.0,'
+             '"expires_at":null,"recorded_at":"2026-01-01T00:00:00Z","args":{},"result":%s}\n' % (key_of("t", {}), deep))
+    second = call_line(seq=2, tool="u", key=key_of("u", {}), fingerprint="x", side_effect=False, ms=1.0,
+                       expires_at=None, recorded_at="2026-01-01T00:00:00Z", args={}, result=1)
+    tape = tmp_path / "deep.jsonl"
+    tape.write_bytes(first.encode() + second)
+    idx = read_index(tape)  # what the app and replay open: both steps are there
+    assert len(idx) == 2 and idx.record(1).result == 1
+    with pytest.raises(TapeError, match=r"deep\.jsonl:1: nested more than 1,024 levels deep") as err:
+        idx.record(0)
+    assert "invalid JSON" not in str(err.value)
