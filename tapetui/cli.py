@@ -62,7 +62,8 @@ def _config(args: argparse.Namespace, tapes_dir: str | None = None, *, must_exis
         elif cfg is None:  # the pytest plugin's default too, so every command names a session the same way
             cfg = Config.for_dir(Path.cwd() / "tapes" if (Path.cwd() / "tapes").is_dir() else Path.cwd())
     if must_exist and tapes_dir is not None and not Path(tapes_dir).is_dir():
-        raise TapeError(f"{tapes_dir}: no such folder")
+        raise TapeError(f"no tapes found in {tapes_dir}: no such folder (tapes.toml: {cfg.path or 'none found'}); "
+                        "name the folder your tapes are in, or record one first")
     return cfg
 
 
@@ -438,7 +439,8 @@ def _ui(argv: Sequence[str]) -> int:
     args = ap.parse_args(argv)
     cfg = _config(args, args.dir)
     if not cfg.tapes_dir.is_dir():
-        raise TapeError(f"{cfg.tapes_dir}: no such folder")
+        raise TapeError(f"no tapes found in {cfg.tapes_dir}: no such folder (tapes.toml: {cfg.path or 'none found'}); "
+                        "name the folder your tapes are in, or record one first")
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise _Usage("no terminal: the app needs an interactive terminal (try `tapetui check` in scripts)")
     try:

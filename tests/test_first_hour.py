@@ -190,3 +190,9 @@ def test_a_line_nested_10000_deep_is_named_and_the_rest_of_the_tape_opens(tmp_pa
     with pytest.raises(TapeError, match=r"deep\.jsonl:1: nested more than 1,024 levels deep") as err:
         idx.record(0)
     assert "invalid JSON" not in str(err.value)
+
+
+def test_a_wrong_folder_says_where_tapetui_looked(tmp_path: Path) -> None:
+    r = subprocess_run(str(tmp_path / "nope"), cwd=tmp_path)
+    assert r.returncode == 2 and "no tapes found in" in r.stderr and "tapes.toml: none found" in r.stderr
+    assert "Traceback" not in r.stderr
