@@ -284,12 +284,7 @@ def _tool_line(obj: dict[str, Any], f: FileScrub, r: Redactor, fps: dict[tuple[s
     changed = content
     if content:
         rec["params"], rec["schema"] = list(params), schema
-    for k, v in obj.items():
-        if k not in _TOOL_FIELDS:
-            nv = c.redact(v)
-            if nv is not v:
-                rec[k] = nv
-                changed = True
+    changed = _redact_into(rec, obj, [k for k in obj if k not in _TOOL_FIELDS], c) or changed
     form = obj.get("form", 1)
     m = ToolManifest.from_record(obj)
     if (form == 1 and content) or form == LATEST_FORM:
@@ -331,18 +326,8 @@ def _call_line(obj: dict[str, Any], f: FileScrub, r: Redactor, fps: dict[tuple[s
                 if isinstance(obj.get("seq"), int):
                     f.rekeyed.append(obj["seq"])
             changed = True
-    for k in ("result", "error"):
-        if k in obj:
-            nv = c.redact(obj[k])
-            if nv is not obj[k]:
-                rec[k] = nv
-                changed = True
-    for k, v in obj.items():
-        if k not in _CALL_FIELDS:
-            nv = c.redact(v)
-            if nv is not v:
-                rec[k] = nv
-                changed = True
+    outcome = [k for k in ("result", "error") if k in obj]
+    changed = _redact_into(rec, obj, outcome + [k for k in obj if k not in _CALL_FIELDS], c) or changed
     fp = obj.get("fingerprint")
     if isinstance(tool, str) and isinstance(fp, str) and (tool, fp) in fps:
         rec["fingerprint"] = fps[(tool, fp)]
@@ -426,3 +411,14 @@ def _count_cache(r: Redactor) -> int:
 
     indexcache.drop_where(count)
     return found[0]
+
+
+def _redact_into(rec: dict[str, Any], obj: dict[str, Any], keys: list[str], c: Any) -> bool:
+    """Redact ``obj[k]`` into ``rec`` for each key; whether any value changed."""
+    changed = False
+    for k in keys:
+        nv = c.redact(obj[k])
+        if nv is not obj[k]:
+            rec[k] = nv
+            changed = True
+    return changed

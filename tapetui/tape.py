@@ -310,11 +310,6 @@ class Tape:
                     end["error"] = {"type": type(error).__name__, "message": self._redactor.redact_text(str(error))}
                 self._log.emit("end", **end)
         finally:
-            for res in (self._writer, self._log):
-                if res is not None:
-                    res.close()
-            if self._fh is not None:
-                self._fh.close()
             self._release()
 
     # ---- internals ---------------------------------------------------------------
@@ -400,6 +395,11 @@ class Tape:
         self._start_target(origin, body)
 
     def _release(self) -> None:
+        """Close every file and lock this tape holds (idempotent; also after a failed open)."""
+        for res in (self._writer, getattr(self, "_log", None), self._fh):
+            if res is not None:
+                res.close()
+        self._writer = self._fh = None
         if self._lock is not None:
             self._lock.release()
             self._lock = None

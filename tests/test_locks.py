@@ -195,11 +195,6 @@ def test_record_over_a_pending_candidate_moves_it_to_samples(tmp_path: Path, cap
 def _die(t: Tape) -> None:
     """What a SIGKILL does to an open tape: descriptors and locks go, nothing is finished or written."""
     t._closed = True
-    for res in (t._writer, t._log):
-        if res is not None:
-            res.close()
-    if t._fh is not None:
-        t._fh.close()
     t._release()
 
 
