@@ -71,6 +71,7 @@ class DetailView(VerticalScroll):
         self.computing = False  # diffs of what is shown are being computed
         self._wanted: list[tuple[str, Any, Any]] = []  # (title, old, new) of the diffs to compute
         self._gen = 0  # what is shown; a diff computed for an older one is dropped
+        self._step_shown = False  # a step's detail: its diff is the point, so a short pane scrolls to it
         self.subject: tuple[Any, ...] = ()  # what is shown: ("session", golden) or ("step", golden, seq)
         self._slow_note = False  # the "computing" line is on screen
         self.unified = False
@@ -129,6 +130,7 @@ class DetailView(VerticalScroll):
     def show_session(self, s: Session, header: dict[str, Any] | None, steps: int, cmp: Comparison | None,
                      notes: list[str], lines: list[str] | None = None) -> None:
         """``lines``: ``cmp.lines()`` when the caller computed them already (in a worker)."""
+        self._step_shown = False  # an overview: its own rows come first, whatever the pane's height
         sm = s.summary
         rows: list[tuple[str, Any]] = [("session", s.name), ("tape", s.golden.name), ("steps", steps)]
         if header:
@@ -166,6 +168,7 @@ class DetailView(VerticalScroll):
     def show_step(self, s: Session, rec: CallRecord, sd: StepDiff | None, drift: dict[str, Any] | None,
                   contract: list[str], lines: list[str] | None = None) -> None:
         """``lines``: ``sd.lines()`` when the caller computed them already (in a worker)."""
+        self._step_shown = True
         status = s.summary.status.get(rec.seq, "")
         rows: list[tuple[str, Any]] = [
             ("step", f"{rec.seq}  {rec.tool}" + (f"  (model asked for {rec.requested_tool})"
@@ -251,7 +254,7 @@ class DetailView(VerticalScroll):
 
     def _reveal_first_change(self, gen: int) -> None:
         """On a short pane (80×24) the step's fields fill it: scroll the first change into view, as ] would."""
-        if gen != self._gen or not self.diffs or self.scroll_y > 0:
+        if gen != self._gen or not self.diffs or self.scroll_y > 0 or not self._step_shown:
             return
         targets = self._change_offsets()
         if targets and targets[0] >= self.scrollable_content_region.height - 1:
