@@ -20,8 +20,8 @@ from pathlib import Path
 
 import orjson
 
-from tapetui.tape import key_of
-from tapetui.tapefile import call_line, dump_line
+from tapetui.core.tape import key_of
+from tapetui.core.tapefile import call_line, dump_line
 
 
 def generate(d: Path, sessions: int, steps: int) -> None:

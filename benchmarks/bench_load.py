@@ -27,7 +27,7 @@ from pathlib import Path
 WRITER = r"""
 import sys, time
 from pathlib import Path
-from tapetui.runlog import RunLog
+from tapetui.core.runlog import RunLog
 goldens = [Path(p) for p in sys.argv[3:]]
 events, interval = int(sys.argv[1]), float(sys.argv[2])
 logs = [RunLog(g.with_name(g.name[:-6] + ".run.jsonl"), {"mode": "replay", "tape": g.name}) for g in goldens]
@@ -53,7 +53,7 @@ def rss_mb() -> float:
 
 
 def make_sessions(d: Path, runs: int) -> list[Path]:
-    from tapetui.tapefile import call_line, dump_line
+    from tapetui.core.tapefile import call_line, dump_line
 
     out = []
     for r in range(runs):
@@ -70,7 +70,7 @@ def make_sessions(d: Path, runs: int) -> list[Path]:
 async def measure(d: Path, goldens: list[Path], events: int, interval: float) -> dict[str, object]:
     from textual.events import Key
 
-    from tapetui.config import Config
+    from tapetui.core.config import Config
     from tapetui.tui.app import TapeApp
 
     app = TapeApp(Config.for_dir(d), watch=True)

@@ -102,7 +102,7 @@ def peak_mb():  # this process's own peak: ru_maxrss keeps the forking parent's 
 
 t0 = time.perf_counter()
 if sys.argv[2] == "tapetui":
-    from tapetui.tapefile import read_index
+    from tapetui.core.tapefile import read_index
     idx = read_index(sys.argv[1])
     dt, peak = time.perf_counter() - t0, peak_mb()
     t1 = time.perf_counter()
@@ -123,11 +123,11 @@ print(dt, peak, dt_keys, peak_keys)
 
 
 def make_big(path: Path, n: int) -> None:
-    from tapetui.tapefile import call_line, dump_line
+    from tapetui.core.tapefile import call_line, dump_line
 
     reg = registry()
     tool = reg["lookup"]
-    from tapetui.tape import key_of
+    from tapetui.core.tape import key_of
 
     with open(path, "wb") as fh:
         fh.write(dump_line({"type": "session", "v": 1}))

@@ -25,7 +25,7 @@ os.environ["TAPETUI_CACHE_DIR"] = "off"  # a first open: every tape is scanned
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_check import generate  # noqa: E402
 
-from tapetui.config import Config  # noqa: E402
+from tapetui.core.config import Config  # noqa: E402
 from tapetui.tui.app import TapeApp  # noqa: E402
 from textual.widgets import Log  # noqa: E402
 
@@ -84,8 +84,8 @@ def big_values(d: Path, size: int = 1_000_000, places: int = 3) -> str:
     candidate; step 2 is small. Returns the session's name."""
     import random
 
-    from tapetui.tape import key_of
-    from tapetui.tapefile import call_line, dump_line
+    from tapetui.core.tape import key_of
+    from tapetui.core.tapefile import call_line, dump_line
 
     rnd = random.Random(7)
     vocab = ["".join(rnd.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rnd.randint(2, 10)))

@@ -3,14 +3,14 @@
 The public API is what this module exports; everything else may move.
 """
 
-from tapetui.canon import call_key, canon
-from tapetui.config import Config, ToolPolicy, load_config
-from tapetui.errors import ConfigError, TapeDrift, TapeError, TapeMiss, TapeReplayedError, TapeStale, ToolDriftError
-from tapetui.fingerprint import ToolManifest, tool_fingerprint, tool_manifest
-from tapetui.redact import Redactor
-from tapetui.registry import Tool, ToolRegistry
-from tapetui.runlog import RunLogWarning
-from tapetui.tape import MODES, Tape
+from tapetui.core.canon import call_key, canon
+from tapetui.core.config import Config, ToolPolicy, load_config
+from tapetui.core.errors import ConfigError, TapeDrift, TapeError, TapeMiss, TapeReplayedError, TapeStale, ToolDriftError
+from tapetui.core.fingerprint import ToolManifest, tool_fingerprint, tool_manifest
+from tapetui.core.redact import Redactor
+from tapetui.core.registry import Tool, ToolRegistry
+from tapetui.core.runlog import RunLogWarning
+from tapetui.core.tape import MODES, Tape
 
 __all__ = [
     "Config",

@@ -18,9 +18,9 @@ from typing import Any, TextIO
 
 import orjson
 
-from tapetui.config import Config, find_config, load_config
-from tapetui.errors import TapeError
-from tapetui.textsafe import safe_json_text, safe_text
+from tapetui.core.config import Config, find_config, load_config
+from tapetui.core.errors import TapeError
+from tapetui.core.textsafe import safe_json_text, safe_text
 
 __all__ = ["main"]
 
@@ -73,7 +73,7 @@ def _tape(cfg: Config, name: str) -> Path:
         p = p.with_suffix(".jsonl")
     if not p.is_absolute() and not p.exists():
         p = cfg.tapes_dir / p
-    from tapetui.store import golden_of, safe_path
+    from tapetui.core.store import golden_of, safe_path
 
     full = safe_path(cfg.tapes_dir, p.resolve())  # ../ escapes, absolute paths elsewhere, symlinks out: refused
     g = golden_of(full) or full
@@ -83,7 +83,7 @@ def _tape(cfg: Config, name: str) -> Path:
 
 
 def _recover(cfg: Config, out: _Out) -> None:
-    from tapetui.golden import recover
+    from tapetui.review.golden import recover
 
     for note in recover(cfg):
         out.line(f"tapetui: {note}", "yellow")
@@ -91,8 +91,8 @@ def _recover(cfg: Config, out: _Out) -> None:
 
 # ---- commands -----------------------------------------------------------------------
 def cmd_check(args: argparse.Namespace) -> int:
-    from tapetui.golden import check_session, no_tapes_message, recover
-    from tapetui.store import iter_goldens
+    from tapetui.review.golden import check_session, no_tapes_message, recover
+    from tapetui.core.store import iter_goldens
 
     cfg = _config(args, args.dir, must_exist=False)
     err = _Out(sys.stderr)
@@ -141,10 +141,10 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from tapetui.golden import Finding, compare, compare_run, run_log_stale
-    from tapetui.runlog import read_run_log
-    from tapetui.store import candidate_path, runlog_path
-    from tapetui.tapefile import read_index
+    from tapetui.review.golden import Finding, compare, compare_run, run_log_stale
+    from tapetui.core.runlog import read_run_log
+    from tapetui.core.store import candidate_path, runlog_path
+    from tapetui.core.tapefile import read_index
 
     cfg = _config(args)
     a = _tape(cfg, args.a)
@@ -179,8 +179,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from tapetui.golden import stats_of
-    from tapetui.store import iter_goldens, session_name
+    from tapetui.review.golden import stats_of
+    from tapetui.core.store import iter_goldens, session_name
 
     cfg = _config(args)
     target = Path(args.target) if args.target else cfg.tapes_dir
@@ -203,8 +203,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_pending(args: argparse.Namespace) -> int:
-    from tapetui.golden import compare, pending
-    from tapetui.store import samples_dir, samples_of, session_name
+    from tapetui.review.golden import compare, pending
+    from tapetui.core.store import samples_dir, samples_of, session_name
 
     cfg = _config(args)
     _recover(cfg, _Out(sys.stderr))
@@ -238,7 +238,7 @@ def cmd_pending(args: argparse.Namespace) -> int:
 
 
 def cmd_accept(args: argparse.Namespace) -> int:
-    from tapetui.golden import accept
+    from tapetui.review.golden import accept
 
     cfg = _config(args)
     entry = accept(cfg, _tape(cfg, args.tape), args.why, args.step or None)
@@ -250,7 +250,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
 
 
 def cmd_reject(args: argparse.Namespace) -> int:
-    from tapetui.golden import reject
+    from tapetui.review.golden import reject
 
     cfg = _config(args)
     tape = _tape(cfg, args.tape)
@@ -260,7 +260,7 @@ def cmd_reject(args: argparse.Namespace) -> int:
 
 
 def cmd_expire(args: argparse.Namespace) -> int:
-    from tapetui.golden import AlreadyExpired, expire
+    from tapetui.review.golden import AlreadyExpired, expire
 
     cfg = _config(args)
     if not args.step and not args.all_time_sensitive:
@@ -278,7 +278,7 @@ def cmd_expire(args: argparse.Namespace) -> int:
 
 
 def cmd_rerecord(args: argparse.Namespace) -> int:
-    from tapetui.golden import rerecord
+    from tapetui.review.golden import rerecord
 
     cfg = _config(args)
     tape = _tape(cfg, args.tape)
@@ -292,7 +292,7 @@ def cmd_rerecord(args: argparse.Namespace) -> int:
 def cmd_scrub(args: argparse.Namespace) -> int:
     """Re-redact every session with the current rules. Exit 0 when done (whether or not anything held a
     secret), 1 with ``--dry-run`` when something would be removed, 2 when a session could not be scrubbed."""
-    from tapetui.scrub import scrub
+    from tapetui.review.scrub import scrub
 
     cfg = _config(args, args.dir)
     report = scrub(cfg, Path(args.dir) if args.dir else None, dry_run=args.dry_run)
@@ -324,7 +324,7 @@ def cmd_scrub(args: argparse.Namespace) -> int:
 
 
 def cmd_recover(args: argparse.Namespace) -> int:
-    from tapetui.golden import recover
+    from tapetui.review.golden import recover
 
     cfg = _config(args)
     notes = recover(cfg)

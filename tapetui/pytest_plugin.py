@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from tapetui.config import Config, find_config, load_config
-from tapetui.errors import TapeError
-from tapetui.tape import MODES, Tape
-from tapetui.textsafe import safe_text
+from tapetui.core.config import Config, find_config, load_config
+from tapetui.core.errors import TapeError
+from tapetui.core.tape import MODES, Tape
+from tapetui.core.textsafe import safe_text
 
 __all__ = ["tape_path_for"]
 

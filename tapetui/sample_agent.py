@@ -21,11 +21,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from tapetui.config import Config
-from tapetui.errors import TapeError
-from tapetui.registry import ToolRegistry
-from tapetui.store import candidate_path, runlog_path
-from tapetui.tape import Tape
+from tapetui.core.config import Config
+from tapetui.core.errors import TapeError
+from tapetui.core.registry import ToolRegistry
+from tapetui.core.store import candidate_path, runlog_path
+from tapetui.core.tape import Tape
 
 __all__ = ["DocNotFound", "SESSIONS", "build_registry", "registry", "regenerate", "run_agent"]
 
@@ -197,7 +197,7 @@ def regenerate(out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     from dataclasses import replace
 
-    from tapetui.config import ToolPolicy
+    from tapetui.core.config import ToolPolicy
 
     # The same policy as the repository's tapes.toml: an expired quote is re-recorded by fill.
     config = replace(Config.for_dir(out_dir), tools={"quote_price": ToolPolicy(ttl=3600, stale_policy="miss")})
@@ -244,7 +244,7 @@ def regenerate(out_dir: Path) -> list[Path]:
 
 def replay(tape_path: Path, mode: str = "replay", delay: float = 0.0) -> int:
     """Replay one sample session as the agent behaves today; exit status 0 clean, 1 otherwise."""
-    from tapetui.config import find_config, load_config
+    from tapetui.core.config import find_config, load_config
 
     name = Path(tape_path).name.removesuffix(".jsonl")
     _, now, _ = SESSIONS.get(name, (None, AgentParams(), False))

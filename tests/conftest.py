@@ -17,7 +17,7 @@ settings.register_profile("fuzz", max_examples=3000, database=None, deadline=Non
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 from tapetui import Config, ToolRegistry
-from tapetui.config import ToolPolicy
+from tapetui.core.config import ToolPolicy
 
 ROOT = Path(__file__).resolve().parent.parent
 

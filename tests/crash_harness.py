@@ -87,8 +87,8 @@ def candidate_with_op(golden: Path, op: int) -> bytes:
     """The golden's bytes with step 1's args carrying ``op`` (a distinct candidate per op)."""
     import orjson
 
-    from tapetui.tape import key_of
-    from tapetui.tapefile import call_line
+    from tapetui.core.tape import key_of
+    from tapetui.core.tapefile import call_line
 
     lines = golden.read_bytes().splitlines(keepends=True)
     out = []
@@ -104,7 +104,7 @@ def candidate_with_op(golden: Path, op: int) -> bytes:
 
 
 def golden_op(golden: Path) -> int:
-    from tapetui.tapefile import read_index
+    from tapetui.core.tapefile import read_index
 
     idx = read_index(golden, validate=True)
     return int((idx.record(idx.at_seq(1)).args or {}).get("op", 0))
@@ -113,9 +113,9 @@ def golden_op(golden: Path) -> int:
 # ---- the child --------------------------------------------------------------------------
 def child(op: str, tapes: Path) -> None:
     from tapetui import Tape, TapeError
-    from tapetui import golden as review
-    from tapetui.store import candidate_path
-    from tapetui.tapefile import atomic_write
+    from tapetui.review import golden as review
+    from tapetui.core.store import candidate_path
+    from tapetui.core.tapefile import atomic_write
 
     cfg = config(tapes)
     reg = registry(tapes.parent / "counter")
@@ -171,7 +171,7 @@ def _rationales(changelog: Path) -> list[int]:
 
 def _check_tape(path: Path, problems: list[str], *, may_tear: bool) -> Any:
     from tapetui import TapeError
-    from tapetui.tapefile import read_index
+    from tapetui.core.tapefile import read_index
 
     try:
         idx = read_index(path, validate=True)
@@ -184,10 +184,10 @@ def _check_tape(path: Path, problems: list[str], *, may_tear: bool) -> Any:
 
 
 def run_trial(op: str, work: Path, rng: random.Random, max_delay_ms: float = 250) -> Trial:
-    from tapetui import golden as review
-    from tapetui.runlog import read_run_log
-    from tapetui.store import candidate_path, runlog_path
-    from tapetui.tapefile import Appender, dump_line
+    from tapetui.review import golden as review
+    from tapetui.core.runlog import read_run_log
+    from tapetui.core.store import candidate_path, runlog_path
+    from tapetui.core.tapefile import Appender, dump_line
 
     if work.exists():
         shutil.rmtree(work)
@@ -325,7 +325,7 @@ MIXED = ("accept", "expire", "reject", "fill", "check", "recover", "app")
 
 
 def _expire_op(golden: Path) -> int:
-    from tapetui.tapefile import read_index
+    from tapetui.core.tapefile import read_index
 
     exp = read_index(golden, validate=True).expires.get(2)  # call index 2 is step 3
     when = None if exp is None else datetime.fromisoformat(exp)
@@ -336,10 +336,10 @@ def mixed_child(op: str, tapes: Path, me: int) -> None:
     import traceback
 
     from tapetui import Tape
-    from tapetui import golden as review
-    from tapetui.errors import TapeError
-    from tapetui.store import candidate_path, rotate_candidate
-    from tapetui.tapefile import atomic_write
+    from tapetui.review import golden as review
+    from tapetui.core.errors import TapeError
+    from tapetui.core.store import candidate_path, rotate_candidate
+    from tapetui.core.tapefile import atomic_write
 
     cfg = config(tapes)
     reg = registry(tapes.parent / f"counter-{me}")
@@ -381,7 +381,7 @@ def mixed_child(op: str, tapes: Path, me: int) -> None:
                     atomic_write(candidate_path(golden), candidate_with_op(golden, op_id))
                     review.reject(cfg, golden, f"rej-{op_id}")
             elif op == "fill":
-                from tapetui.errors import TapeDrift
+                from tapetui.core.errors import TapeDrift
 
                 try:
                     with Tape(golden, "fill", reg, config=cfg) as t:
@@ -424,8 +424,8 @@ class MixedTrial:
 
 
 def run_mixed_trial(work: Path, rng: random.Random, children: int = 3, max_delay_ms: float = 1500) -> MixedTrial:
-    from tapetui import golden as review
-    from tapetui.store import candidate_path, samples_of
+    from tapetui.review import golden as review
+    from tapetui.core.store import candidate_path, samples_of
 
     if work.exists():
         shutil.rmtree(work)

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from tapetui import call_key, canon, tool_fingerprint
-from tapetui.fingerprint import explain_manifest_change, tool_manifest
+from tapetui.core.fingerprint import explain_manifest_change, tool_manifest
 
 
 def test_key_ignores_key_order_and_surrounding_whitespace() -> None:
@@ -91,8 +91,8 @@ def test_canon_rejects_non_json() -> None:
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from tapetui.canon import canonical_json  # noqa: E402
-from tapetui.redact import DEFAULT_REDACTOR, Redactor  # noqa: E402
+from tapetui.core.canon import canonical_json  # noqa: E402
+from tapetui.core.redact import DEFAULT_REDACTOR, Redactor  # noqa: E402
 
 _scalars = (st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False)
             | st.text(max_size=12) | st.sampled_from(["  padded  ", "Bearer abcdefgh12345678", "\u3000x", "sk-" + "a" * 20]))
@@ -116,7 +116,7 @@ def test_one_pass_form_hashes_like_canon_of_redact(args: Any, extra: bool) -> No
 
 
 # ---- redaction's pre-check never hides a string a default pattern would redact ------------
-from tapetui.redact import DEFAULT_PATTERNS, _may_hold_default_secret, _rule_may_match  # noqa: E402
+from tapetui.core.redact import DEFAULT_PATTERNS, _may_hold_default_secret, _rule_may_match  # noqa: E402
 
 _PATTERNS = [re.compile(p) for p in DEFAULT_PATTERNS]
 

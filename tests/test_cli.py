@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tapetui.store import candidate_path
+from tapetui.core.store import candidate_path
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import orjson
 
-from tapetui.runlog import RunLog, RunLogReader, read_run_log
-from tapetui.tapefile import Appender, call_line, dump_line, read_index
+from tapetui.core.runlog import RunLog, RunLogReader, read_run_log
+from tapetui.core.tapefile import Appender, call_line, dump_line, read_index
 
 WRITERS = 8
 PER_WRITER = 150

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from tapetui import Tape, TapeDrift, TapeError, TapeMiss, TapeReplayedError, ToolDriftError, ToolRegistry
-from tapetui.changelog import Entry, append_entry
-from tapetui.tape import key_of
-from tapetui.tapefile import call_line, dump_line
+from tapetui.review.changelog import Entry, append_entry
+from tapetui.core.tape import key_of
+from tapetui.core.tapefile import call_line, dump_line
 
 pytest_plugins = ["pytester"]
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from tapetui import Tape, ToolRegistry
-from tapetui.runlog import read_run_log
-from tapetui.store import runlog_path
+from tapetui.core.runlog import read_run_log
+from tapetui.core.store import runlog_path
 
 
 def _registry() -> ToolRegistry:
@@ -43,8 +43,8 @@ def test_a_run_log_names_the_golden_it_ran_against(tmp_path: Path) -> None:
 
 def test_a_rerecord_that_only_refreshes_an_expiry_is_a_difference(tmp_path: Path) -> None:
     from tapetui import Config
-    from tapetui import golden as review
-    from tapetui.store import candidate_path
+    from tapetui.review import golden as review
+    from tapetui.core.store import candidate_path
 
     tapes = tmp_path / "tapes"
     reg = ToolRegistry()
@@ -75,7 +75,7 @@ def test_session_names_round_trip_between_commands(tmp_path: Path) -> None:
 
     import orjson
 
-    from tapetui.store import candidate_path
+    from tapetui.core.store import candidate_path
 
     golden = tmp_path / "tapes" / "test_agent" / "test_report.jsonl"
     for text in ("a b c", "a b c d"):
@@ -97,7 +97,7 @@ def test_session_names_round_trip_between_commands(tmp_path: Path) -> None:
 
 def test_after_an_accept_check_says_the_last_run_predates_the_golden(tmp_path: Path) -> None:
     from tapetui import Config, TapeDrift
-    from tapetui import golden as review
+    from tapetui.review import golden as review
 
     tapes = tmp_path / "tapes"
     cfg = Config.for_dir(tapes)
@@ -175,8 +175,8 @@ def test_a_value_deeper_than_the_recursion_limit_is_named_as_such(tmp_path: Path
 
 def test_a_line_nested_10000_deep_is_named_and_the_rest_of_the_tape_opens(tmp_path: Path) -> None:
     from tapetui import TapeError
-    from tapetui.tape import key_of
-    from tapetui.tapefile import call_line, read_index
+    from tapetui.core.tape import key_of
+    from tapetui.core.tapefile import call_line, read_index
 
     deep = "[" * 10_000 + "1" + "]" * 10_000
     first = ('{"type":"call","seq":1,"tool":"t","key":"%s","fingerprint":"x","side_effect":false,"ms":1.0,'

@@ -23,10 +23,10 @@ from hypothesis import strategies as st
 
 from tapetui import TapeError
 from tapetui.cli import main as cli_main
-from tapetui.config import load_config
-from tapetui.golden import check_session, load
-from tapetui.runlog import RunLogReader, read_run_log
-from tapetui.tapefile import call_line, dump_line, read_index
+from tapetui.core.config import load_config
+from tapetui.review.golden import check_session, load
+from tapetui.core.runlog import RunLogReader, read_run_log
+from tapetui.core.tapefile import call_line, dump_line, read_index
 
 CASE_SECONDS = 20  # a bound per case, far above what any case needs: a hang fails instead of stalling CI
 
@@ -170,7 +170,7 @@ runlog_bytes = st.lists(st.one_of(
 @example(data=b'{"event":"hit","seq":1,"pad":"' + b"x" * 10_000_000 + b'"}\n{"event":"end"}\n', cuts=[4_000_000])
 def test_run_log_reader_never_raises_even_on_partial_lines(tmp_path: Path, data: bytes, cuts: list[int]) -> None:
     """The file grows in arbitrary pieces (a writer mid-line); the reader sees every complete line once."""
-    from tapetui.runlog import RunSummary
+    from tapetui.core.runlog import RunSummary
 
     path = tmp_path / "s.run.jsonl"
     reader = RunLogReader(path)
@@ -206,7 +206,7 @@ toml_text = st.one_of(
 @example(text='[tapes]\ndir="\\u0000"')  # found by the long fuzz run: a NUL in a path
 @example(text='[tapes]\nreplay_command = "' + "x" * 10_000_000 + '"\n')  # a 10 MB line
 def test_tapes_toml_loader_only_succeeds_or_raises_config_error(tmp_path: Path, text: str) -> None:
-    from tapetui.errors import ConfigError
+    from tapetui.core.errors import ConfigError
 
     path = tmp_path / "tapes.toml"
     path.write_text(text, encoding="utf-8")
@@ -252,6 +252,6 @@ def test_check_exits_0_1_or_2_with_clean_output(tmp_path: Path, capsys: pytest.C
 
 
 def load_config_for(d: Path) -> Any:
-    from tapetui.config import Config
+    from tapetui.core.config import Config
 
     return Config.for_dir(d)

@@ -10,9 +10,9 @@ import orjson
 import pytest
 
 from tapetui import TapeError, load_config
-from tapetui.golden import accept, check, compare, expire, recover, reject, rerecord, restore
-from tapetui.store import candidate_path
-from tapetui.tapefile import read_index
+from tapetui.review.golden import accept, check, compare, expire, recover, reject, rerecord, restore
+from tapetui.core.store import candidate_path
+from tapetui.core.tapefile import read_index
 
 
 def calls_of(path: Path) -> list[dict]:
@@ -158,7 +158,7 @@ def test_restore_writes_an_undo_entry(sample_dir: Path) -> None:
 
 CHILD = r"""
 import os, sys
-import tapetui.golden as g
+import tapetui.review.golden as g
 from tapetui import load_config
 point, when = sys.argv[1], sys.argv[2]
 def wrap(owner, name):
@@ -302,7 +302,7 @@ def test_a_hand_edited_argument_whose_key_no_longer_matches_is_a_finding(sample_
     # keys are compared on the arguments as canon makes them: a line the writer did not lay out is fine
     obj = orjson.loads(lines[n])
     obj["args"] = {"doc_id": " handbook-v2 "}  # canon strips: the same key as "handbook-v2"
-    from tapetui.tape import key_of
+    from tapetui.core.tape import key_of
 
     obj["key"] = key_of(obj["tool"], {"doc_id": "handbook-v2"})
     lines[n] = orjson.dumps(obj) + b"\n"

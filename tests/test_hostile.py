@@ -19,12 +19,12 @@ import orjson
 import pytest
 
 from tapetui import Tape, TapeError, ToolRegistry, load_config
-from tapetui import golden as review
-from tapetui import runlog, tapefile
-from tapetui.runlog import RunLogReader, RunLogWarning, RunSummary, read_run_log
-from tapetui.store import runlog_path
-from tapetui.tape import key_of
-from tapetui.tapefile import Appender, call_line, dump_line, read_index
+from tapetui.review import golden as review
+from tapetui.core import runlog, tapefile
+from tapetui.core.runlog import RunLogReader, RunLogWarning, RunSummary, read_run_log
+from tapetui.core.store import runlog_path
+from tapetui.core.tape import key_of
+from tapetui.core.tapefile import Appender, call_line, dump_line, read_index
 
 from .conftest import Calls
 

@@ -11,9 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tapetui import Tape, TapeError, ToolRegistry, indexcache
-from tapetui.tape import key_of
-from tapetui.tapefile import Appender, TapeIndex, atomic_write, read_index
+from tapetui import Tape, TapeError, ToolRegistry
+from tapetui.core import indexcache
+from tapetui.core.tape import key_of
+from tapetui.core.tapefile import Appender, TapeIndex, atomic_write, read_index
 
 FIELDS = ("seqs", "offsets", "lengths", "lines", "ms", "side_effects", "tools", "keys", "fingerprints", "expires",
           "key_next", "key_first", "header", "manifest_lines", "unknown_lines", "size", "scanned", "line_count", "torn",

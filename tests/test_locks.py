@@ -18,10 +18,10 @@ import orjson
 import pytest
 
 from tapetui import Config, Tape, TapeError, ToolRegistry
-from tapetui import golden as review
-from tapetui import locks
-from tapetui.store import candidate_path, journal_path, samples_of
-from tapetui.tapefile import read_index
+from tapetui.review import golden as review
+from tapetui.core import locks
+from tapetui.core.store import candidate_path, journal_path, samples_of
+from tapetui.core.tapefile import read_index
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -68,7 +68,7 @@ def _session(tmp_path: Path, with_candidate: bool = True) -> tuple[Config, Path]
 PAUSED_ACCEPT = textwrap.dedent("""
     import sys
     from pathlib import Path
-    import tapetui.golden as g
+    import tapetui.review.golden as g
     from tapetui import Config
     real = g.atomic_write
     def paused(path, data, **kw):

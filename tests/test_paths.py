@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tapetui import ConfigError, load_config
-from tapetui.golden import accept, check_session, compare
-from tapetui.store import candidate_path, iter_goldens, runlog_path
+from tapetui.review.golden import accept, check_session, compare
+from tapetui.core.store import candidate_path, iter_goldens, runlog_path
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from tapetui import Tape, TapeError, TapeReplayedError
-from tapetui.recorded_errors import build_error, restorable
-from tapetui.tape import key_of
-from tapetui.tapefile import call_line, dump_line
+from tapetui.core.recorded_errors import build_error, restorable
+from tapetui.core.tape import key_of
+from tapetui.core.tapefile import call_line, dump_line
 
 pytest_plugins = ["pytester"]
 
@@ -95,7 +95,7 @@ def replay_error(tmp_path: Path, type_name: str, module: str, message: str = "re
     ("asyncio", "CancelledError"),
     ("concurrent.futures._base", "CancelledError"),
     ("hypothesis.errors", "UnsatisfiedAssumption"),
-    ("tapetui.errors", "TapeDrift"),  # a tape may not claim a drift this replay did not see
+    ("tapetui.core.errors", "TapeDrift"),  # a tape may not claim a drift this replay did not see
     (__name__, "MySkip"),
     ("builtins", "object"),
     ("builtins", "type"),

@@ -9,13 +9,14 @@ from typing import Any
 import orjson
 import pytest
 
-from tapetui import Config, Tape, TapeError, ToolRegistry, indexcache
-from tapetui.changelog import read_entries
+from tapetui import Config, Tape, TapeError, ToolRegistry
+from tapetui.core import indexcache
+from tapetui.review.changelog import read_entries
 from tapetui.cli import main as cli_main
-from tapetui.redact import Redactor
-from tapetui.scrub import scrub
-from tapetui.store import candidate_path, runlog_path, samples_of
-from tapetui.tapefile import read_index, torn_path
+from tapetui.core.redact import Redactor
+from tapetui.review.scrub import scrub
+from tapetui.core.store import candidate_path, runlog_path, samples_of
+from tapetui.core.tapefile import read_index, torn_path
 from tests.test_forms import KEY_1, KEY_2, _form1_tape
 from tests.test_forms import _registry as _search_registry
 
@@ -85,7 +86,7 @@ def _old_folder(tmp_path: Path) -> tuple[Config, Path]:
 
 
 def _files(*roots: Path) -> list[Path]:
-    """Every file, but the session lock files (empty, created on first use: see tapetui.locks)."""
+    """Every file, but the session lock files (empty, created on first use: see tapetui.core.locks)."""
     return sorted(p for r in roots if r.exists() for p in r.rglob("*")
                   if p.is_file() and not (p.name.startswith(".") and p.name.endswith((".gate", ".lock"))))
 
@@ -156,7 +157,7 @@ def test_dry_run_changes_nothing_and_the_cli_exit_codes(tmp_path: Path, capsys: 
 
 def test_scrub_is_atomic_with_its_changelog_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    from tapetui import golden as review
+    from tapetui.review import golden as review
 
     cfg, tapes = _old_folder(tmp_path)
     before = {p: p.read_bytes() for p in _files(tapes)}
@@ -207,7 +208,7 @@ def test_a_session_another_process_holds_is_reported_and_the_rest_scrubbed(tmp_p
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
 
-    from tapetui import locks
+    from tapetui.core import locks
 
     cfg, tapes = _old_folder(tmp_path)
     monkeypatch.setattr(locks, "DEFAULT_WAIT", 0.2)

@@ -11,11 +11,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tapetui import Config, Tape, TapeDrift, TapeError, TapeMiss, ToolDriftError, ToolRegistry, indexcache
+from tapetui import Config, Tape, TapeDrift, TapeError, TapeMiss, ToolDriftError, ToolRegistry
+from tapetui.core import indexcache
 from tapetui.cli import main as cli_main
-from tapetui.golden import accept
-from tapetui.store import candidate_path
-from tapetui.tapefile import read_index
+from tapetui.review.golden import accept
+from tapetui.core.store import candidate_path
+from tapetui.core.tapefile import read_index
 
 PEM_BODY = "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gunVTLw"
 OPENSSH_BODY = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAABlwAAAAdzc2gtcn"
@@ -404,8 +405,8 @@ def test_no_secret_in_any_file_written(tmp_path: Path, monkeypatch: pytest.Monke
 
 # ---- the redactor's own promises ------------------------------------------------------------------
 def test_secret_dict_keys_are_renamed_deterministically_and_never_collide() -> None:
-    from tapetui.canon import canon, canonical_json
-    from tapetui.redact import DEFAULT_REDACTOR as r
+    from tapetui.core.canon import canon, canonical_json
+    from tapetui.core.redact import DEFAULT_REDACTOR as r
 
     a, b = "sk-live-KeyOrderAaaaaaaaaaaaa", "sk-live-KeyOrderBbbbbbbbbbbbb"
     one = r.redact({a: 1, b: 2, "[REDACTED]": 3, "plain": 4})
@@ -428,8 +429,8 @@ _secret_texts = st.sampled_from([s for _, ss in CORPUS.values() for s in ss] + [
                                       kids, max_size=4),
                     max_leaves=12))
 def test_redaction_is_idempotent_and_one_pass_equals_two(value: Any) -> None:
-    from tapetui.canon import canon, canonical_json
-    from tapetui.redact import DEFAULT_REDACTOR as r
+    from tapetui.core.canon import canon, canonical_json
+    from tapetui.core.redact import DEFAULT_REDACTOR as r
 
     once = r.redact(value)
     assert r.redact(once) == once
@@ -444,7 +445,7 @@ _key_parts = st.sampled_from(["pass", "word", "api", "key", "Api", "KEY", "token
 @given(st.lists(_key_parts, min_size=1, max_size=5).map("".join) | st.text(max_size=12))
 def test_json_text_pre_check_admits_every_secret_key(key: str) -> None:
     """The pre-check that lets JSON text inside a string skip decoding never skips a secret key."""
-    from tapetui.redact import DEFAULT_REDACTOR, _may_hold_secret_key
+    from tapetui.core.redact import DEFAULT_REDACTOR, _may_hold_secret_key
 
     if DEFAULT_REDACTOR.is_secret_key(key):
         text = orjson.dumps({"outer": {key: "v"}}).decode()

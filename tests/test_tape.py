@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tapetui import Config, Tape, TapeDrift, TapeError, TapeMiss, TapeStale, ToolDriftError, ToolRegistry
-from tapetui.config import ToolPolicy
-from tapetui.runlog import read_run_log
-from tapetui.store import candidate_path, runlog_path
+from tapetui.core.config import ToolPolicy
+from tapetui.core.runlog import read_run_log
+from tapetui.core.store import candidate_path, runlog_path
 
 from .conftest import Calls
 

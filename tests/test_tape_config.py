@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tapetui import Config, ConfigError, Tape, ToolRegistry
-from tapetui.config import config_for_tape, find_tape_config
+from tapetui.core.config import config_for_tape, find_tape_config
 
 TOML = """
 [tapes]

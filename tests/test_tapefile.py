@@ -6,8 +6,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tapetui import Tape, TapeError, ToolRegistry, tapefile
-from tapetui.tapefile import Appender, call_line, read_index, torn_path
+from tapetui import Tape, TapeError, ToolRegistry
+from tapetui.core import tapefile
+from tapetui.core.tapefile import Appender, call_line, read_index, torn_path
 
 
 def _lines(n: int, tag: str) -> list[bytes]:

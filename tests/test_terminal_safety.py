@@ -10,8 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tapetui.tape import key_of
-from tapetui.tapefile import call_line, dump_line
+from tapetui.core.tape import key_of
+from tapetui.core.tapefile import call_line, dump_line
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -97,7 +97,7 @@ def test_cli_writes_no_raw_control_bytes(tmp_path: Path, command: list[str]) -> 
 
 
 async def test_screen_shows_hostile_text_literally(tmp_path: Path) -> None:
-    from tapetui.config import Config
+    from tapetui.core.config import Config
     from tapetui.tui.app import TapeApp
     from tests.test_tui import _visible, wait_for
 

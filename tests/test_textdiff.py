@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tapetui.textdiff import Op, diff_lines, diff_text
+from tapetui.review.textdiff import Op, diff_lines, diff_text
 
 
 def applied(a: Sequence[str], b: Sequence[str], ops: Sequence[Op]) -> list[str]:
@@ -111,7 +111,7 @@ def test_lines_of_repetitive_json_align_a_substitution_as_one() -> None:
 
 
 def test_common_prefix() -> None:
-    from tapetui.textdiff import common_prefix
+    from tapetui.review.textdiff import common_prefix
 
     a = words(300_000, 1)
     assert common_prefix(a, a) == len(a) and common_prefix("", a) == 0

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from tapetui import Config, ConfigError, Tape, TapeError, ToolRegistry, load_config
-from tapetui.config import MAX_TTL, ToolPolicy
+from tapetui.core.config import MAX_TTL, ToolPolicy
 
 HUGE = 10**400
 ABSURD_TOML = ["nan", "+nan", "inf", "-inf", "-1", "0", "-0.5", "1e300", '"99999999999d"', '"0s"',

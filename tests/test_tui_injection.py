@@ -14,9 +14,9 @@ from typing import Any
 import orjson
 from textual.drivers.headless_driver import HeadlessDriver
 
-from tapetui.config import Config
-from tapetui.tape import key_of
-from tapetui.tapefile import call_line, dump_line
+from tapetui.core.config import Config
+from tapetui.core.tape import key_of
+from tapetui.core.tapefile import call_line, dump_line
 
 MARKUP = "[bold red]x[/]"
 OSC52 = "\x1b]52;c;ZXZpbA==\x07"

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from tapetui.config import Config
-from tapetui.tape import key_of
-from tapetui.tapefile import call_line, dump_line
+from tapetui.core.config import Config
+from tapetui.core.tape import key_of
+from tapetui.core.tapefile import call_line, dump_line
 from tapetui.tui.app import TapeApp
 from tapetui.tui.widgets import diff_view
 from tapetui.tui.widgets.session_tree import StepRef
@@ -223,8 +223,8 @@ def test_failure_tail_keeps_the_cause_escaped_and_bounded() -> None:
            "  args.max_words  120 → 80\n")
     assert failure_tail("", err) == err.strip("\n")
     tb = "\n".join(["Traceback (most recent call last):", '  File "x.py", line 1, in <module>', "    f()",
-                    "tapetui.errors.TapeDrift: drift at step 3", "  args.q  'a' → 'b'", "=" * 20])
-    assert failure_tail("", tb).splitlines()[-2:] == ["tapetui.errors.TapeDrift: drift at step 3",
+                    "tapetui.core.errors.TapeDrift: drift at step 3", "  args.q  'a' → 'b'", "=" * 20])
+    assert failure_tail("", tb).splitlines()[-2:] == ["tapetui.core.errors.TapeDrift: drift at step 3",
                                                       "  args.q  'a' → 'b'"]
     assert failure_tail("out only\nlast", "") == "out only\nlast"
     noisy = "\n".join(f"line {i} \x1b[2J" + "x" * 500 for i in range(100))
@@ -258,8 +258,8 @@ async def test_follow_shows_the_following_indicator(sample_dir: Path) -> None:
 
 # ---- 11: one status per step ----------------------------------------------------------------------------
 def test_each_step_has_one_status_and_the_counts_add_up_to_the_steps(sample_dir: Path) -> None:
-    from tapetui.runlog import read_run_log
-    from tapetui.tapefile import read_index
+    from tapetui.core.runlog import read_run_log
+    from tapetui.core.tapefile import read_index
     from tapetui.tui.model import Session, StepSummary
     from tapetui.tui.widgets.session_tree import session_label
 

@@ -18,13 +18,13 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Header, Input, Log, Tree
 
-from tapetui import golden as review
-from tapetui.config import Config
-from tapetui.errors import TapeError
-from tapetui.runlog import RunLogReader, RunSummary
-from tapetui.store import candidate_path, golden_of, iter_goldens, refuse_links_out, runlog_path, session_name
-from tapetui.tapefile import read_regular
-from tapetui.textsafe import safe_text
+from tapetui.review import golden as review
+from tapetui.core.config import Config
+from tapetui.core.errors import TapeError
+from tapetui.core.runlog import RunLogReader, RunSummary
+from tapetui.core.store import candidate_path, golden_of, iter_goldens, refuse_links_out, runlog_path, session_name
+from tapetui.core.tapefile import read_regular
+from tapetui.core.textsafe import safe_text
 from tapetui.tui.messages import FilesChanged, RunEvents, SummariesReady
 from tapetui.tui.model import Session, StepSummary, comparison_lines, step_lines
 from tapetui.tui.screens.confirm import ConfirmScreen
@@ -876,7 +876,7 @@ def failure_tail(stdout: str, stderr: str) -> str:
 
 
 def _events(s: Session) -> list[dict[str, Any]]:
-    from tapetui.runlog import read_run_log
+    from tapetui.core.runlog import read_run_log
 
     return read_run_log(runlog_path(s.golden))
 

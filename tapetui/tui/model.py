@@ -12,14 +12,14 @@ from typing import Any
 
 import orjson
 
-from tapetui.config import Config
-from tapetui.errors import TapeError
-from tapetui.golden import Comparison, StepDiff, compare
-from tapetui.jsondiff import Change
-from tapetui.runlog import RunSummary, event_problem
-from tapetui.store import candidate_path, refuse_links_out, samples_of
-from tapetui.tapefile import TapeIndex, open_regular, read_index
-from tapetui.textdiff import common_prefix
+from tapetui.core.config import Config
+from tapetui.core.errors import TapeError
+from tapetui.review.golden import Comparison, StepDiff, compare
+from tapetui.core.jsondiff import Change
+from tapetui.core.runlog import RunSummary, event_problem
+from tapetui.core.store import candidate_path, refuse_links_out, samples_of
+from tapetui.core.tapefile import TapeIndex, open_regular, read_index
+from tapetui.review.textdiff import common_prefix
 
 CLIP = 2000  # a changed string longer than this is cut near its first difference before it is formatted
 

@@ -9,7 +9,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
-from tapetui.textsafe import safe_text
+from tapetui.core.textsafe import safe_text
 
 
 class ConfirmScreen(ModalScreen[bool]):

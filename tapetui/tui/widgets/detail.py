@@ -14,10 +14,10 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
-from tapetui.golden import Comparison, StepDiff
-from tapetui.jsondiff import format_changes
-from tapetui.tapefile import CallRecord
-from tapetui.textsafe import safe_json_text, safe_text
+from tapetui.review.golden import Comparison, StepDiff
+from tapetui.core.jsondiff import format_changes
+from tapetui.core.tapefile import CallRecord
+from tapetui.core.textsafe import safe_json_text, safe_text
 from tapetui.tui.model import Session
 from tapetui.tui.widgets import diff_view
 from tapetui.tui.widgets.diff_view import DiffResult, size_text

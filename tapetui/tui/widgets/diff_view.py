@@ -11,9 +11,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from tapetui.jsondiff import MISSING
-from tapetui.textdiff import diff_lines, diff_text
-from tapetui.textsafe import safe_json_text
+from tapetui.core.jsondiff import MISSING
+from tapetui.review.textdiff import diff_lines, diff_text
+from tapetui.core.textsafe import safe_json_text
 
 DIFF_SECONDS = 0.3  # time cap of one diff; past it what is left is shown coarser, and said so
 CONTEXT = 8  # equal lines kept next to a change; more collapse into one "⋯ N equal lines" row
@@ -103,8 +103,8 @@ def build_diff(old: Any, new: Any, *, seconds: float = DIFF_SECONDS,
 class DiffResult:
     """A computed diff: rows for the side-by-side view, and which rows are changes.
 
-    Bounded whatever the values: lines are aligned by :func:`tapetui.textdiff.diff_lines`, the
-    changes inside a line by :func:`tapetui.textdiff.diff_text` (exact where cheap, coarser
+    Bounded whatever the values: lines are aligned by :func:`tapetui.review.textdiff.diff_lines`, the
+    changes inside a line by :func:`tapetui.review.textdiff.diff_text` (exact where cheap, coarser
     beyond, and ``note`` says so); equal lines far from a change collapse into one row, long
     stretches inside a line are elided, and at most MAX_ROWS rows are kept.
     """

@@ -12,8 +12,8 @@ from textual.widgets import Tree
 from textual.widgets._tree import TOGGLE_STYLE
 from textual.widgets.tree import TreeNode
 
-from tapetui.errors import TapeError
-from tapetui.textsafe import safe_text
+from tapetui.core.errors import TapeError
+from tapetui.core.textsafe import safe_text
 from tapetui.tui.model import GLYPH, Session
 
 STEP_PAGE = 1000  # steps added per expand; a "more" node loads the next page
@@ -371,12 +371,12 @@ class SessionTree(Tree[NodeData]):
 
 def _error_lines(idx: object) -> set[int]:
     """Call indices whose line holds a recorded error (found without decoding every line)."""
-    from tapetui.tapefile import TapeIndex
+    from tapetui.core.tapefile import TapeIndex
 
     assert isinstance(idx, TapeIndex)
     if len(idx) > 5000:
         return set()
-    from tapetui.tapefile import open_regular
+    from tapetui.core.tapefile import open_regular
 
     out = set()
     try:

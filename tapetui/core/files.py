@@ -10,7 +10,7 @@ import os
 import stat
 from pathlib import Path
 
-from tapetui.errors import TapeError
+from tapetui.core.errors import TapeError
 
 __all__ = ["file_kind", "open_regular", "read_regular"]
 

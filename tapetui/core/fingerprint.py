@@ -23,9 +23,9 @@ from typing import Any
 
 import orjson
 
-from tapetui.canon import canonical_json
-from tapetui.errors import TooDeep
-from tapetui.redact import DEFAULT_REDACTOR, REDACTED, Redactor
+from tapetui.core.canon import canonical_json
+from tapetui.core.errors import TooDeep
+from tapetui.core.redact import DEFAULT_REDACTOR, REDACTED, Redactor
 
 __all__ = ["FORMS", "LATEST_FORM", "ToolManifest", "explain_manifest_change", "in_form", "redact_manifest",
            "redact_manifest_line", "tool_fingerprint", "tool_manifest"]
@@ -279,7 +279,7 @@ def _shown(m: ToolManifest, r: Redactor) -> ToolManifest:
 
 
 def _explain(old: ToolManifest, new: ToolManifest, paths_only: bool = False) -> list[str]:
-    from tapetui.jsondiff import diff_values, format_changes
+    from tapetui.core.jsondiff import diff_values, format_changes
 
     lines: list[str] = []
     if old.version != new.version and not paths_only:

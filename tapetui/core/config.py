@@ -17,10 +17,10 @@ from typing import Any
 import tomlkit
 from tomlkit.exceptions import ParseError
 
-from tapetui.errors import ConfigError, TapeError
-from tapetui.files import read_regular
-from tapetui.jsondiff import IgnoreRules
-from tapetui.redact import Redactor
+from tapetui.core.errors import ConfigError, TapeError
+from tapetui.core.files import read_regular
+from tapetui.core.jsondiff import IgnoreRules
+from tapetui.core.redact import Redactor
 
 __all__ = ["CONFIG_NAME", "MAX_TTL", "STALE_POLICIES", "Config", "ToolPolicy", "config_for_tape", "find_config",
            "find_tape_config", "load_config",

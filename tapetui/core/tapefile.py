@@ -9,7 +9,7 @@ before it unlocks), so they are moved to ``<tape>.torn`` and cut off.
 Readers: :func:`read_index` scans a tape once, in chunks, keeping per call only what
 replay needs (seq, tool, key, fingerprint, duration, expiry, where the line is). The
 arguments and result of a call are decoded when they are asked for, and checked against
-the index then. A big tape's index is kept in the index cache (:mod:`tapetui.indexcache`):
+the index then. A big tape's index is kept in the index cache (:mod:`tapetui.core.indexcache`):
 the next open loads it and scans only the lines appended since.
 """
 
@@ -27,11 +27,11 @@ from typing import Any
 
 import orjson
 
-from tapetui import indexcache
-from tapetui.canon import canon, canonical_json, dumps, key_of_json
-from tapetui.errors import TapeError
-from tapetui.files import open_regular, read_regular
-from tapetui.fingerprint import ToolManifest
+from tapetui.core import indexcache
+from tapetui.core.canon import canon, canonical_json, dumps, key_of_json
+from tapetui.core.errors import TapeError
+from tapetui.core.files import open_regular, read_regular
+from tapetui.core.fingerprint import ToolManifest
 
 __all__ = ["MAX_LINE", "Appender", "CallRecord", "TapeIndex", "TornTail", "atomic_write", "call_line", "dump_line",
            "open_regular", "read_index", "read_regular", "torn_path"]
@@ -246,7 +246,7 @@ class TapeIndex:
         self.manifests: dict[str, ToolManifest] = {}
         self.manifest_lines: dict[str, bytes] = {}
         # fingerprint → the form it was computed in, from every tool line that names a form other than 1
-        # (see tapetui.fingerprint); a call whose fingerprint is not here was recorded in form 1
+        # (see tapetui.core.fingerprint); a call whose fingerprint is not here was recorded in form 1
         self.fp_forms: dict[str, int] = {}
         self.seqs = array("q")
         self.offsets = array("q")
@@ -409,7 +409,7 @@ def _call_from_obj(obj: Any, path: Path, line: int) -> CallRecord:
         raise TapeError(f"{path}:{line}: call has no valid 'tool' (a non-empty string)")
     key = obj.get("key")
     if key is None:
-        from tapetui.canon import call_key
+        from tapetui.core.canon import call_key
 
         try:
             key = call_key(tool, obj.get("args") or {})
@@ -440,7 +440,7 @@ def read_index(path: Path | str, *, validate: bool = False, keep_bytes: bool = F
         path: the tape.
         validate: parse every line fully (``check`` does); by default lines in the
             writer's own layout are indexed without a parse and decoded on use, and the
-            index of a big tape is kept in the index cache (:mod:`tapetui.indexcache`)
+            index of a big tape is kept in the index cache (:mod:`tapetui.core.indexcache`)
             so the next open scans only what was appended since.
         keep_bytes: keep a tape of up to 16 MB in memory as it was scanned (``idx.data``), so a
             replay decodes its calls without a read each (a tape from the index cache is read).

@@ -22,7 +22,7 @@ its first miss, which waits with a deadline (no deadlock: one side times out).
 a file another live process owns is never touched, and every temp file or journal it
 does find belongs to a process that died holding them. Appends to one tape are
 additionally serialised by a per-write ``flock`` on the tape itself (see
-:class:`tapetui.tapefile.Appender`), so lines never interleave.
+:class:`tapetui.core.tapefile.Appender`), so lines never interleave.
 
 Locks are re-entrant within one process (per thread): a review action that calls
 another under the same session lock does not deadlock on itself.
@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tapetui.errors import TapeError
+from tapetui.core.errors import TapeError
 
 __all__ = ["LockBusy", "gate_path", "lock_path", "reading", "recording_lock", "session_lock", "try_session_lock"]
 

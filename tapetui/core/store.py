@@ -3,7 +3,7 @@
 Beside a golden ``name.jsonl`` live its pending candidate ``name.candidate.jsonl``, the
 latest run log ``name.run.jsonl``, older candidates that a newer recording displaced
 (``name.samples/<time>.jsonl``), the session's lock files (``.name.jsonl.gate`` and
-``.name.jsonl.lock``, see :mod:`tapetui.locks`) and, after a crash, ``name.jsonl.torn``
+``.name.jsonl.lock``, see :mod:`tapetui.core.locks`) and, after a crash, ``name.jsonl.torn``
 (torn bytes kept for forensics) or a commit journal ``name.jsonl.journal``.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tapetui.errors import TapeError
+from tapetui.core.errors import TapeError
 
 __all__ = ["candidate_path", "golden_of", "is_golden", "iter_goldens", "journal_path", "refuse_links_out",
            "rotate_candidate", "runlog_path", "safe_path", "samples_dir", "samples_of", "session_name"]
@@ -63,7 +63,7 @@ def samples_of(tape: Path) -> list[Path]:
 def rotate_candidate(tape: Path) -> Path | None:
     """Move a pending candidate into ``name.samples/`` (never replace it silently); returns where it went.
 
-    The caller holds the session's gate (:mod:`tapetui.locks`). A process still appending to the
+    The caller holds the session's gate (:mod:`tapetui.core.locks`). A process still appending to the
     candidate keeps writing into the moved file (its descriptor follows the file), so nothing is lost.
     """
     cand = candidate_path(tape)

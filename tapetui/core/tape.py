@@ -15,18 +15,18 @@ from typing import Any
 
 import orjson
 
-from tapetui.canon import canon, canonical_json, key_of_json
-from tapetui.config import Config, ToolPolicy, config_for_tape, ttl_problem
-from tapetui.errors import TapeDrift, TapeError, TapeMiss, TapeStale, ToolDriftError, TooDeep
-from tapetui.fingerprint import FORMS, LATEST_FORM, explain_manifest_change, in_form, redact_manifest_line
-from tapetui.jsondiff import diff_values
-from tapetui.locks import LockBusy, RecordingLock, gate, recording_lock
-from tapetui.recorded_errors import raise_recorded
-from tapetui.redact import Redactor
-from tapetui.registry import Tool, ToolRegistry
-from tapetui.runlog import RunLog
-from tapetui.store import candidate_path, rotate_candidate, runlog_path
-from tapetui.tapefile import FORMAT_VERSION, Appender, TapeIndex, atomic_write, call_line, dump_line, read_index
+from tapetui.core.canon import canon, canonical_json, key_of_json
+from tapetui.core.config import Config, ToolPolicy, config_for_tape, ttl_problem
+from tapetui.core.errors import TapeDrift, TapeError, TapeMiss, TapeStale, ToolDriftError, TooDeep
+from tapetui.core.fingerprint import FORMS, LATEST_FORM, explain_manifest_change, in_form, redact_manifest_line
+from tapetui.core.jsondiff import diff_values
+from tapetui.core.locks import LockBusy, RecordingLock, gate, recording_lock
+from tapetui.core.recorded_errors import raise_recorded
+from tapetui.core.redact import Redactor
+from tapetui.core.registry import Tool, ToolRegistry
+from tapetui.core.runlog import RunLog
+from tapetui.core.store import candidate_path, rotate_candidate, runlog_path
+from tapetui.core.tapefile import FORMAT_VERSION, Appender, TapeIndex, atomic_write, call_line, dump_line, read_index
 
 __all__ = ["MODES", "Tape", "iso", "utcnow"]
 
@@ -96,7 +96,7 @@ def _check_tool_name(tool: Any, path: Path) -> None:
 def _raise_recorded(error: dict[str, Any], tool: str, seq: int) -> None:
     """Raise a recorded error again. A tape is data: its own class only when already loaded, an
     ``Exception`` and no control-flow or test-outcome class, built without running a constructor;
-    else TapeReplayedError (see :mod:`tapetui.recorded_errors`)."""
+    else TapeReplayedError (see :mod:`tapetui.core.recorded_errors`)."""
     raise_recorded(error, tool, seq)
 
 
@@ -111,7 +111,7 @@ class Tape:
         registry: the live tools; needed to record, to fill and to check fingerprints.
         config: redaction rules and per-tool policy. Without it, the ``tapes.toml`` found from the
             tape's folder up to the repository root (a folder holding ``.git``) applies, else defaults
-            (see :func:`tapetui.config.config_for_tape`).
+            (see :func:`tapetui.core.config.config_for_tape`).
         labels: free-form session labels written to the header (model, prompt version...).
         clock / timer: injectable time sources (deterministic sample tapes use them).
         run_log: write the run's events beside the tape (``name.run.jsonl``).
@@ -314,7 +314,7 @@ class Tape:
 
     # ---- internals ---------------------------------------------------------------
     def _open_session(self, mode: str) -> None:
-        """Take the session's locks (see :mod:`tapetui.locks`) and open or claim its files."""
+        """Take the session's locks (see :mod:`tapetui.core.locks`) and open or claim its files."""
         if mode != "replay" and len(os.fsencode(self.path.name)) > MAX_NAME:
             raise TapeError(f"{self.path}: a tape name of {len(os.fsencode(self.path.name))} bytes is too long: its "
                             f"candidate, journal and lock files need room beside it; keep it within {MAX_NAME} bytes")
@@ -673,7 +673,7 @@ class Tape:
                     problem = self._redactor.redact_text(problem)  # it may name result paths (dict keys)
                 except Exception:  # noqa: BLE001
                     problem = "its outcome cannot be recorded"
-                err = {"type": "TapeError", "module": "tapetui.errors", "message": f"{tool} (step {seq}) {problem}"}
+                err = {"type": "TapeError", "module": "tapetui.core.errors", "message": f"{tool} (step {seq}) {problem}"}
                 line = call_line(seq=seq, tool=tool, key=key, fingerprint=t.fingerprint, side_effect=t.side_effect,
                                  ms=ms, expires_at=expires, recorded_at=stamp, args=orjson.Fragment(args_json),
                                  error=err, requested_tool=requested_tool)
@@ -781,7 +781,7 @@ def _unrecordable(e: Exception, error: BaseException | None, result: Any) -> str
 
 
 def _jsonable(v: Any) -> Any:
-    from tapetui.jsondiff import MISSING
+    from tapetui.core.jsondiff import MISSING
 
     return "(absent)" if v is MISSING else v
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tapetui.textsafe import safe_text
+from tapetui.core.textsafe import safe_text
 
 __all__ = ["ConfigError", "TooDeep", "TapeDrift", "TapeError", "TapeMiss", "TapeReplayedError", "TapeStale",
            "ToolDriftError"]
@@ -65,7 +65,7 @@ class TapeDrift(TapeError):
         self.recorded_args = recorded_args
         self.new_args = new_args
         self.changes = changes
-        from tapetui.jsondiff import format_changes
+        from tapetui.core.jsondiff import format_changes
 
         lines = format_changes(changes, prefix="args")
         super().__init__(
@@ -102,7 +102,7 @@ class TapeMiss(TapeError):
         self.args = args
         self.nearest_seq = nearest_seq
         self.changes = changes
-        from tapetui.jsondiff import format_changes
+        from tapetui.core.jsondiff import format_changes
 
         head = f"{path}: miss at step {seq}: {key} is not on the tape"
         if reason:

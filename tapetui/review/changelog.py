@@ -14,9 +14,9 @@ import stat
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tapetui.errors import TapeError
-from tapetui.redact import DEFAULT_REDACTOR, Redactor
-from tapetui.textsafe import safe_text
+from tapetui.core.errors import TapeError
+from tapetui.core.redact import DEFAULT_REDACTOR, Redactor
+from tapetui.core.textsafe import safe_text
 
 __all__ = ["Entry", "append_entry", "has_entry", "read_entries"]
 

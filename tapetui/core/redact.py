@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from tapetui.errors import TooDeep
+from tapetui.core.errors import TooDeep
 
 __all__ = ["DEFAULT_PATTERNS", "DEFAULT_REDACTOR", "DEFAULT_RULES", "REDACTED", "Redactor"]
 
@@ -402,7 +402,7 @@ class Redactor:
     def canon_form(self, value: Any) -> Any:
         """``canon(self.redact(value))`` in one pass, with dict keys left in their order.
 
-        The replay hot path hashes this with :func:`tapetui.canon.canonical_json`, which
+        The replay hot path hashes this with :func:`tapetui.core.canon.canonical_json`, which
         sorts keys itself, so the bytes — and the call key — are those of the two-pass form.
 
         Raises:
@@ -455,7 +455,7 @@ class Redactor:
                     self._counts["secret-key-name"] += 1
                 return [self.redact_text(value[0]).strip(), REDACTED]
             return [self._canon_form(v) for v in value]
-        from tapetui.canon import canon  # subclasses, sets (never redacted), and type errors: the two-pass form
+        from tapetui.core.canon import canon  # subclasses, sets (never redacted), and type errors: the two-pass form
 
         return canon(self.redact(value))
 

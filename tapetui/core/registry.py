@@ -6,10 +6,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from tapetui.config import ttl_problem
-from tapetui.errors import TapeError
-from tapetui.fingerprint import LATEST_FORM, ToolManifest, in_form, tool_manifest
-from tapetui.redact import Redactor
+from tapetui.core.config import ttl_problem
+from tapetui.core.errors import TapeError
+from tapetui.core.fingerprint import LATEST_FORM, ToolManifest, in_form, tool_manifest
+from tapetui.core.redact import Redactor
 
 __all__ = ["Tool", "ToolRegistry"]
 
@@ -23,7 +23,7 @@ class Tool:
     ``manifest`` is the form-2 manifest under the default redaction rules: secret-looking
     defaults and examples redacted, safe to write to a tape; ``fingerprint`` is its fingerprint.
     ``raw_manifest`` (form 1, values verbatim: never written anywhere) verifies tapes recorded
-    in form 1; it is what :func:`tapetui.tool_fingerprint` hashes. See :mod:`tapetui.fingerprint`.
+    in form 1; it is what :func:`tapetui.tool_fingerprint` hashes. See :mod:`tapetui.core.fingerprint`.
     """
 
     name: str

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from tapetui.errors import TooDeep
+from tapetui.core.errors import TooDeep
 
 __all__ = ["MISSING", "Change", "IgnoreRules", "VOLATILE_DEFAULTS", "diff_values", "format_changes", "format_path",
            "short"]

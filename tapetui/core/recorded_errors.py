@@ -25,7 +25,7 @@ in the MRO defines, written straight into the instance's ``__dict__`` (no proper
 ``__setattr__`` runs).
 
 Everything else — an unknown module or name, a refused class, a class that cannot be built
-this way — raises :class:`~tapetui.errors.TapeReplayedError` (a ``TapeError``) carrying
+this way — raises :class:`~tapetui.core.errors.TapeReplayedError` (a ``TapeError``) carrying
 the recorded type name, module, message and attributes.
 """
 
@@ -35,8 +35,8 @@ import sys
 import types
 from typing import Any
 
-from tapetui.errors import TapeReplayedError
-from tapetui.textsafe import safe_text
+from tapetui.core.errors import TapeReplayedError
+from tapetui.core.textsafe import safe_text
 
 __all__ = ["REFUSED", "build_error", "raise_recorded", "refusal"]
 
@@ -55,11 +55,11 @@ REFUSED: tuple[tuple[str, str], ...] = (
     ("hypothesis.errors", "UnsatisfiedAssumption"),
     ("hypothesis.errors", "StopTest"),
     ("concurrent.futures._base", "CancelledError"),
-    ("tapetui.errors", "TapeError"),
+    ("tapetui.core.errors", "TapeError"),
 )
 # Modules whose classes are all outcomes: refused by the module a class names (pytest's classes
 # claim ``__module__ = "builtins"``, so identity, above, is what catches those).
-_REFUSED_MODULES = frozenset({"_pytest.outcomes", "unittest.case", "tapetui.errors"})
+_REFUSED_MODULES = frozenset({"_pytest.outcomes", "unittest.case", "tapetui.core.errors"})
 
 _MODULE_DICT = types.ModuleType.__dict__["__dict__"]
 _TYPE_DICT = type.__dict__["__dict__"]

@@ -19,10 +19,10 @@ from typing import Any
 
 import orjson
 
-from tapetui.errors import TapeError
-from tapetui.canon import dumps
-from tapetui.files import file_kind
-from tapetui.tapefile import _CHUNK, MAX_LINE, Appender, atomic_write, dump_line
+from tapetui.core.errors import TapeError
+from tapetui.core.canon import dumps
+from tapetui.core.files import file_kind
+from tapetui.core.tapefile import _CHUNK, MAX_LINE, Appender, atomic_write, dump_line
 
 __all__ = ["EVENT_KINDS", "RunLog", "RunLogReader", "RunLogWarning", "RunSummary", "event_problem", "read_run_log"]
 
@@ -160,7 +160,7 @@ class RunLogReader:
     (not JSON, not an event object, or a field of the wrong type, see :func:`event_problem`)
     becomes an ``{"event": "invalid", "line": N, "problem": ...}`` event. Reads in chunks:
     time linear in what was appended, memory for a chunk plus the longest complete line (a line
-    longer than :data:`~tapetui.tapefile.MAX_LINE` is an invalid event, never held whole).
+    longer than :data:`~tapetui.core.tapefile.MAX_LINE` is an invalid event, never held whole).
 
     Raises (from :meth:`poll`):
         TapeError: the run log is a FIFO, a folder or anything but a regular file, or unreadable.

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from tapetui.errors import TooDeep
+from tapetui.core.errors import TooDeep
 
 __all__ = ["call_key", "canon", "canonical_json", "dumps", "key_of_json"]
 
@@ -109,7 +109,7 @@ def call_key(tool: str, args: Any) -> str:
     Arguments are redacted with the default rules first (idempotent, so keys of
     args that a tape already redacted with wider rules are unchanged).
     """
-    from tapetui.redact import DEFAULT_REDACTOR
+    from tapetui.core.redact import DEFAULT_REDACTOR
 
     return key_of_json(tool, canonical_json(canon(DEFAULT_REDACTOR.redact(args))))
 

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 if TYPE_CHECKING:
-    from tapetui.tapefile import TapeIndex
+    from tapetui.core.tapefile import TapeIndex
 
 __all__ = ["MAX_ENTRIES", "MIN_BYTES", "RACY_NS", "cache_dir", "drop_where", "entry_path", "forget", "load", "save"]
 
@@ -127,7 +127,7 @@ def save(idx: TapeIndex, before: os.stat_result, after: os.stat_result, fd: int)
             crc = zlib.crc32(part, crc)
         parts = [_MAGIC, struct.pack(_HEAD, len(meta), len(keys), crc), *body]
         entry.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        from tapetui.tapefile import atomic_write
+        from tapetui.core.tapefile import atomic_write
 
         atomic_write(entry, parts, mode=0o600)
         _evict(entry.parent)
@@ -136,14 +136,14 @@ def save(idx: TapeIndex, before: os.stat_result, after: os.stat_result, fd: int)
 
 
 def _safe_header(header: dict[str, Any] | None) -> dict[str, Any] | None:
-    from tapetui.redact import DEFAULT_REDACTOR
+    from tapetui.core.redact import DEFAULT_REDACTOR
 
     return DEFAULT_REDACTOR.redact(header) if header is not None else None
 
 
 def _safe_manifest_line(line: bytes) -> bytes:
     """A tool line as the cache keeps it: an old form-1 line's verbatim secrets redacted, its fingerprint kept."""
-    from tapetui.fingerprint import redact_manifest_line
+    from tapetui.core.fingerprint import redact_manifest_line
 
     return redact_manifest_line(line)
 
@@ -210,8 +210,8 @@ def load(path: Path, st: os.stat_result, fd: int) -> TapeIndex | None:
 
 
 def _read_entry(path: Path, st: os.stat_result, fd: int, fh: Any) -> TapeIndex | None:
-    from tapetui.fingerprint import ToolManifest
-    from tapetui.tapefile import TapeIndex
+    from tapetui.core.fingerprint import ToolManifest
+    from tapetui.core.tapefile import TapeIndex
 
     own = os.fstat(fh.fileno())
     if own.st_uid != os.getuid() or own.st_mode & 0o022:

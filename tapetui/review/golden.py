@@ -34,19 +34,19 @@ from typing import Any
 import orjson
 from rapidfuzz.distance import Levenshtein
 
-from tapetui.canon import canon
-from tapetui.changelog import Entry, append_entry, has_entry
-from tapetui.config import Config
-from tapetui.errors import TapeError, TooDeep
-from tapetui.fingerprint import LATEST_FORM, ToolManifest, explain_manifest_change, in_form
-from tapetui.jsondiff import Change, IgnoreRules, diff_values, format_changes
-from tapetui.locks import reading, session_lock, try_session_lock
-from tapetui.registry import ToolRegistry
-from tapetui.runlog import RunLogReader, event_problem, read_run_log
-from tapetui.store import (candidate_path, golden_of, iter_goldens, journal_path, refuse_links_out, runlog_path,
+from tapetui.core.canon import canon
+from tapetui.review.changelog import Entry, append_entry, has_entry
+from tapetui.core.config import Config
+from tapetui.core.errors import TapeError, TooDeep
+from tapetui.core.fingerprint import LATEST_FORM, ToolManifest, explain_manifest_change, in_form
+from tapetui.core.jsondiff import Change, IgnoreRules, diff_values, format_changes
+from tapetui.core.locks import reading, session_lock, try_session_lock
+from tapetui.core.registry import ToolRegistry
+from tapetui.core.runlog import RunLogReader, event_problem, read_run_log
+from tapetui.core.store import (candidate_path, golden_of, iter_goldens, journal_path, refuse_links_out, runlog_path,
                            session_name)
-from tapetui.tape import iso, key_of, parse_iso, utcnow
-from tapetui.tapefile import CallRecord, TapeIndex, atomic_write, call_line, dump_line, fsync_dir, read_index
+from tapetui.core.tape import iso, key_of, parse_iso, utcnow
+from tapetui.core.tapefile import CallRecord, TapeIndex, atomic_write, call_line, dump_line, fsync_dir, read_index
 
 __all__ = ["AlreadyExpired", "Comparison", "Finding", "SessionReport", "StepDiff", "accept", "check", "compare",
            "compare_run", "expire", "pending", "recover", "rerecord", "reject", "restore", "restore_candidate"]
@@ -253,7 +253,7 @@ def _same_contract(g: LoadedTape, o: LoadedTape, config: Config | None) -> Calla
 
     Fingerprints of one form are compared as they are (a tape is verified in the form it was
     recorded with); of two forms, both are compared in form 2, from the tool lines that hold
-    them (see :mod:`tapetui.fingerprint`): re-recording a form-1 tape in form 2 is not a
+    them (see :mod:`tapetui.core.fingerprint`): re-recording a form-1 tape in form 2 is not a
     contract change, nor is the rotation of a key that form 2 redacts.
     """
     redactor = config.redactor() if config else None
@@ -336,8 +336,8 @@ def compare_run(golden: TapeIndex, events: list[dict[str, Any]], config: Config 
 
     Args:
         log: the run log, named in messages.
-        checked: the events come from :class:`~tapetui.runlog.RunLogReader`, which checked each one
-            (:func:`~tapetui.runlog.event_problem`); other events are checked here.
+        checked: the events come from :class:`~tapetui.core.runlog.RunLogReader`, which checked each one
+            (:func:`~tapetui.core.runlog.event_problem`); other events are checked here.
 
     Raises:
         TapeError: a malformed event, naming the run log and its line.
@@ -469,7 +469,7 @@ class SessionReport:
 def check_session(golden: Path, config: Config) -> SessionReport:
     """Check one session, reading it consistently (see :func:`_check_session_once` for what is checked).
 
-    The read holds the session's lock shared (:func:`tapetui.locks.reading`), so no review action
+    The read holds the session's lock shared (:func:`tapetui.core.locks.reading`), so no review action
     changes the files under it; a recording may still move a pending candidate into the samples
     folder, so a read that failed is done again while the files change under it (a real error,
     such as a malformed line, fails the same way on unchanged files and is reported).
@@ -810,7 +810,7 @@ def _recover_session(config: Config, golden: Path, *, strict: bool = False) -> l
 def recover(config: Config) -> list[str]:
     """Finish interrupted commits and drop temp files that a dead process left.
 
-    A session another live process holds (:mod:`tapetui.locks`) is left alone: every file
+    A session another live process holds (:mod:`tapetui.core.locks`) is left alone: every file
     this finds in a session it could lock belongs to a process that died.
 
     Returns:

@@ -9,16 +9,16 @@ with the current rules:
   headers and unknown fields re-redacted; a call whose arguments changed gets the key of
   its new arguments (so the next replay finds it); a tool line that holds a secret-looking
   value verbatim (fingerprint form 1) moves to form 2, and its calls' fingerprints with it
-  (see :mod:`tapetui.fingerprint`); a form-2 line is recomputed under the current rules;
+  (see :mod:`tapetui.core.fingerprint`); a form-2 line is recomputed under the current rules;
   a torn tail is redacted as text and kept;
 * run logs and ``.torn`` files, line by line;
 * index-cache entries of the rewritten tapes, and every entry of this user's cache whose
   header or tool lines the current rules would change, are dropped (the next open of a big
   tape makes a new one).
 
-Each session is rewritten under its session lock (:func:`tapetui.locks.session_lock`), so
+Each session is rewritten under its session lock (:func:`tapetui.core.locks.session_lock`), so
 never while a recording or a review action holds it; a session that changed gets one
-changelog entry, committed with the golden atomically (:func:`tapetui.golden._commit`),
+changelog entry, committed with the golden atomically (:func:`tapetui.review.golden._commit`),
 before its other files are replaced one by one (each atomically): a crash leaves an entry
 that names every file it changed, and a second run finishes the rest. The report says
 what was removed by rule name and count, never the secret. The changelog itself is not
@@ -36,14 +36,14 @@ from typing import Any
 
 import orjson
 
-from tapetui import indexcache
-from tapetui.canon import canon, canonical_json, key_of_json
-from tapetui.config import Config
-from tapetui.errors import TapeError, TooDeep
-from tapetui.fingerprint import LATEST_FORM, ToolManifest, in_form, redact_manifest
-from tapetui.redact import Redactor
-from tapetui.store import candidate_path, iter_goldens, refuse_links_out, runlog_path, samples_of, session_name
-from tapetui.tapefile import atomic_write, dump_line, torn_path
+from tapetui.core import indexcache
+from tapetui.core.canon import canon, canonical_json, key_of_json
+from tapetui.core.config import Config
+from tapetui.core.errors import TapeError, TooDeep
+from tapetui.core.fingerprint import LATEST_FORM, ToolManifest, in_form, redact_manifest
+from tapetui.core.redact import Redactor
+from tapetui.core.store import candidate_path, iter_goldens, refuse_links_out, runlog_path, samples_of, session_name
+from tapetui.core.tapefile import atomic_write, dump_line, torn_path
 
 __all__ = ["FileScrub", "ScrubReport", "scrub"]
 
@@ -152,9 +152,9 @@ def scrub(config: Config, tapes_dir: Path | None = None, *, dry_run: bool = Fals
 
 # ---- one session ----------------------------------------------------------------------
 def _scrub_session(config: Config, golden: Path, r: Redactor, report: ScrubReport, dry_run: bool) -> None:
-    from tapetui import golden as review
+    from tapetui.review import golden as review
 
-    # The session lock (tapetui.locks.session_lock) and, under it, what a dead process left finished first:
+    # The session lock (tapetui.core.locks.session_lock) and, under it, what a dead process left finished first:
     # reading before that recovery would compute the new golden from one the recovery then replaces.
     with review._session(config, golden):
         cand, log = candidate_path(golden), runlog_path(golden)
