@@ -35,14 +35,36 @@ def generate(d: Path, sessions: int, steps: int) -> None:
             tool = tools[i % 4]
             args = {"n": i, "q": f"s{s}"}
             key = key_of(tool, args)
-            lines.append(call_line(seq=i + 1, tool=tool, key=key, fingerprint="0123456789abcdef", side_effect=False,
-                                   ms=1.0, expires_at=None, recorded_at="2026-01-01T00:00:00Z", args=args,
-                                   result={"ok": i}))
+            lines.append(
+                call_line(
+                    seq=i + 1,
+                    tool=tool,
+                    key=key,
+                    fingerprint="0123456789abcdef",
+                    side_effect=False,
+                    ms=1.0,
+                    expires_at=None,
+                    recorded_at="2026-01-01T00:00:00Z",
+                    args=args,
+                    result={"ok": i},
+                )
+            )
             if s == sessions // 2 and i == 7:
                 new = {"n": i + 1, "q": f"s{s}"}
-                events.append(dump_line({"event": "drift", "seq": i + 1, "tool": tool, "key": key_of(tool, new),
-                                         "recorded_key": key, "recorded_args": args, "args": new,
-                                         "changes": [["n", i, i + 1]]}))
+                events.append(
+                    dump_line(
+                        {
+                            "event": "drift",
+                            "seq": i + 1,
+                            "tool": tool,
+                            "key": key_of(tool, new),
+                            "recorded_key": key,
+                            "recorded_args": args,
+                            "args": new,
+                            "changes": [["n", i, i + 1]],
+                        }
+                    )
+                )
                 break
             events.append(dump_line({"event": "hit", "seq": i + 1, "tool": tool, "key": key, "step": i + 1}))
         events.append(orjson.dumps({"event": "end", "stats": {}}) + b"\n")
@@ -68,8 +90,9 @@ def main() -> None:
                 if path is not None:
                     env["PYTHONPATH"] = path + os.pathsep + env.get("PYTHONPATH", "")
                 t0 = time.perf_counter()
-                r = subprocess.run([sys.executable, "-m", "tapetui", "check", str(d)], capture_output=True,
-                                   text=True, cwd=d, env=env)
+                r = subprocess.run(
+                    [sys.executable, "-m", "tapetui", "check", str(d)], capture_output=True, text=True, cwd=d, env=env
+                )
                 times[name].append(time.perf_counter() - t0)
                 assert r.returncode == 1, r.stderr
                 assert r.stdout.count("args.n") == 1, r.stdout[:500]
@@ -77,9 +100,11 @@ def main() -> None:
                     found = [ln for ln in r.stdout.splitlines() if "args.n" in ln][0].strip()
         for name, ts in times.items():
             label = "" if name == "this" else f" [baseline {variants[name]}]"
-            print(f"tapetui check{label}, {a.sessions:,} sessions × {a.steps} steps, 1 drifted: "
-                  f"median {statistics.median(ts):.2f} s wall over {a.rounds} runs (min {min(ts):.2f} s)   "
-                  "target ≤ 5 s")
+            print(
+                f"tapetui check{label}, {a.sessions:,} sessions × {a.steps} steps, 1 drifted: "
+                f"median {statistics.median(ts):.2f} s wall over {a.rounds} runs (min {min(ts):.2f} s)   "
+                "target ≤ 5 s"
+            )
         print("  found: " + found)
     finally:
         shutil.rmtree(d)

@@ -52,9 +52,15 @@ def check_once(folder: Path, timeout: float) -> tuple[float, int, float, str]:
     r_fd, w_fd = os.pipe()
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, "-c", CHILD, str(folder), str(w_fd)], capture_output=True, text=True,
-                              pass_fds=(w_fd,), timeout=timeout, env={**os.environ, "NO_COLOR": "1"},
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [sys.executable, "-c", CHILD, str(folder), str(w_fd)],
+            capture_output=True,
+            text=True,
+            pass_fds=(w_fd,),
+            timeout=timeout,
+            env={**os.environ, "NO_COLOR": "1"},
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
         os.close(w_fd)
         os.close(r_fd)
@@ -94,10 +100,14 @@ def main() -> None:
                 if rc == -1:
                     break
                 assert rc == 1 and f"torn last line 1 ({size} bytes)" in out.replace(",", ""), (rc, out[-500:])
-            print(f"tapetui check, one golden of {human(size)} with no newline: median {statistics.median(walls):.2f} s "
-                  f"wall (min {min(walls):.2f} s) over {len(walls)} run(s), peak RSS {max(peaks):.0f} MB "
-                  f"({size / 1024**2 / statistics.median(walls):,.0f} MiB/s)")
-            print("  said: " + next((ln.strip() for ln in out.splitlines() if "torn" in ln or "killed" in ln), out[-200:]))
+            print(
+                f"tapetui check, one golden of {human(size)} with no newline: median {statistics.median(walls):.2f} s "
+                f"wall (min {min(walls):.2f} s) over {len(walls)} run(s), peak RSS {max(peaks):.0f} MB "
+                f"({size / 1024**2 / statistics.median(walls):,.0f} MiB/s)"
+            )
+            print(
+                "  said: " + next((ln.strip() for ln in out.splitlines() if "torn" in ln or "killed" in ln), out[-200:])
+            )
             golden.unlink()
     finally:
         shutil.rmtree(root)

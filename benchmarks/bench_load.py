@@ -59,9 +59,21 @@ def make_sessions(d: Path, runs: int) -> list[Path]:
     for r in range(runs):
         g = d / f"run{r:02d}.jsonl"
         lines = [dump_line({"type": "session", "v": 1})]
-        lines += [call_line(seq=i + 1, tool="fetch", key=f"fetch:{i:012d}", fingerprint="0" * 16, side_effect=False,
-                            ms=1.0, expires_at=None, recorded_at="2026-01-01T00:00:00Z", args={"i": i},
-                            result={"ok": i}) for i in range(20)]
+        lines += [
+            call_line(
+                seq=i + 1,
+                tool="fetch",
+                key=f"fetch:{i:012d}",
+                fingerprint="0" * 16,
+                side_effect=False,
+                ms=1.0,
+                expires_at=None,
+                recorded_at="2026-01-01T00:00:00Z",
+                args={"i": i},
+                result={"ok": i},
+            )
+            for i in range(20)
+        ]
         g.write_bytes(b"".join(lines))
         out.append(g)
     return out
@@ -85,9 +97,13 @@ async def measure(d: Path, goldens: list[Path], events: int, interval: float) ->
         writers = []
         per = max(1, len(goldens) // 5)
         for k in range(0, len(goldens), per):
-            writers.append(subprocess.Popen([sys.executable, "-c", WRITER, str(events), str(interval),
-                                             *map(str, goldens[k:k + per])], stdout=subprocess.PIPE,
-                                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}))
+            writers.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", WRITER, str(events), str(interval), *map(str, goldens[k : k + per])],
+                    stdout=subprocess.PIPE,
+                    env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+                )
+            )
         for w in writers:
             assert w.stdout is not None and w.stdout.readline().strip() == b"started"
         t_start = time.monotonic()
@@ -110,7 +126,8 @@ async def measure(d: Path, goldens: list[Path], events: int, interval: float) ->
         want = events
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not all(
-                s.summary.hits == want and s.summary.ended for s in app.sessions.values()):
+            s.summary.hits == want and s.summary.ended for s in app.sessions.values()
+        ):
             await asyncio.sleep(0.01)
         t_shown = time.monotonic()
         shown = sum(s.summary.hits for s in app.sessions.values())
@@ -118,10 +135,18 @@ async def measure(d: Path, goldens: list[Path], events: int, interval: float) ->
         samples.append(rss_mb())
     q = statistics.quantiles(latencies, n=100, method="inclusive") if len(latencies) > 1 else latencies * 99
     return {
-        "stream_s": t_written - t_start, "lag_s": t_shown - t_written, "events": len(goldens) * events,
-        "shown": shown, "complete": complete, "keys": len(latencies),
-        "p50_ms": statistics.median(latencies) * 1000, "p95_ms": q[94] * 1000, "max_ms": max(latencies) * 1000,
-        "rss_start_mb": base_rss, "rss_peak_mb": max(samples), "rss_end_mb": samples[-1],
+        "stream_s": t_written - t_start,
+        "lag_s": t_shown - t_written,
+        "events": len(goldens) * events,
+        "shown": shown,
+        "complete": complete,
+        "keys": len(latencies),
+        "p50_ms": statistics.median(latencies) * 1000,
+        "p95_ms": q[94] * 1000,
+        "max_ms": max(latencies) * 1000,
+        "rss_start_mb": base_rss,
+        "rss_peak_mb": max(samples),
+        "rss_end_mb": samples[-1],
         "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
 
@@ -140,12 +165,18 @@ def main() -> int:
         shutil.rmtree(d, ignore_errors=True)
     rate = r["events"] / max(r["stream_s"], 1e-9)  # type: ignore[operator]
     print(f"{a.runs} runs × {a.events} events streamed in {r['stream_s']:.1f} s ({rate:,.0f} events/s)")
-    print(f"key press → screen while streaming ({r['keys']} keys): p50 {r['p50_ms']:.0f} ms, "
-          f"p95 {r['p95_ms']:.0f} ms, max {r['max_ms']:.0f} ms")
-    print(f"memory (RSS): {r['rss_start_mb']:.0f} MB before, peak {r['rss_peak_mb']:.0f} MB, "
-          f"{r['rss_end_mb']:.0f} MB after (process max {r['maxrss_mb']:.0f} MB)")
-    print(f"events shown: {r['shown']:,} of {r['events']:,}; the last one {r['lag_s'] * 1000:.0f} ms after "
-          f"the last append" + ("" if r["complete"] else "   NOT ALL SHOWN"))
+    print(
+        f"key press → screen while streaming ({r['keys']} keys): p50 {r['p50_ms']:.0f} ms, "
+        f"p95 {r['p95_ms']:.0f} ms, max {r['max_ms']:.0f} ms"
+    )
+    print(
+        f"memory (RSS): {r['rss_start_mb']:.0f} MB before, peak {r['rss_peak_mb']:.0f} MB, "
+        f"{r['rss_end_mb']:.0f} MB after (process max {r['maxrss_mb']:.0f} MB)"
+    )
+    print(
+        f"events shown: {r['shown']:,} of {r['events']:,}; the last one {r['lag_s'] * 1000:.0f} ms after "
+        f"the last append" + ("" if r["complete"] else "   NOT ALL SHOWN")
+    )
     return 0 if r["complete"] else 1
 
 

@@ -135,9 +135,20 @@ def make_big(path: Path, n: int) -> None:
         buf = []
         for i in range(n):
             args = {"page": i, "query": f"q{i}"}
-            buf.append(call_line(seq=i + 1, tool="lookup", key=key_of("lookup", args), fingerprint=tool.fingerprint,
-                                 side_effect=False, ms=1.25, expires_at=None, recorded_at="2026-01-01T00:00:00Z",
-                                 args=args, result={"query": f"q{i}", "hits": [{"id": i, "title": "result"}]}))
+            buf.append(
+                call_line(
+                    seq=i + 1,
+                    tool="lookup",
+                    key=key_of("lookup", args),
+                    fingerprint=tool.fingerprint,
+                    side_effect=False,
+                    ms=1.25,
+                    expires_at=None,
+                    recorded_at="2026-01-01T00:00:00Z",
+                    args=args,
+                    result={"query": f"q{i}", "hits": [{"id": i, "title": "result"}]},
+                )
+            )
             if len(buf) == 10000:
                 fh.write(b"".join(buf))
                 buf = []
@@ -150,8 +161,9 @@ def bench_open(path: Path, impl: str, cache: str = "off") -> list[float]:
     runs = []
     for _ in range(3):
         env = {**os.environ, "TAPETUI_CACHE_DIR": cache}
-        out = subprocess.run([sys.executable, "-c", OPEN_CHILD, str(path), impl], capture_output=True, text=True,
-                             check=True, env=env).stdout.split()
+        out = subprocess.run(
+            [sys.executable, "-c", OPEN_CHILD, str(path), impl], capture_output=True, text=True, check=True, env=env
+        ).stdout.split()
         runs.append([float(x) for x in out])
     return [statistics.median(col) for col in zip(*runs, strict=True)]
 
@@ -161,9 +173,13 @@ BIG_ROUNDS, BIG_CALLS = 9, 10
 
 def big_value() -> dict[str, Any]:
     words = [f"word{i % 997}" for i in range(150_000)]
-    text = " ".join(words)[: 1_000_000]
-    return {"url": "https://example.org/page", "status": 200, "text": text,
-            "links": [{"href": f"/p/{i}", "title": f"page {i}"} for i in range(200)]}
+    text = " ".join(words)[:1_000_000]
+    return {
+        "url": "https://example.org/page",
+        "status": 200,
+        "text": text,
+        "links": [{"href": f"/p/{i}", "title": f"page {i}"} for i in range(200)],
+    }
 
 
 def bench_big_value(d: Path) -> dict[str, list[float]]:
@@ -206,10 +222,14 @@ def bench_big_value(d: Path) -> dict[str, list[float]]:
 def print_big_value(big: dict[str, list[float]]) -> None:
     med = {k: statistics.median(v) for k, v in big.items()}
     print(f"1 MB result, ms per call: median of {BIG_ROUNDS} rounds of {BIG_CALLS} calls (best round)")
-    print(f"  record               : {med['record']:7.2f} ms ({min(big['record']):.2f})  "
-          f"{med['record'] / med['dumps']:5.1f}× orjson.dumps of the value ({med['dumps']:.2f} ms)")
-    print(f"  replay hit           : {med['replay']:7.2f} ms ({min(big['replay']):.2f})  "
-          f"{med['replay'] / med['loads']:5.1f}× orjson.loads of the value ({med['loads']:.2f} ms)")
+    print(
+        f"  record               : {med['record']:7.2f} ms ({min(big['record']):.2f})  "
+        f"{med['record'] / med['dumps']:5.1f}× orjson.dumps of the value ({med['dumps']:.2f} ms)"
+    )
+    print(
+        f"  replay hit           : {med['replay']:7.2f} ms ({min(big['replay']):.2f})  "
+        f"{med['replay'] / med['loads']:5.1f}× orjson.loads of the value ({med['loads']:.2f} ms)"
+    )
 
 
 def main() -> None:
@@ -234,16 +254,23 @@ def main() -> None:
         size_mb = big.stat().st_size / 1e6
         cold = bench_open(big, "tapetui")  # the index cache off: every open scans
         cache = d / "cache"
-        subprocess.run([sys.executable, "-c", OPEN_CHILD, str(big), "tapetui"], check=True, capture_output=True,
-                       env={**os.environ, "TAPETUI_CACHE_DIR": str(cache)})  # the first open saves the entry
+        subprocess.run(
+            [sys.executable, "-c", OPEN_CHILD, str(big), "tapetui"],
+            check=True,
+            capture_output=True,
+            env={**os.environ, "TAPETUI_CACHE_DIR": str(cache)},
+        )  # the first open saves the entry
         entry_mb = sum(f.stat().st_size for f in cache.glob("*.idx")) / 1e6
         warm = bench_open(big, "tapetui", str(cache))
         t_ref, rss_ref = bench_open(big, "json")[:2]
     med = {k: statistics.median(v) for k, v in rounds.items()}
-    ratio = {k: statistics.median(x / ref for x, ref in zip(v, rounds["reference"], strict=True))
-             for k, v in rounds.items()}
-    print(f"per call: median of {ROUNDS} interleaved rounds of {N_CALLS:,} calls (best round); "
-          "× the json reference's hit in the same round")
+    ratio = {
+        k: statistics.median(x / ref for x, ref in zip(v, rounds["reference"], strict=True)) for k, v in rounds.items()
+    }
+    print(
+        f"per call: median of {ROUNDS} interleaved rounds of {N_CALLS:,} calls (best round); "
+        "× the json reference's hit in the same round"
+    )
     for key, label, note in (
         ("hit", "replay hit", "in recorded order, run log off   target ≤ 10 µs"),
         ("hit_reversed", "replay hit, reversed", "each call looked up by key"),
@@ -255,14 +282,20 @@ def main() -> None:
     print(f"open {a.calls:,}-call tape ({size_mb:.0f} MB), target ≤ 2 s and ≤ 400 MB peak RSS (medians of 3):")
     source = f"from a {entry_mb:.0f} MB index-cache entry" if entry_mb else "no entry: tapes under 8 MB are not cached"
     for label, (t, rss, t_keys, rss_keys) in (("first open (scan)", cold), ("next opens (cached)", warm)):
-        print(f"  {label:20} : {t:5.2f} s, peak RSS {rss:.0f} MB"
-              f"{'   index cache off' if label.startswith('first') else '   ' + source}")
-        print(f"    + key table        : {t_keys:5.2f} s more, peak RSS {rss_keys:.0f} MB   "
-              "built at a replay's first call out of recorded order")
+        print(
+            f"  {label:20} : {t:5.2f} s, peak RSS {rss:.0f} MB"
+            f"{'   index cache off' if label.startswith('first') else '   ' + source}"
+        )
+        print(
+            f"    + key table        : {t_keys:5.2f} s more, peak RSS {rss_keys:.0f} MB   "
+            "built at a replay's first call out of recorded order"
+        )
     print(f"plain-json reference  : {t_ref:5.2f} s, peak RSS {rss_ref:.0f} MB")
     print_big_value(big_value_rounds)
-    print(f"ratios tapetui/json   : first open {cold[0] / t_ref:.2f}×, cached open {warm[0] / t_ref:.2f}×, "
-          f"peak RSS {cold[3] / rss_ref:.2f}× (key table built), hit {ratio['hit']:.2f}× (per round)")
+    print(
+        f"ratios tapetui/json   : first open {cold[0] / t_ref:.2f}×, cached open {warm[0] / t_ref:.2f}×, "
+        f"peak RSS {cold[3] / rss_ref:.2f}× (key table built), hit {ratio['hit']:.2f}× (per round)"
+    )
 
 
 if __name__ == "__main__":

@@ -24,10 +24,10 @@ import orjson
 os.environ["TAPETUI_CACHE_DIR"] = "off"  # a first open: every tape is scanned
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_check import generate  # noqa: E402
+from textual.widgets import Log  # noqa: E402
 
 from tapetui.core.config import Config  # noqa: E402
 from tapetui.tui.app import TapeApp  # noqa: E402
-from textual.widgets import Log  # noqa: E402
 
 
 async def first_screen(d: Path, expand: bool) -> tuple[float, float]:
@@ -88,23 +88,36 @@ def big_values(d: Path, size: int = 1_000_000, places: int = 3) -> str:
     from tapetui.core.tapefile import call_line, dump_line
 
     rnd = random.Random(7)
-    vocab = ["".join(rnd.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rnd.randint(2, 10)))
-             for _ in range(2000)]
-    text = " ".join(rnd.choice(vocab) for _ in range(size // 5 + 10))[:size - 11]
+    vocab = ["".join(rnd.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rnd.randint(2, 10))) for _ in range(2000)]
+    text = " ".join(rnd.choice(vocab) for _ in range(size // 5 + 10))[: size - 11]
     chars = list(text)
     for k in range(1, places + 1):
         p = len(chars) * k // (places + 1)
-        chars[p:p + 8] = "CHANGED!"
+        chars[p : p + 8] = "CHANGED!"
     new = "".join(chars)
-    common = {"fingerprint": "0123456789abcdef", "side_effect": False, "ms": 1.0, "expires_at": None,
-              "recorded_at": "2026-01-01T00:00:00Z"}
+    common = {
+        "fingerprint": "0123456789abcdef",
+        "side_effect": False,
+        "ms": 1.0,
+        "expires_at": None,
+        "recorded_at": "2026-01-01T00:00:00Z",
+    }
 
     def tape(value: str) -> bytes:
-        return dump_line({"type": "session", "v": 1}) + \
-            call_line(seq=1, tool="fetch_page", key=key_of("fetch_page", {"url": "u"}), args={"url": "u"},
-                      result={"text": value}, **common) + \
-            call_line(seq=2, tool="summarize", key=key_of("summarize", {"n": 1}), args={"n": 1}, result="ok",
-                      **common)
+        return (
+            dump_line({"type": "session", "v": 1})
+            + call_line(
+                seq=1,
+                tool="fetch_page",
+                key=key_of("fetch_page", {"url": "u"}),
+                args={"url": "u"},
+                result={"text": value},
+                **common,
+            )
+            + call_line(
+                seq=2, tool="summarize", key=key_of("summarize", {"n": 1}), args={"n": 1}, result="ok", **common
+            )
+        )
 
     (d / "big.jsonl").write_bytes(tape(text))
     (d / "big.candidate.jsonl").write_bytes(tape(new))
@@ -139,8 +152,12 @@ async def big_diff(d: Path, rounds: int = 30) -> tuple[list[float], list[tuple[s
         def on_step(seq: int) -> bool:
             """The cursor is on step ``seq`` and the detail pane shows it."""
             node = app.tree.cursor_node
-            return (node is not None and isinstance(node.data, StepRef) and node.data.seq == seq
-                    and app.detail.subject[-1:] == (seq,))
+            return (
+                node is not None
+                and isinstance(node.data, StepRef)
+                and node.data.seq == seq
+                and app.detail.subject[-1:] == (seq,)
+            )
 
         async def until(cond, what: str, t0: float) -> float:  # type: ignore[no-untyped-def]
             while not cond():
@@ -151,8 +168,11 @@ async def big_diff(d: Path, rounds: int = 30) -> tuple[list[float], list[tuple[s
             return time.perf_counter() - t0
 
         async def settled() -> None:
-            await until(lambda: on_step(2) and not app.detail.computing and all(w.is_finished for w in app.workers),
-                        "settle", time.perf_counter())
+            await until(
+                lambda: on_step(2) and not app.detail.computing and all(w.is_finished for w in app.workers),
+                "settle",
+                time.perf_counter(),
+            )
 
         for _ in range(rounds):  # the diff on screen after the step is selected
             await settled()
@@ -165,8 +185,11 @@ async def big_diff(d: Path, rounds: int = 30) -> tuple[list[float], list[tuple[s
         for _ in range(rounds):  # keys while a diff is computed: j and k, each answered by its step's detail
             await settled()
             send_key(app, "k", "k")
-            await until(lambda: on_step(1) and (app.detail.computing or bool(app.detail.diffs)), "the diff starts",
-                        time.perf_counter())
+            await until(
+                lambda: on_step(1) and (app.detail.computing or bool(app.detail.diffs)),
+                "the diff starts",
+                time.perf_counter(),
+            )
             for key, seq in (("j", 2), ("k", 1), ("j", 2), ("k", 1), ("j", 2)):
                 if not app.detail.computing and seq == 2:
                     break
@@ -182,8 +205,10 @@ async def big_diff(d: Path, rounds: int = 30) -> tuple[list[float], list[tuple[s
         for _ in range(rounds):  # the same keys with no diff being computed: what a key costs anyway
             for key, seq in (("k", 1), ("j", 2)):
                 await settled() if seq == 1 else await until(
-                    lambda: not app.detail.computing and all(w.is_finished for w in app.workers), "settle",
-                    time.perf_counter())
+                    lambda: not app.detail.computing and all(w.is_finished for w in app.workers),
+                    "settle",
+                    time.perf_counter(),
+                )
                 t = time.perf_counter()
                 send_key(app, key, key)
                 keys.append(("idle " + key, await until(lambda: on_step(seq), key, t)))  # noqa: B023
@@ -198,14 +223,24 @@ def report_big() -> None:
         keys = [t for k, t in timed if not k.startswith("idle")]
         idle = [t for k, t in timed if k.startswith("idle")]
         q = statistics.quantiles(keys, n=100) if len(keys) >= 2 else (keys or [0.0]) * 99
-        print(f"diff of two 1 MB results differing in 3 places ({name}): shown {statistics.median(shown):.2f} s "
-              f"median, {max(shown):.2f} s max after the step is selected ({len(shown)} rounds, {coarse} coarsened)"
-              "   target ≤ 0.5 s", flush=True)
-        print(f"key → screen while that diff is computed ({len(keys)} keys): p50 {statistics.median(keys) * 1000:.0f} ms,"
-              f" p95 {q[94] * 1000:.0f} ms   target p95 ≤ 100 ms", flush=True)
+        print(
+            f"diff of two 1 MB results differing in 3 places ({name}): shown {statistics.median(shown):.2f} s "
+            f"median, {max(shown):.2f} s max after the step is selected ({len(shown)} rounds, {coarse} coarsened)"
+            "   target ≤ 0.5 s",
+            flush=True,
+        )
+        print(
+            f"key → screen while that diff is computed ({len(keys)} keys): p50 {statistics.median(keys) * 1000:.0f} ms,"
+            f" p95 {q[94] * 1000:.0f} ms   target p95 ≤ 100 ms",
+            flush=True,
+        )
         qi = statistics.quantiles(idle, n=100)
-        print(f"key → screen, same keys, no diff computed ({len(idle)} keys): p50 {statistics.median(idle) * 1000:.0f} ms,"
-              f" p95 {qi[94] * 1000:.0f} ms   (what a key costs on this machine anyway)", flush=True)
+        print(
+            f"key → screen, same keys, no diff computed ({len(idle)} keys): "
+            f"p50 {statistics.median(idle) * 1000:.0f} ms,"
+            f" p95 {qi[94] * 1000:.0f} ms   (what a key costs on this machine anyway)",
+            flush=True,
+        )
     finally:
         shutil.rmtree(base)
 
@@ -227,12 +262,17 @@ def main() -> None:
         for label, runs in (("10,000 sessions", many_runs), ("100,000-step session, opened", big_runs)):
             paint = statistics.median(r[0] for r in runs)
             settled = statistics.median(r[1] for r in runs)
-            print(f"first screen, {label:<30}: {paint:.2f} s (every count shown {settled:.2f} s), median of 5"
-                  "   target ≤ 1 s", flush=True)
+            print(
+                f"first screen, {label:<30}: {paint:.2f} s (every count shown {settled:.2f} s), median of 5"
+                "   target ≤ 1 s",
+                flush=True,
+            )
         lat = asyncio.run(latency(many))
         q = statistics.quantiles(lat, n=100)
-        print(f"run-log event → screen ({len(lat)} events) : p50 {statistics.median(lat) * 1000:.0f} ms, "
-              f"p95 {q[94] * 1000:.0f} ms   target p95 ≤ 150 ms")
+        print(
+            f"run-log event → screen ({len(lat)} events) : p50 {statistics.median(lat) * 1000:.0f} ms, "
+            f"p95 {q[94] * 1000:.0f} ms   target p95 ≤ 150 ms"
+        )
     finally:
         shutil.rmtree(base)
     report_big()

@@ -28,8 +28,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials-per-op", type=int, default=20)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--concurrent", type=int, default=0, metavar="N",
-                    help="run N concurrent trials (three commands on one session) instead of the per-op trials")
+    ap.add_argument(
+        "--concurrent",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run N concurrent trials (three commands on one session) instead of the per-op trials",
+    )
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="tapetui-crash-"))
     if a.concurrent:
@@ -42,8 +47,10 @@ def main() -> int:
     print(f"{'operation':<10} {'trials':>6} {'failed':>6} {'killed mid-work':>16} {'acks before kill (median)':>26}")
     for op in OPS:
         mine = [t for t in trials if t.op == op]
-        print(f"{op:<10} {len(mine):>6} {sum(1 for t in mine if t.problems):>6} "
-              f"{sum(1 for t in mine if t.acked):>16} {statistics.median(t.acked for t in mine):>26.0f}")
+        print(
+            f"{op:<10} {len(mine):>6} {sum(1 for t in mine if t.problems):>6} "
+            f"{sum(1 for t in mine if t.acked):>16} {statistics.median(t.acked for t in mine):>26.0f}"
+        )
     if failed:
         print(f"folders of failed trials kept under {work}")
         return 1
@@ -70,8 +77,10 @@ def concurrent(n: int, seed: int, work: Path) -> int:
     progress = _progress(lambda t: f"{t.ops} killed at {[round(d) for d in t.delays_ms]} ms")
     trials = run_mixed(n, work, seed=seed, progress=progress)
     failed = [t for t in trials if t.problems]
-    print(f"\n{len(trials)} concurrent trials (3 children each) in {time.perf_counter() - t0:.0f} s (seed {seed}), "
-          f"{len(failed)} with problems; {sum(t.acked for t in trials)} commands acknowledged before the kills")
+    print(
+        f"\n{len(trials)} concurrent trials (3 children each) in {time.perf_counter() - t0:.0f} s (seed {seed}), "
+        f"{len(failed)} with problems; {sum(t.acked for t in trials)} commands acknowledged before the kills"
+    )
     print(f"{'command':<10} {'in trials':>9} {'failed':>6}")
     for op in MIXED:
         mine = [t for t in trials if op in t.ops]

@@ -5,7 +5,15 @@ The public API is what this module exports; everything else may move.
 
 from tapetui.core.canon import call_key, canon
 from tapetui.core.config import Config, ToolPolicy, load_config
-from tapetui.core.errors import ConfigError, TapeDrift, TapeError, TapeMiss, TapeReplayedError, TapeStale, ToolDriftError
+from tapetui.core.errors import (
+    ConfigError,
+    TapeDrift,
+    TapeError,
+    TapeMiss,
+    TapeReplayedError,
+    TapeStale,
+    ToolDriftError,
+)
 from tapetui.core.fingerprint import ToolManifest, tool_fingerprint, tool_manifest
 from tapetui.core.redact import Redactor
 from tapetui.core.registry import Tool, ToolRegistry

@@ -62,8 +62,10 @@ def _config(args: argparse.Namespace, tapes_dir: str | None = None, *, must_exis
         elif cfg is None:  # the pytest plugin's default too, so every command names a session the same way
             cfg = Config.for_dir(Path.cwd() / "tapes" if (Path.cwd() / "tapes").is_dir() else Path.cwd())
     if must_exist and tapes_dir is not None and not Path(tapes_dir).is_dir():
-        raise TapeError(f"no tapes found in {tapes_dir}: no such folder (tapes.toml: {cfg.path or 'none found'}); "
-                        "name the folder your tapes are in, or record one first")
+        raise TapeError(
+            f"no tapes found in {tapes_dir}: no such folder (tapes.toml: {cfg.path or 'none found'}); "
+            "name the folder your tapes are in, or record one first"
+        )
     return cfg
 
 
@@ -91,8 +93,8 @@ def _recover(cfg: Config, out: _Out) -> None:
 
 # ---- commands -----------------------------------------------------------------------
 def cmd_check(args: argparse.Namespace) -> int:
-    from tapetui.review.golden import check_session, no_tapes_message, recover
     from tapetui.core.store import iter_goldens
+    from tapetui.review.golden import check_session, no_tapes_message, recover
 
     cfg = _config(args, args.dir, must_exist=False)
     err = _Out(sys.stderr)
@@ -119,8 +121,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     unreadable = [r for r in reports if r.error]
     failing = [r for r in reports if not r.ok]
     if args.json:
-        _json({"ok": not failing, "sessions": len(reports), "failing": len(failing),
-               "reports": [r.to_json() for r in reports if not r.ok or r.findings]})
+        _json(
+            {
+                "ok": not failing,
+                "sessions": len(reports),
+                "failing": len(failing),
+                "reports": [r.to_json() for r in reports if not r.ok or r.findings],
+            }
+        )
     else:
         out = _Out(sys.stdout)
         for r in reports:
@@ -141,10 +149,10 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from tapetui.review.golden import Finding, compare, compare_run, run_log_stale
     from tapetui.core.runlog import read_run_log
     from tapetui.core.store import candidate_path, runlog_path
     from tapetui.core.tapefile import read_index
+    from tapetui.review.golden import Finding, compare, compare_run, run_log_stale
 
     cfg = _config(args)
     a = _tape(cfg, args.a)
@@ -157,8 +165,11 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if other.name.endswith(".run.jsonl"):
         events = read_run_log(other)
         stale = run_log_stale(a, events)
-        findings = ([Finding("stale_run", stale)] if stale else
-                    compare_run(read_index(a, validate=True), events, cfg, log=other, checked=True))
+        findings = (
+            [Finding("stale_run", stale)]
+            if stale
+            else compare_run(read_index(a, validate=True), events, cfg, log=other, checked=True)
+        )
         if args.json:
             _json({"golden": str(a), "run_log": str(other), "findings": [f.to_json() for f in findings]})
         else:
@@ -179,8 +190,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from tapetui.review.golden import stats_of
     from tapetui.core.store import iter_goldens, session_name
+    from tapetui.review.golden import stats_of
 
     cfg = _config(args)
     target = Path(args.target) if args.target else cfg.tapes_dir
@@ -192,26 +203,41 @@ def cmd_stats(args: argparse.Namespace) -> int:
     out = _Out(sys.stdout)
     for name, s in rows.items():
         last = s.get("last_run") or {}
-        run = (f"last run: {_n(last.get('tape_hits', 0), 'hit')}, {_n(last.get('tape_misses', 0), 'miss')}, "
-               f"{last.get('drift_events', 0)} drift, {last.get('unused', 0)} unused") if last else "no run yet"
-        timed = (f"{s['expired']} of {_n(s['time_sensitive'], 'time-sensitive entry')} expired"
-                 if s["time_sensitive"] else "no time-sensitive entries")
-        out.line(f"{name}: {_n(s['steps'], 'step')}, {_n(len(s['tools']), 'tool')}, "
-                 f"{s['side_effect_steps']} with side effects, {timed}; {run}"
-                 + ("; candidate pending" if s["pending_candidate"] else ""))
+        run = (
+            (
+                f"last run: {_n(last.get('tape_hits', 0), 'hit')}, {_n(last.get('tape_misses', 0), 'miss')}, "
+                f"{last.get('drift_events', 0)} drift, {last.get('unused', 0)} unused"
+            )
+            if last
+            else "no run yet"
+        )
+        timed = (
+            f"{s['expired']} of {_n(s['time_sensitive'], 'time-sensitive entry')} expired"
+            if s["time_sensitive"]
+            else "no time-sensitive entries"
+        )
+        out.line(
+            f"{name}: {_n(s['steps'], 'step')}, {_n(len(s['tools']), 'tool')}, "
+            f"{s['side_effect_steps']} with side effects, {timed}; {run}"
+            + ("; candidate pending" if s["pending_candidate"] else "")
+        )
     return 0
 
 
 def cmd_pending(args: argparse.Namespace) -> int:
-    from tapetui.review.golden import compare, pending
     from tapetui.core.store import samples_dir, samples_of, session_name
+    from tapetui.review.golden import compare, pending
 
     cfg = _config(args)
     _recover(cfg, _Out(sys.stderr))
     items = []
     for g, c in pending(cfg):
-        item: dict[str, Any] = {"session": session_name(g, cfg.tapes_dir), "golden": str(g), "candidate": str(c),
-                                "older_candidates": [str(p) for p in samples_of(g)]}
+        item: dict[str, Any] = {
+            "session": session_name(g, cfg.tapes_dir),
+            "golden": str(g),
+            "candidate": str(c),
+            "older_candidates": [str(p) for p in samples_of(g)],
+        }
         if g.exists():
             cmp = compare(g, c, cfg)
             item["changed_steps"] = [s.seq for s in cmp.changed_steps]
@@ -225,13 +251,22 @@ def cmd_pending(args: argparse.Namespace) -> int:
         for it in items:
             older = len(it["older_candidates"])
             changed = it.get("changed_steps")
-            what = ("every step (a new session)" if changed is None else
-                    "no step" if not changed else f"{_n(len(changed), 'step', name_only=True)} "
-                    f"{', '.join(map(str, changed))}")
-            out.line(f"{it['session']}: {what} differ{'s' if changed is not None and len(changed) == 1 else ''}"
-                     + (f", contract of {', '.join(it['contracts'])} changed" if it.get("contracts") else "")
-                     + (f"; {older} older candidate(s) it displaced are kept in {samples_dir(Path(it['golden']))}"
-                        if older else ""))
+            what = (
+                "every step (a new session)"
+                if changed is None
+                else "no step"
+                if not changed
+                else f"{_n(len(changed), 'step', name_only=True)} {', '.join(map(str, changed))}"
+            )
+            out.line(
+                f"{it['session']}: {what} differ{'s' if changed is not None and len(changed) == 1 else ''}"
+                + (f", contract of {', '.join(it['contracts'])} changed" if it.get("contracts") else "")
+                + (
+                    f"; {older} older candidate(s) it displaced are kept in {samples_dir(Path(it['golden']))}"
+                    if older
+                    else ""
+                )
+            )
         if not items:
             out.line("no pending candidates")
     return 0
@@ -242,10 +277,12 @@ def cmd_accept(args: argparse.Namespace) -> int:
 
     cfg = _config(args)
     entry = accept(cfg, _tape(cfg, args.tape), args.why, args.step or None)
-    _Out(sys.stdout).line(f"accepted {entry.session}"
-                          + (f" {_n(len(entry.steps), 'step', name_only=True)} {', '.join(map(str, entry.steps))}"
-                             if args.step else "")
-                          + f"; changelog entry {entry.id} in {cfg.changelog}", "green")
+    _Out(sys.stdout).line(
+        f"accepted {entry.session}"
+        + (f" {_n(len(entry.steps), 'step', name_only=True)} {', '.join(map(str, entry.steps))}" if args.step else "")
+        + f"; changelog entry {entry.id} in {cfg.changelog}",
+        "green",
+    )
     return 0
 
 
@@ -266,14 +303,15 @@ def cmd_expire(args: argparse.Namespace) -> int:
     if not args.step and not args.all_time_sensitive:
         raise _Usage("expire needs --step N or --all-time-sensitive")
     try:
-        entry = expire(cfg, _tape(cfg, args.tape), args.step, all_time_sensitive=args.all_time_sensitive,
-                       why=args.why)
+        entry = expire(cfg, _tape(cfg, args.tape), args.step, all_time_sensitive=args.all_time_sensitive, why=args.why)
     except AlreadyExpired as e:  # nothing changed and nothing is wrong
         _Out(sys.stdout).line(str(e))
         return 0
     steps = ", ".join(map(str, entry.steps))
-    _Out(sys.stdout).line(f"expired {entry.session} step{'s' if len(entry.steps) != 1 else ''} {steps}; "
-                          "the next fill re-records them", "green")
+    _Out(sys.stdout).line(
+        f"expired {entry.session} step{'s' if len(entry.steps) != 1 else ''} {steps}; the next fill re-records them",
+        "green",
+    )
     return 0
 
 
@@ -304,13 +342,16 @@ def cmd_scrub(args: argparse.Namespace) -> int:
         for f in report.files:
             out.line(f"{f.session}: {f.summary()}", "yellow")
         if report.cache_dropped:
-            out.line(f"index cache: {report.cache_dropped} entr{'y' if report.cache_dropped == 1 else 'ies'} "
-                     f"{'to drop' if args.dry_run else 'dropped'} (the next open of a big tape makes a new one)")
+            out.line(
+                f"index cache: {report.cache_dropped} entr{'y' if report.cache_dropped == 1 else 'ies'} "
+                f"{'to drop' if args.dry_run else 'dropped'} (the next open of a big tape makes a new one)"
+            )
         rules = report.rules
         total = ", ".join(f"{name} ×{n}" for name, n in sorted(rules.items()))
         done = "to scrub" if args.dry_run else "scrubbed"
-        summary = (f"{report.sessions} session(s) checked, {len(report.changed_sessions)} {done}"
-                   + (f"; {verb}: {total}" if total else "; nothing to remove"))
+        summary = f"{report.sessions} session(s) checked, {len(report.changed_sessions)} {done}" + (
+            f"; {verb}: {total}" if total else "; nothing to remove"
+        )
         if report.entries:
             n = len(report.entries)
             summary += f"; {n} changelog entr{'y' if n == 1 else 'ies'} in {cfg.changelog}"
@@ -355,7 +396,7 @@ def _n(count: int, word: str, *, name_only: bool = False) -> str:
 
 _EXITS = {
     "check": "0 every session matches; 1 findings (drift, misses, unused steps, contract changes, stale or "
-             "unfinished runs, pending candidates); 2 bad input or no tapes found",
+    "unfinished runs, pending candidates); 2 bad input or no tapes found",
     "diff": "0 no differences; 1 differences; 2 bad input",
     "default": "0 done; 2 bad input, or nothing was changed because of an error (the message says which)",
     "scrub": "0 done; 1 (--dry-run) something would be removed; 2 bad input or a session could not be scrubbed",
@@ -364,9 +405,13 @@ _EXITS = {
 
 def _sub(sub: Any, name: str, summary: str, details: str = "") -> argparse.ArgumentParser:
     """A subcommand whose --help page has a description and its exit codes."""
-    return sub.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + "." + (
-        f"\n\n{details}" if details else ""), epilog=f"exit codes: {_EXITS.get(name, _EXITS['default'])}",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+    return sub.add_parser(
+        name,
+        help=summary,
+        description=summary[0].upper() + summary[1:] + "." + (f"\n\n{details}" if details else ""),
+        epilog=f"exit codes: {_EXITS.get(name, _EXITS['default'])}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -375,9 +420,13 @@ def _parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     json_help = "one JSON document on stdout (for scripts)"
     tape_help = "a session: its name in the tapes folder (folder/name), or a path to its golden"
-    p = _sub(sub, "check", "replay findings and pending candidates of every session; exit 1 on any finding",
-             "Reads every golden, its latest run log and its candidate. A run log older than the golden, a run\n"
-             "that was killed or ended in an error, and a hand-edited call are findings too.")
+    p = _sub(
+        sub,
+        "check",
+        "replay findings and pending candidates of every session; exit 1 on any finding",
+        "Reads every golden, its latest run log and its candidate. A run log older than the golden, a run\n"
+        "that was killed or ended in an error, and a hand-edited call are findings too.",
+    )
     p.add_argument("dir", nargs="?", help="tapes folder (default: tapes.toml's, else ./tapes, else .)")
     p.add_argument("--json", action="store_true", help=json_help)
     p.set_defaults(fn=cmd_check)
@@ -393,37 +442,63 @@ def _parser() -> argparse.ArgumentParser:
     p = _sub(sub, "pending", "list candidates waiting for review (and older ones a newer recording displaced)")
     p.add_argument("--json", action="store_true", help=json_help)
     p.set_defaults(fn=cmd_pending)
-    p = _sub(sub, "accept", "promote a candidate to golden, with a rationale in the changelog",
-             "The golden never changes without its changelog entry; a crash at any point leaves the old\n"
-             "golden, or the new one with its entry.")
+    p = _sub(
+        sub,
+        "accept",
+        "promote a candidate to golden, with a rationale in the changelog",
+        "The golden never changes without its changelog entry; a crash at any point leaves the old\n"
+        "golden, or the new one with its entry.",
+    )
     p.add_argument("tape", help=tape_help)
     p.add_argument("--why", help="the rationale, written to the changelog (required)")
-    p.add_argument("--step", type=int, action="append", metavar="N",
-                   help="accept only golden step N, where the sequences line up (repeatable)")
+    p.add_argument(
+        "--step",
+        type=int,
+        action="append",
+        metavar="N",
+        help="accept only golden step N, where the sequences line up (repeatable)",
+    )
     p.set_defaults(fn=cmd_accept)
     p = _sub(sub, "reject", "discard a candidate")
     p.add_argument("tape", help=tape_help)
     p.add_argument("--why", help="note the reason in the changelog")
     p.set_defaults(fn=cmd_reject)
-    p = _sub(sub, "expire", "mark entries expired so the next fill re-records them",
-             "Entries that have expired already are left as they are (exit 0, nothing written).")
+    p = _sub(
+        sub,
+        "expire",
+        "mark entries expired so the next fill re-records them",
+        "Entries that have expired already are left as they are (exit 0, nothing written).",
+    )
     p.add_argument("tape", help=tape_help)
     p.add_argument("--step", type=int, action="append", metavar="N", help="expire step N (repeatable)")
-    p.add_argument("--all-time-sensitive", action="store_true",
-                   help="expire every entry that has an expiry (tools with a ttl)")
+    p.add_argument(
+        "--all-time-sensitive", action="store_true", help="expire every entry that has an expiry (tools with a ttl)"
+    )
     p.add_argument("--why", help="note the reason in the changelog")
     p.set_defaults(fn=cmd_expire)
-    p = _sub(sub, "rerecord", "run one step's tool live; the result becomes a candidate",
-             "Imports the registry named in tapes.toml ([tapes] registry = 'module:attribute').")
+    p = _sub(
+        sub,
+        "rerecord",
+        "run one step's tool live; the result becomes a candidate",
+        "Imports the registry named in tapes.toml ([tapes] registry = 'module:attribute').",
+    )
     p.add_argument("tape", help=tape_help)
     p.add_argument("--step", type=int, required=True, metavar="N", help="the step to run again")
     p.add_argument("--yes", action="store_true", help="confirm running a side-effecting tool")
     p.set_defaults(fn=cmd_rerecord)
-    p = _sub(sub, "recover", "finish or roll back what an interrupted command left",
-             "Every command and the app do this first; sessions another process holds are left alone.")
+    p = _sub(
+        sub,
+        "recover",
+        "finish or roll back what an interrupted command left",
+        "Every command and the app do this first; sessions another process holds are left alone.",
+    )
     p.set_defaults(fn=cmd_recover)
-    p = _sub(sub, "scrub", "re-redact every tape, run log and cached index with the current rules",
-             "Recomputes call keys and writes one changelog entry per session changed.")
+    p = _sub(
+        sub,
+        "scrub",
+        "re-redact every tape, run log and cached index with the current rules",
+        "Recomputes call keys and writes one changelog entry per session changed.",
+    )
     p.add_argument("dir", nargs="?", help="tapes folder (default: tapes.toml's)")
     p.add_argument("--dry-run", action="store_true", help="change nothing; exit 1 if something would be removed")
     p.add_argument("--json", action="store_true", help=json_help)
@@ -432,15 +507,20 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _ui(argv: Sequence[str]) -> int:
-    ap = argparse.ArgumentParser(prog="tapetui", description="Open the review app on a tapes folder. "
-                                 f"Subcommands: {', '.join(SUBCOMMANDS)} (tapetui COMMAND --help).")
+    ap = argparse.ArgumentParser(
+        prog="tapetui",
+        description="Open the review app on a tapes folder. "
+        f"Subcommands: {', '.join(SUBCOMMANDS)} (tapetui COMMAND --help).",
+    )
     ap.add_argument("dir", nargs="?", help="tapes folder (default: the tapes dir of ./tapes.toml)")
     ap.add_argument("--config", help="tapes.toml to use")
     args = ap.parse_args(argv)
     cfg = _config(args, args.dir)
     if not cfg.tapes_dir.is_dir():
-        raise TapeError(f"no tapes found in {cfg.tapes_dir}: no such folder (tapes.toml: {cfg.path or 'none found'}); "
-                        "name the folder your tapes are in, or record one first")
+        raise TapeError(
+            f"no tapes found in {cfg.tapes_dir}: no such folder (tapes.toml: {cfg.path or 'none found'}); "
+            "name the folder your tapes are in, or record one first"
+        )
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise _Usage("no terminal: the app needs an interactive terminal (try `tapetui check` in scripts)")
     try:

@@ -25,8 +25,9 @@ __all__ = ["tape_path_for"]
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("tapetui")
-    group.addoption("--tape-mode", choices=MODES, default=None,
-                    help="record | replay | fill (default: replay, so CI never records)")
+    group.addoption(
+        "--tape-mode", choices=MODES, default=None, help="record | replay | fill (default: replay, so CI never records)"
+    )
     group.addoption("--tape-dir", default=None, help="tapes folder (default: tapes.toml's, else ./tapes)")
     parser.addini("tape_mode", "default tape mode", default="replay")
 

@@ -99,20 +99,40 @@ LEGACY_SUMMARIZE_SCHEMA = {
 def build_registry(*, legacy_summarize: bool = False) -> ToolRegistry:
     """The sample tools; ``legacy_summarize`` gives the older contract of ``summarize`` (v1.0.0, max 500)."""
     reg = ToolRegistry()
-    reg.register(fetch_doc, version="1.0.0", schema={"type": "object", "properties": {"doc_id": {"type": "string"}},
-                                                     "required": ["doc_id"]})
-    reg.register(search_index, version="1.0.0", schema={
-        "type": "object", "properties": {"query": {"type": "string"}, "top_k": {"type": "integer"}},
-        "required": ["query"]})
+    reg.register(
+        fetch_doc,
+        version="1.0.0",
+        schema={"type": "object", "properties": {"doc_id": {"type": "string"}}, "required": ["doc_id"]},
+    )
+    reg.register(
+        search_index,
+        version="1.0.0",
+        schema={
+            "type": "object",
+            "properties": {"query": {"type": "string"}, "top_k": {"type": "integer"}},
+            "required": ["query"],
+        },
+    )
     if legacy_summarize:
         reg.register(summarize_legacy, name="summarize", version="1.0.0", schema=LEGACY_SUMMARIZE_SCHEMA)
     else:
         reg.register(summarize, version="1.1.0", schema=SUMMARIZE_SCHEMA)
-    reg.register(quote_price, version="2.0.0", ttl=3600, schema={
-        "type": "object", "properties": {"symbol": {"type": "string"}}, "required": ["symbol"]})
-    reg.register(write_report, version="1.0.0", side_effect=True, schema={
-        "type": "object", "properties": {"path": {"type": "string"}, "body": {"type": "string"}},
-        "required": ["path", "body"]})
+    reg.register(
+        quote_price,
+        version="2.0.0",
+        ttl=3600,
+        schema={"type": "object", "properties": {"symbol": {"type": "string"}}, "required": ["symbol"]},
+    )
+    reg.register(
+        write_report,
+        version="1.0.0",
+        side_effect=True,
+        schema={
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "body": {"type": "string"}},
+            "required": ["path", "body"],
+        },
+    )
     return reg
 
 
@@ -167,8 +187,11 @@ SESSIONS: dict[str, tuple[AgentParams, AgentParams, bool]] = {
     "contract_change": (AgentParams(topic="schemas"), AgentParams(topic="schemas"), True),
     "miss_extra_doc": (AgentParams(topic="versions"), AgentParams(topic="versions", extra_doc="appendix"), False),
     "stale_quote": (AgentParams(topic="pricing", quote="ACME"), AgentParams(topic="pricing", quote="ACME"), False),
-    "error_missing_doc": (AgentParams(doc_id="retired-faq", topic="faq"), AgentParams(doc_id="retired-faq", topic="faq"),
-                          False),
+    "error_missing_doc": (
+        AgentParams(doc_id="retired-faq", topic="faq"),
+        AgentParams(doc_id="retired-faq", topic="faq"),
+        False,
+    ),
 }
 SAMPLE_CONFIG_TOOLS = {"quote_price"}
 EPOCH = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -212,19 +235,43 @@ def regenerate(out_dir: Path) -> list[Path]:
                     stale.unlink(missing_ok=True)
                 start = EPOCH + timedelta(days=n)
                 clock, timer = _fixed_clock(start)
-                with Tape(tape_path, "record", build_registry(legacy_summarize=legacy), config=config,
-                          labels=_labels(name, then), clock=clock, timer=timer, run_log=False) as tape:
+                with Tape(
+                    tape_path,
+                    "record",
+                    build_registry(legacy_summarize=legacy),
+                    config=config,
+                    labels=_labels(name, then),
+                    clock=clock,
+                    timer=timer,
+                    run_log=False,
+                ) as tape:
                     run_agent(tape, then)
                 written.append(tape_path)
                 later, timer2 = _fixed_clock(start + timedelta(hours=2))
                 if then != now and name != "miss_extra_doc":
-                    with Tape(tape_path, "record", registry, config=config, labels=_labels(name, now), clock=later,
-                              timer=timer2, run_log=False) as tape:
+                    with Tape(
+                        tape_path,
+                        "record",
+                        registry,
+                        config=config,
+                        labels=_labels(name, now),
+                        clock=later,
+                        timer=timer2,
+                        run_log=False,
+                    ) as tape:
                         run_agent(tape, now)
                     written.append(candidate_path(tape_path))
                 if legacy:
-                    with Tape(tape_path, "record", registry, config=config, labels=_labels(name, now), clock=later,
-                              timer=timer2, run_log=False) as tape:
+                    with Tape(
+                        tape_path,
+                        "record",
+                        registry,
+                        config=config,
+                        labels=_labels(name, now),
+                        clock=later,
+                        timer=timer2,
+                        run_log=False,
+                    ) as tape:
                         run_agent(tape, now)
                     written.append(candidate_path(tape_path))
                 later, _ = _fixed_clock(start + timedelta(hours=3))
@@ -277,7 +324,6 @@ def main(argv: list[str] | None = None) -> int:
             print(p)
         return 0
     return replay(a.tape, a.mode, a.delay)
-
 
 
 if __name__ == "__main__":

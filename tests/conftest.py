@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+from tapetui import Config, ToolRegistry
+from tapetui.core.config import ToolPolicy
+
 # Fuzzing budgets: CI runs a fixed, repeatable set; HYPOTHESIS_PROFILE=fuzz hunts longer with fresh inputs.
 settings.register_profile("ci", max_examples=120, derandomize=True, database=None, deadline=None)
 settings.register_profile("fuzz", max_examples=3000, database=None, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
-
-from tapetui import Config, ToolRegistry
-from tapetui.core.config import ToolPolicy
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -96,8 +96,13 @@ def committed_samples(root: Path, dest: Path) -> None:
     """
     dest.mkdir(parents=True, exist_ok=True)
     try:
-        tar = subprocess.run(["git", "-C", str(root), "archive", "--format=tar", "HEAD", "sample_tapes", "tapes.toml"],
-                             capture_output=True, check=True, timeout=120, stdin=subprocess.DEVNULL).stdout
+        tar = subprocess.run(
+            ["git", "-C", str(root), "archive", "--format=tar", "HEAD", "sample_tapes", "tapes.toml"],
+            capture_output=True,
+            check=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        ).stdout
     except (OSError, subprocess.CalledProcessError):
         from tapetui.sample_agent import regenerate
 

@@ -96,9 +96,18 @@ def candidate_with_op(golden: Path, op: int) -> bytes:
         obj = orjson.loads(raw)
         if obj.get("type") == "call" and obj["seq"] == 1:
             args = {**obj["args"], "op": op}
-            raw = call_line(seq=1, tool="echo", key=key_of("echo", args), fingerprint=obj["fingerprint"],
-                            side_effect=False, ms=1.0, expires_at=None, recorded_at=obj["recorded_at"], args=args,
-                            result={"n": 1, "op": op})
+            raw = call_line(
+                seq=1,
+                tool="echo",
+                key=key_of("echo", args),
+                fingerprint=obj["fingerprint"],
+                side_effect=False,
+                ms=1.0,
+                expires_at=None,
+                recorded_at=obj["recorded_at"],
+                args=args,
+                result={"n": 1, "op": op},
+            )
         out.append(raw)
     return b"".join(out)
 
@@ -113,9 +122,9 @@ def golden_op(golden: Path) -> int:
 # ---- the child --------------------------------------------------------------------------
 def child(op: str, tapes: Path) -> None:
     from tapetui import Tape, TapeError
-    from tapetui.review import golden as review
     from tapetui.core.store import candidate_path
     from tapetui.core.tapefile import atomic_write
+    from tapetui.review import golden as review
 
     cfg = config(tapes)
     reg = registry(tapes.parent / "counter")
@@ -184,10 +193,10 @@ def _check_tape(path: Path, problems: list[str], *, may_tear: bool) -> Any:
 
 
 def run_trial(op: str, work: Path, rng: random.Random, max_delay_ms: float = 250) -> Trial:
-    from tapetui.review import golden as review
     from tapetui.core.runlog import read_run_log
     from tapetui.core.store import candidate_path, runlog_path
     from tapetui.core.tapefile import Appender, dump_line
+    from tapetui.review import golden as review
 
     if work.exists():
         shutil.rmtree(work)
@@ -196,10 +205,20 @@ def run_trial(op: str, work: Path, rng: random.Random, max_delay_ms: float = 250
     golden = make_golden(tapes) if op != "record" else tapes / "s.jsonl"
     cfg = config(tapes)
     before = golden.read_bytes() if golden.exists() else b""
-    proc = subprocess.Popen([sys.executable, "-c", "import sys; from tests.crash_harness import child; "
-                             "child(sys.argv[1], __import__('pathlib').Path(sys.argv[2]))", op, str(tapes)],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from tests.crash_harness import child; "
+            "child(sys.argv[1], __import__('pathlib').Path(sys.argv[2]))",
+            op,
+            str(tapes),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert proc.stdout is not None
     first = proc.stdout.readline()
     if first.strip() != b"ready":
@@ -235,8 +254,18 @@ def run_trial(op: str, work: Path, rng: random.Random, max_delay_ms: float = 250
                 if len(idx) < acked:
                     problems.append(f"acked {acked} calls but the tape holds {len(idx)}")
                 with Appender(tape) as a:  # the next append sets a torn tail aside
-                    a.append(dump_line({"type": "call", "seq": len(idx) + 1, "tool": "echo", "key": "echo:x",
-                                        "args": {}, "result": None}))
+                    a.append(
+                        dump_line(
+                            {
+                                "type": "call",
+                                "seq": len(idx) + 1,
+                                "tool": "echo",
+                                "key": "echo:x",
+                                "args": {},
+                                "result": None,
+                            }
+                        )
+                    )
                 after = _check_tape(tape, problems, may_tear=False)
                 if after is not None and len(after) != len(idx) + 1:
                     problems.append("appending after the crash lost a line")
@@ -257,10 +286,7 @@ def run_trial(op: str, work: Path, rng: random.Random, max_delay_ms: float = 250
             problems.append(f"filled steps {sorted(filled)} acked but no candidate")
     elif op in ("accept", "expire"):
         _check_tape(golden, problems, may_tear=False)
-        if op == "accept":
-            now_op = golden_op(golden)
-        else:
-            now_op = _expire_op(golden)
+        now_op = golden_op(golden) if op == "accept" else _expire_op(golden)
         entries = _rationales(cfg.changelog)
         if entries != list(range(1, now_op + 1)):
             problems.append(f"golden is at op {now_op} but the changelog holds entries {entries[-5:]}")
@@ -288,15 +314,28 @@ def run_trial(op: str, work: Path, rng: random.Random, max_delay_ms: float = 250
     return Trial(op, delay, acked, problems)
 
 
-def run(trials_per_op: int, work: Path, seed: int = 0, ops: tuple[str, ...] = OPS,
-        progress: Callable[[Trial], None] | None = None) -> list[Trial]:
+def run(
+    trials_per_op: int,
+    work: Path,
+    seed: int = 0,
+    ops: tuple[str, ...] = OPS,
+    progress: Callable[[Trial], None] | None = None,
+) -> list[Trial]:
     rng = random.Random(seed)
-    return _trials([(f"{op}-{i}", lambda w, op=op: run_trial(op, w, rng))  # type: ignore[misc]
-                    for i in range(trials_per_op) for op in ops], work, progress)
+    return _trials(
+        [
+            (f"{op}-{i}", lambda w, op=op: run_trial(op, w, rng))  # type: ignore[misc]
+            for i in range(trials_per_op)
+            for op in ops
+        ],
+        work,
+        progress,
+    )
 
 
-def _trials(plan: list[tuple[str, Callable[[Path], Any]]], work: Path, progress: Callable[[Any], None] | None
-            ) -> list[Any]:
+def _trials(
+    plan: list[tuple[str, Callable[[Path], Any]]], work: Path, progress: Callable[[Any], None] | None
+) -> list[Any]:
     """Run each trial in its own folder; a folder is kept only when its trial found a problem."""
     out = []
     for name, trial in plan:
@@ -336,10 +375,10 @@ def mixed_child(op: str, tapes: Path, me: int) -> None:
     import traceback
 
     from tapetui import Tape
-    from tapetui.review import golden as review
     from tapetui.core.errors import TapeError
     from tapetui.core.store import candidate_path, rotate_candidate
     from tapetui.core.tapefile import atomic_write
+    from tapetui.review import golden as review
 
     cfg = config(tapes)
     reg = registry(tapes.parent / f"counter-{me}")
@@ -371,8 +410,13 @@ def mixed_child(op: str, tapes: Path, me: int) -> None:
                 with review._session(cfg, golden):
                     prev = _expire_op(golden)
                     try:
-                        review.expire(cfg, golden, [3], why=f"op-{op_id} expire prev-{prev}",
-                                      now=BASE_TIME - timedelta(seconds=op_id))
+                        review.expire(
+                            cfg,
+                            golden,
+                            [3],
+                            why=f"op-{op_id} expire prev-{prev}",
+                            now=BASE_TIME - timedelta(seconds=op_id),
+                        )
                     except review.AlreadyExpired:  # another child expired it to an earlier time: a no-op
                         print("already", flush=True)
             elif op == "reject":
@@ -424,8 +468,8 @@ class MixedTrial:
 
 
 def run_mixed_trial(work: Path, rng: random.Random, children: int = 3, max_delay_ms: float = 1500) -> MixedTrial:
-    from tapetui.review import golden as review
     from tapetui.core.store import candidate_path, samples_of
+    from tapetui.review import golden as review
 
     if work.exists():
         shutil.rmtree(work)
@@ -436,10 +480,23 @@ def run_mixed_trial(work: Path, rng: random.Random, children: int = 3, max_delay
     ops = tuple(rng.choice(MIXED) for _ in range(children))
     procs = []
     for me, op in enumerate(ops, start=1):
-        procs.append(subprocess.Popen(
-            [sys.executable, "-c", "import sys, pathlib; from tests.crash_harness import mixed_child; "
-             "mixed_child(sys.argv[1], pathlib.Path(sys.argv[2]), int(sys.argv[3]))", op, str(tapes), str(me)],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)}))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    "import sys, pathlib; from tests.crash_harness import mixed_child; "
+                    "mixed_child(sys.argv[1], pathlib.Path(sys.argv[2]), int(sys.argv[3]))",
+                    op,
+                    str(tapes),
+                    str(me),
+                ],
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+            )
+        )
     for p in procs:
         assert p.stdout is not None
         first = p.stdout.readline()
@@ -477,8 +534,9 @@ def run_mixed_trial(work: Path, rng: random.Random, children: int = 3, max_delay
         for m in re.finditer(r"^> op-(\d+) (accept|expire) prev-(\d+)$", text, flags=re.M):
             new, kind, prev = int(m[1]), m[2], int(m[3])
             if state[kind] != prev:
-                problems.append(f"changelog: {kind} op-{new} starts from {prev}, but the entry before left "
-                                f"{state[kind]}")
+                problems.append(
+                    f"changelog: {kind} op-{new} starts from {prev}, but the entry before left {state[kind]}"
+                )
             state[kind] = new
         now = {"accept": golden_op(golden), "expire": _expire_op(golden)}
         if now != state:
@@ -495,7 +553,8 @@ def run_mixed_trial(work: Path, rng: random.Random, children: int = 3, max_delay
     return MixedTrial(ops, tuple(d for d, _ in delays), acked, problems)
 
 
-def run_mixed(trials: int, work: Path, seed: int = 0,
-              progress: Callable[[MixedTrial], None] | None = None) -> list[MixedTrial]:
+def run_mixed(
+    trials: int, work: Path, seed: int = 0, progress: Callable[[MixedTrial], None] | None = None
+) -> list[MixedTrial]:
     rng = random.Random(seed)
     return _trials([(f"mixed-{i}", lambda w: run_mixed_trial(w, rng)) for i in range(trials)], work, progress)

@@ -14,8 +14,17 @@ def test_all_is_sorted_and_complete() -> None:
     assert list(tapetui.__all__) == sorted(tapetui.__all__)
     for name in tapetui.__all__:
         assert hasattr(tapetui, name), name
-    for fixed in ("Tape", "ToolRegistry", "tool_fingerprint", "canon", "call_key", "TapeError", "TapeDrift",
-                  "TapeMiss", "ToolDriftError"):
+    for fixed in (
+        "Tape",
+        "ToolRegistry",
+        "tool_fingerprint",
+        "canon",
+        "call_key",
+        "TapeError",
+        "TapeDrift",
+        "TapeMiss",
+        "ToolDriftError",
+    ):
         assert fixed in tapetui.__all__
     for sub in (tapetui.TapeDrift, tapetui.TapeMiss, tapetui.ToolDriftError):
         assert issubclass(sub, tapetui.TapeError)
@@ -40,8 +49,10 @@ def test_core_never_imports_textual_or_watchfiles() -> None:
 
 
 def test_importing_core_and_running_check_loads_no_textual() -> None:
-    code = ("import sys, tapetui, tapetui.review.golden, tapetui.cli, tapetui.sample_agent;"
-            "print(any(m.startswith(('textual', 'watchfiles')) for m in sys.modules))")
+    code = (
+        "import sys, tapetui, tapetui.review.golden, tapetui.cli, tapetui.sample_agent;"
+        "print(any(m.startswith(('textual', 'watchfiles')) for m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -37,7 +37,8 @@ def test_key_shape_and_tool_prefix() -> None:
 
 def test_key_is_computed_on_redacted_args() -> None:
     assert call_key("t", {"q": 1, "api_key": "sk-old-aaaaaaaaaaaaaaaaaaaa"}) == call_key(
-        "t", {"q": 1, "api_key": "sk-new-bbbbbbbbbbbbbbbbbbbb"})
+        "t", {"q": 1, "api_key": "sk-new-bbbbbbbbbbbbbbbbbbbb"}
+    )
 
 
 def fn(text: str, max_words: int = 120) -> str:
@@ -94,12 +95,27 @@ from hypothesis import strategies as st  # noqa: E402
 from tapetui.core.canon import canonical_json  # noqa: E402
 from tapetui.core.redact import DEFAULT_REDACTOR, Redactor  # noqa: E402
 
-_scalars = (st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False)
-            | st.text(max_size=12) | st.sampled_from(["  padded  ", "Bearer abcdefgh12345678", "\u3000x", "sk-" + "a" * 20]))
-_keys = st.text(max_size=8) | st.sampled_from(["token", "API_KEY", "password", "q", "x-api-key", "Cookie"]) | st.integers()
-_values = st.recursive(_scalars, lambda kids: st.lists(kids, max_size=4) | st.tuples(kids, kids)
-                       | st.dictionaries(_keys, kids, max_size=4) | st.frozensets(st.integers(-(2**63), 2**63 - 1), max_size=3),
-                       max_leaves=25)
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=12)
+    | st.sampled_from(["  padded  ", "Bearer abcdefgh12345678", "\u3000x", "sk-" + "a" * 20])
+)
+_keys = (
+    st.text(max_size=8) | st.sampled_from(["token", "API_KEY", "password", "q", "x-api-key", "Cookie"]) | st.integers()
+)
+_values = st.recursive(
+    _scalars,
+    lambda kids: (
+        st.lists(kids, max_size=4)
+        | st.tuples(kids, kids)
+        | st.dictionaries(_keys, kids, max_size=4)
+        | st.frozensets(st.integers(-(2**63), 2**63 - 1), max_size=3)
+    ),
+    max_leaves=25,
+)
 
 
 @given(args=_values, extra=st.booleans())
@@ -135,12 +151,28 @@ def test_pre_check_admits_every_match_of_each_default_pattern(i: int) -> None:
     check()
 
 
-@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=60)
-       | st.builds(lambda a, b: a + b, st.sampled_from(["PaſſWord=", "TO\u212aEN ", "apı_key:", "Bearer ",
-                                                         "Coo\u212aie: ", "AccountKey=", "&sig=", '"passwd": "',
-                                                         "Set-Cookie:", "SK0123456789abcdef0123456789abcdef",
-                                                         "N" + "a" * 24 + ".abcdef." + "b" * 27]),
-                   st.text(max_size=30)))
+@given(
+    st.text(alphabet=st.characters(codec="utf-8"), max_size=60)
+    | st.builds(
+        lambda a, b: a + b,
+        st.sampled_from(
+            [
+                "PaſſWord=",
+                "TO\u212aEN ",
+                "apı_key:",
+                "Bearer ",
+                "Coo\u212aie: ",
+                "AccountKey=",
+                "&sig=",
+                '"passwd": "',
+                "Set-Cookie:",
+                "SK0123456789abcdef0123456789abcdef",
+                "N" + "a" * 24 + ".abcdef." + "b" * 27,
+            ]
+        ),
+        st.text(max_size=30),
+    )
+)
 def test_pre_check_admits_any_text_a_default_pattern_matches(text: str) -> None:
     if any(p.search(text) for p in _PATTERNS):
         assert _may_hold_default_secret(text)

@@ -14,8 +14,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def run(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tapetui", *args], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "tapetui", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_check_readable_output_and_exit_codes(sample_dir: Path) -> None:
@@ -50,8 +56,18 @@ def test_review_workflow_accept_needs_why(sample_dir: Path) -> None:
     assert r.returncode == 0 and "already expired" in r.stdout and "nothing to do" in r.stdout
     assert run(sample_dir, "expire", "clean", "--step", "2").returncode == 0
     assert run(sample_dir, "rerecord", "clean", "--step", "4").returncode == 2  # side effect, no --yes
-    assert run(sample_dir, "rerecord", "clean", "--step", "4", "--yes",
-               env={"TAPETUI_SAMPLE_REPORTS": str(sample_dir / "out")}).returncode == 0
+    assert (
+        run(
+            sample_dir,
+            "rerecord",
+            "clean",
+            "--step",
+            "4",
+            "--yes",
+            env={"TAPETUI_SAMPLE_REPORTS": str(sample_dir / "out")},
+        ).returncode
+        == 0
+    )
     assert (sample_dir / "out" / "report.md").exists()
 
 
@@ -78,7 +94,8 @@ def test_diff_and_stats(sample_dir: Path) -> None:
     r = run(sample_dir, "diff", "drift_summarize", "--json")
     doc = orjson.loads(r.stdout)
     assert r.returncode == 1 and doc["steps"][0]["arg_changes"] == [
-        {"path": "max_words", "kind": "changed", "old": 120, "new": 80}]
+        {"path": "max_words", "kind": "changed", "old": 120, "new": 80}
+    ]
     r = run(sample_dir, "diff", "clean")  # no candidate: the run log
     assert r.returncode == 0 and "no differences" in r.stdout
     r = run(sample_dir, "stats", "--json")
@@ -136,8 +153,9 @@ def test_check_exits_1_for_a_killed_replay_and_a_hand_edited_key(sample_dir: Pat
     assert r.returncode == 1 and f["text"].startswith(f"{g}:") and f["line"] > 1
 
 
-def test_an_os_error_is_one_line_and_exit_2(sample_dir: Path, monkeypatch: pytest.MonkeyPatch,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_os_error_is_one_line_and_exit_2(
+    sample_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from tapetui import cli
 
     def denied(args: object) -> int:

@@ -21,11 +21,23 @@ def _writer(tape: str, runlog: str, w: int, go: mp.synchronize.Event) -> None:  
         for i in range(PER_WRITER):
             # sizes straddle PIPE_BUF and the reader's chunk size: 200 B … 70 KB
             pad = "x" * (200 if i % 3 else 5_000 if i % 2 else 70_000)
-            t.append(call_line(seq=w * 1000 + i + 1, tool=f"w{w}", key=f"w{w}:{i}", fingerprint="0" * 16,
-                               side_effect=False, ms=1.0, expires_at=None, recorded_at="2026-01-01T00:00:00Z",
-                               args={"i": i, "pad": pad}, result={"w": w, "i": i}))
-            log.append(orjson.dumps({"event": "hit", "seq": i + 1, "tool": f"w{w}", "key": f"w{w}:{i}", "pad": pad})
-                       + b"\n")
+            t.append(
+                call_line(
+                    seq=w * 1000 + i + 1,
+                    tool=f"w{w}",
+                    key=f"w{w}:{i}",
+                    fingerprint="0" * 16,
+                    side_effect=False,
+                    ms=1.0,
+                    expires_at=None,
+                    recorded_at="2026-01-01T00:00:00Z",
+                    args={"i": i, "pad": pad},
+                    result={"w": w, "i": i},
+                )
+            )
+            log.append(
+                orjson.dumps({"event": "hit", "seq": i + 1, "tool": f"w{w}", "key": f"w{w}:{i}", "pad": pad}) + b"\n"
+            )
 
 
 def test_eight_appenders_and_a_reader(tmp_path: Path) -> None:

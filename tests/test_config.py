@@ -44,7 +44,7 @@ def test_wrong_type_names_key(tmp_path: Path) -> None:
 
 def test_syntax_error_names_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"tapes\.toml:2"):
-        load_config(write(tmp_path, '[tapes]\ndir = \n'))
+        load_config(write(tmp_path, "[tapes]\ndir = \n"))
 
 
 def test_paths_must_stay_in_the_project(tmp_path: Path) -> None:

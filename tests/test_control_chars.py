@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from tapetui import Tape, TapeDrift, TapeError, TapeMiss, TapeReplayedError, ToolDriftError, ToolRegistry
-from tapetui.review.changelog import Entry, append_entry
 from tapetui.core.tape import key_of
 from tapetui.core.tapefile import call_line, dump_line
+from tapetui.review.changelog import Entry, append_entry
 
 pytest_plugins = ["pytester"]
 
@@ -34,11 +34,27 @@ def raw_in(text: str) -> list[str]:
 def test_drift_miss_and_contract_errors_escape_what_they_quote() -> None:
     tool, path = "t" + HOSTILE, "/tapes/s" + HOSTILE + ".jsonl"
     errors: list[TapeError] = [
-        TapeDrift(path=path, seq=1, tool=tool, recorded_key=tool + ":1", new_key=tool + ":2",
-                  recorded_args={"q": HOSTILE}, new_args={"q": "x"}, changes=[("q" + HOSTILE, HOSTILE, "x")]),
+        TapeDrift(
+            path=path,
+            seq=1,
+            tool=tool,
+            recorded_key=tool + ":1",
+            new_key=tool + ":2",
+            recorded_args={"q": HOSTILE},
+            new_args={"q": "x"},
+            changes=[("q" + HOSTILE, HOSTILE, "x")],
+        ),
         TapeMiss(path=path, seq=1, tool=tool, key=tool + ":1", args={}, nearest_seq=None, changes=[]),
-        TapeMiss(path=path, seq=1, tool=tool, key=tool + ":1", args={}, nearest_seq=2,
-                 changes=[(HOSTILE, 1, HOSTILE)], reason=HOSTILE),
+        TapeMiss(
+            path=path,
+            seq=1,
+            tool=tool,
+            key=tool + ":1",
+            args={},
+            nearest_seq=2,
+            changes=[(HOSTILE, 1, HOSTILE)],
+            reason=HOSTILE,
+        ),
         ToolDriftError(path=path, seq=1, tool=tool, recorded=HOSTILE, live="b", explanation=[HOSTILE]),
         TapeReplayedError(tool=tool, seq=1, type_name=HOSTILE, module="m", message=HOSTILE),
         TapeError(f"{path}:3: {HOSTILE}"),
@@ -52,16 +68,36 @@ def test_drift_miss_and_contract_errors_escape_what_they_quote() -> None:
 
 
 def test_a_multi_line_message_keeps_its_lines() -> None:
-    e = TapeDrift(path="p", seq=1, tool="t", recorded_key="a", new_key="b", recorded_args={}, new_args={},
-                  changes=[("x", 1, 2), ("y", 1, 2)])
+    e = TapeDrift(
+        path="p",
+        seq=1,
+        tool="t",
+        recorded_key="a",
+        new_key="b",
+        recorded_args={},
+        new_args={},
+        changes=[("x", 1, 2), ("y", 1, 2)],
+    )
     assert str(e).count("\n") == 2
 
 
 def _tape_with(tmp_path: Path, tool: str, args: dict[str, Any], **fields: Any) -> Path:
     tape = tmp_path / "s.jsonl"
-    tape.write_bytes(dump_line({"type": "session", "v": 1}) + call_line(
-        seq=1, tool=tool, key=key_of(tool, args), fingerprint="0123456789abcdef", side_effect=False, ms=1.0,
-        expires_at=None, recorded_at="2026-01-01T00:00:00Z", args=args, **fields))
+    tape.write_bytes(
+        dump_line({"type": "session", "v": 1})
+        + call_line(
+            seq=1,
+            tool=tool,
+            key=key_of(tool, args),
+            fingerprint="0123456789abcdef",
+            side_effect=False,
+            ms=1.0,
+            expires_at=None,
+            recorded_at="2026-01-01T00:00:00Z",
+            args=args,
+            **fields,
+        )
+    )
     return tape
 
 
@@ -89,7 +125,7 @@ def test_drift_and_miss_from_a_replay_escape_tool_names_and_arguments(tmp_path: 
 
 
 def test_pytest_drift_report_escapes_control_characters(pytester: pytest.Pytester) -> None:
-    pytester.makeconftest('''
+    pytester.makeconftest("""
 import pytest
 from tapetui import ToolRegistry
 
@@ -100,7 +136,7 @@ def tape_registry():
     def echo(text: str) -> str:
         return text
     return reg
-''')
+""")
     pytester.makefile(".toml", tapes='[tapes]\ndir = "tapes"\n')
     test = 'def test_agent(tape):\n    tape.call("echo\\x1b]0;pwned\\x07", {"text": TEXT})\n'
     pytester.makepyfile(test_agent=test.replace("TEXT", repr("hello")))
@@ -111,15 +147,21 @@ def tape_registry():
     res.assert_outcomes(failed=1)
     out = res.stdout.str()
     assert "argument drift at step 1" in out and "\\x1b]0;pwned\\x07" in out
-    report = out[out.index("tapetui: "):]
+    report = out[out.index("tapetui: ") :]
     assert not raw_in(report), raw_in(report)
 
 
 def test_changelog_entries_carry_no_raw_control_characters(tmp_path: Path) -> None:
     changelog = tmp_path / "CHANGELOG.md"
-    entry = Entry(id="abc123", when="2026-01-01T00:00:00Z", action="accept", session="s" + HOSTILE + "\n## forged",
-                  steps=(1,), details=("t" + HOSTILE + "  step 1  args.q  " + HOSTILE,),
-                  rationale="because " + HOSTILE + "\r\nsecond line\u2028third")
+    entry = Entry(
+        id="abc123",
+        when="2026-01-01T00:00:00Z",
+        action="accept",
+        session="s" + HOSTILE + "\n## forged",
+        steps=(1,),
+        details=("t" + HOSTILE + "  step 1  args.q  " + HOSTILE,),
+        rationale="because " + HOSTILE + "\r\nsecond line\u2028third",
+    )
     append_entry(changelog, entry)
     text = changelog.read_text(encoding="utf-8")
     assert not raw_in(text), raw_in(text)
@@ -130,8 +172,13 @@ def test_changelog_entries_carry_no_raw_control_characters(tmp_path: Path) -> No
 
 
 def _sh(cwd: Path, *argv: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "tapetui", *argv], cwd=cwd, capture_output=True,
-                          stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return subprocess.run(
+        [sys.executable, "-m", "tapetui", *argv],
+        cwd=cwd,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
 
 
 def test_cli_accept_why_cannot_retitle_a_terminal_through_the_changelog(tmp_path: Path) -> None:

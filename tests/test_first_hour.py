@@ -23,8 +23,9 @@ def _registry() -> ToolRegistry:
     return reg
 
 
-def test_the_readme_example_records_into_a_folder_that_does_not_exist_yet(tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_readme_example_records_into_a_folder_that_does_not_exist_yet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     with Tape("tapes/demo.jsonl", mode="record", registry=_registry()) as tape:
         assert tape.call("summarize", {"text": "a b c"}) == {"words": 3}
@@ -43,8 +44,8 @@ def test_a_run_log_names_the_golden_it_ran_against(tmp_path: Path) -> None:
 
 def test_a_rerecord_that_only_refreshes_an_expiry_is_a_difference(tmp_path: Path) -> None:
     from tapetui import Config
-    from tapetui.review import golden as review
     from tapetui.core.store import candidate_path
+    from tapetui.review import golden as review
 
     tapes = tmp_path / "tapes"
     reg = ToolRegistry()
@@ -85,8 +86,14 @@ def test_session_names_round_trip_between_commands(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parent.parent
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "tapetui", *args], capture_output=True, text=True, cwd=tmp_path,
-                              env={**os.environ, "PYTHONPATH": str(root)}, timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "tapetui", *args],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(root)},
+            timeout=60,
+        )
 
     checked = {r["session"] for r in orjson.loads(run("check", "--json").stdout)["reports"]}
     pending = {p["session"] for p in orjson.loads(run("pending", "--json").stdout)}
@@ -130,8 +137,14 @@ def subprocess_run(*args: str, cwd: Path) -> Any:
     import sys
 
     root = Path(__file__).resolve().parent.parent
-    return subprocess.run([sys.executable, "-m", "tapetui", *args], capture_output=True, text=True, cwd=cwd,
-                          env={**os.environ, "PYTHONPATH": str(root)}, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "tapetui", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        timeout=60,
+    )
 
 
 @pytest.mark.parametrize("depth", [254, 300, 900])
@@ -167,8 +180,10 @@ def test_a_value_deeper_than_the_recursion_limit_is_named_as_such(tmp_path: Path
     def nest() -> Any:
         return deep
 
-    with Tape(tmp_path / "deep.jsonl", "record", reg, run_log=False) as t, \
-            pytest.raises(TapeError, match="nested too deeply") as err:
+    with (
+        Tape(tmp_path / "deep.jsonl", "record", reg, run_log=False) as t,
+        pytest.raises(TapeError, match="nested too deeply") as err,
+    ):
         t.call("nest", {})
     assert "not a JSON value" not in str(err.value)
 
@@ -179,10 +194,24 @@ def test_a_line_nested_10000_deep_is_named_and_the_rest_of_the_tape_opens(tmp_pa
     from tapetui.core.tapefile import call_line, read_index
 
     deep = "[" * 10_000 + "1" + "]" * 10_000
-    first = ('{"type":"call","seq":1,"tool":"t","key":"%s","fingerprint":"x","side_effect":false,"ms":1.0,'
-             '"expires_at":null,"recorded_at":"2026-01-01T00:00:00Z","args":{},"result":%s}\n' % (key_of("t", {}), deep))
-    second = call_line(seq=2, tool="u", key=key_of("u", {}), fingerprint="x", side_effect=False, ms=1.0,
-                       expires_at=None, recorded_at="2026-01-01T00:00:00Z", args={}, result=1)
+    first = (
+        '{{"type":"call","seq":1,"tool":"t","key":"{}","fingerprint":"x","side_effect":false,"ms":1.0,'
+        '"expires_at":null,"recorded_at":"2026-01-01T00:00:00Z","args":{{}},"result":{}}}\n'.format(
+            key_of("t", {}), deep
+        )
+    )
+    second = call_line(
+        seq=2,
+        tool="u",
+        key=key_of("u", {}),
+        fingerprint="x",
+        side_effect=False,
+        ms=1.0,
+        expires_at=None,
+        recorded_at="2026-01-01T00:00:00Z",
+        args={},
+        result=1,
+    )
     tape = tmp_path / "deep.jsonl"
     tape.write_bytes(first.encode() + second)
     idx = read_index(tape)  # what the app and replay open: both steps are there

@@ -12,29 +12,35 @@ import pytest
 from tapetui import Config, Tape, TapeError, ToolDriftError, ToolRegistry, tool_fingerprint
 from tapetui.core.canon import canonical_json, key_of_json
 from tapetui.core.fingerprint import explain_manifest_change, in_form, redact_manifest, tool_manifest
-from tapetui.review.golden import compare
 from tapetui.core.runlog import read_run_log
 from tapetui.core.store import candidate_path, runlog_path
 from tapetui.core.tapefile import call_line, dump_line, read_index
+from tapetui.review.golden import compare
 
 KEY_1 = "sk-live-FormOneKey0001abcdefgh"
 KEY_2 = "sk-live-RotatedKey0002abcdefgh"
 PW = "schemaPw-0003"
-SCHEMA: dict[str, Any] = {"type": "object", "properties": {
-    "query": {"type": "string"},
-    "password": {"type": "string", "minLength": 8, "default": PW, "examples": [PW + "x"]},
-    "token_limit": {"type": "integer", "default": 1000},
-}}
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "query": {"type": "string"},
+        "password": {"type": "string", "minLength": 8, "default": PW, "examples": [PW + "x"]},
+        "token_limit": {"type": "integer", "default": 1000},
+    },
+}
 
 
 def _registry(key: str = KEY_1, version: str = "1", extra: bool = False) -> ToolRegistry:
     reg = ToolRegistry()
     if extra:
+
         def search(query: str, api_key: str = key, limit: int = 5) -> dict[str, Any]:
             return {"hits": [query]}
     else:
+
         def search(query: str, api_key: str = key) -> dict[str, Any]:  # type: ignore[misc]
             return {"hits": [query]}
+
     reg.register(search, schema=SCHEMA, version=version)
     return reg
 
@@ -44,13 +50,26 @@ def _form1_tape(path: Path, key: str = KEY_1) -> Path:
     tool = _registry(key)["search"]
     raw = tool.raw_manifest
     assert raw is not None and raw.form == 1
-    lines = [dump_line({"type": "session", "v": 1, "created_at": "2026-01-01T00:00:00Z"}),
-             dump_line(raw.to_record(False))]
+    lines = [
+        dump_line({"type": "session", "v": 1, "created_at": "2026-01-01T00:00:00Z"}),
+        dump_line(raw.to_record(False)),
+    ]
     for seq, q in enumerate(("a", "b"), 1):
         args = {"query": q}
-        lines.append(call_line(seq=seq, tool="search", key=key_of_json("search", canonical_json(args)),
-                               fingerprint=raw.fingerprint, side_effect=False, ms=1.0, expires_at=None,
-                               recorded_at="2026-01-01T00:00:00Z", args=args, result={"hits": [q]}))
+        lines.append(
+            call_line(
+                seq=seq,
+                tool="search",
+                key=key_of_json("search", canonical_json(args)),
+                fingerprint=raw.fingerprint,
+                side_effect=False,
+                ms=1.0,
+                expires_at=None,
+                recorded_at="2026-01-01T00:00:00Z",
+                args=args,
+                result={"hits": [q]},
+            )
+        )
     path.write_bytes(b"".join(lines))
     assert "form" not in orjson.loads(lines[1]) and key.encode() in path.read_bytes()  # as old tapes are
     return path
@@ -85,7 +104,8 @@ def test_form_2_redacts_values_and_keeps_the_schema_structure() -> None:
     # by value shape, whatever the name; objects by their keys; descriptions too
     params_r, schema_r = redact_manifest(
         ({"name": "endpoint", "default": "https://u:UrlPw0004@h/"}, {"name": "opts", "default": {"token": "T0005"}}),
-        {"properties": {"m": {"description": "Bearer DescTok0006abc", "enum": ["sk-live-EnumKey0007abcdefgh"]}}})
+        {"properties": {"m": {"description": "Bearer DescTok0006abc", "enum": ["sk-live-EnumKey0007abcdefgh"]}}},
+    )
     assert "UrlPw0004" not in str(params_r) and "T0005" not in str(params_r)
     assert "DescTok0006abc" not in str(schema_r) and "EnumKey0007" not in str(schema_r)
 
@@ -198,9 +218,15 @@ def test_configured_redact_keys_reach_the_tool_line(tmp_path: Path) -> None:
     assert not [e for e in read_run_log(runlog_path(tmp_path / "t.jsonl")) if e["event"] == "fingerprint"]
 
 
-@pytest.mark.parametrize("bad", [{"params": 5, "schema": "x"}, {"params": [1, "x", None], "schema": []},
-                                 {"schema": {"properties": {"p": {"default": {"token": "HostileTok0009"}}}}},
-                                 {"schema": "deep"}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"params": 5, "schema": "x"},
+        {"params": [1, "x", None], "schema": []},
+        {"schema": {"properties": {"p": {"default": {"token": "HostileTok0009"}}}}},
+        {"schema": "deep"},
+    ],
+)
 def test_a_hostile_tool_line_gets_an_answer_not_a_traceback(tmp_path: Path, bad: dict[str, Any]) -> None:
     tape = _form1_tape(tmp_path / "t.jsonl")
     lines = tape.read_bytes().splitlines(keepends=True)

@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 from tapetui import TapeError
 from tapetui.cli import main as cli_main
 from tapetui.core.config import load_config
-from tapetui.review.golden import check_session, load
 from tapetui.core.runlog import RunLogReader, read_run_log
 from tapetui.core.tapefile import call_line, dump_line, read_index
+from tapetui.review.golden import check_session, load
 
 CASE_SECONDS = 20  # a bound per case, far above what any case needs: a hang fails instead of stalling CI
 
@@ -60,17 +60,44 @@ json_values = st.recursive(
 
 
 def _call(seq: Any, tool: str, args: Any, result: Any) -> bytes:
-    return orjson.dumps({"type": "call", "seq": seq, "tool": tool, "key": f"{tool}:000000000000",
-                         "fingerprint": "0123456789abcdef", "side_effect": False, "ms": 1.0,
-                         "recorded_at": "2026-01-01T00:00:00Z", "args": args, "result": result},
-                        option=orjson.OPT_NON_STR_KEYS) + b"\n"
+    return (
+        orjson.dumps(
+            {
+                "type": "call",
+                "seq": seq,
+                "tool": tool,
+                "key": f"{tool}:000000000000",
+                "fingerprint": "0123456789abcdef",
+                "side_effect": False,
+                "ms": 1.0,
+                "recorded_at": "2026-01-01T00:00:00Z",
+                "args": args,
+                "result": result,
+            },
+            option=orjson.OPT_NON_STR_KEYS,
+        )
+        + b"\n"
+    )
 
 
-good_call = st.builds(lambda seq, tool, args, result: call_line(
-    seq=seq, tool=tool, key=f"{tool}:abcdef012345", fingerprint="0123456789abcdef", side_effect=False, ms=1.0,
-    expires_at=None, recorded_at="2026-01-01T00:00:00Z", args=args, result=result),
-    st.integers(1, 50), st.sampled_from(["fetch", "search", "t"]), st.dictionaries(st.text(max_size=5), json_values,
-                                                                                     max_size=3), json_values)
+good_call = st.builds(
+    lambda seq, tool, args, result: call_line(
+        seq=seq,
+        tool=tool,
+        key=f"{tool}:abcdef012345",
+        fingerprint="0123456789abcdef",
+        side_effect=False,
+        ms=1.0,
+        expires_at=None,
+        recorded_at="2026-01-01T00:00:00Z",
+        args=args,
+        result=result,
+    ),
+    st.integers(1, 50),
+    st.sampled_from(["fetch", "search", "t"]),
+    st.dictionaries(st.text(max_size=5), json_values, max_size=3),
+    json_values,
+)
 odd_call = st.builds(_call, json_values, st.text(max_size=6), json_values, json_values)
 line = st.one_of(
     good_call,
@@ -86,29 +113,33 @@ tape_bytes = st.lists(line, max_size=12).map(b"".join)
 SPECIAL: dict[str, bytes] = {
     "ten_mb_line": dump_line({"type": "session", "v": 1}) + _call(1, "t", {"blob": "x" * 10_000_000}, 1),
     "deep_nesting": dump_line({"type": "session", "v": 1}) + b'{"type":"call","seq":1,"tool":"t","key":"t:0",'
-                    b'"args":' + b"[" * 10_000 + b"]" * 10_000 + b',"result":1}\n',
+    b'"args":' + b"[" * 10_000 + b"]" * 10_000 + b',"result":1}\n',
     "nesting_900": dump_line({"type": "session", "v": 1}) + b'{"type":"call","seq":1,"tool":"t","key":"t:0",'
-                   b'"args":{"a":' + b"[" * 900 + b"]" * 900 + b'},"result":' + b"[" * 900 + b"]" * 900 + b"}\n",
+    b'"args":{"a":' + b"[" * 900 + b"]" * 900 + b'},"result":' + b"[" * 900 + b"]" * 900 + b"}\n",
     "invalid_utf8": dump_line({"type": "session", "v": 1}) + b'{"type":"call","seq":1,"tool":"t\xff\xfe","key":"x"}\n',
     "nul_bytes": dump_line({"type": "session", "v": 1}) + b'{"type":"call","seq":1,"tool":"t\x00","key":"t:0"}\n\x00\n',
     "future_type": dump_line({"type": "session", "v": 7}) + b'{"type":"hologram","seq":1}\n' + _call(1, "t", {}, 1),
     "missing_seq": dump_line({"type": "session", "v": 1}) + b'{"type":"call","tool":"t","key":"t:0","args":{}}\n',
     "seq_not_int": dump_line({"type": "session", "v": 1}) + _call("1", "t", {}, 1) + _call(True, "t", {}, 1),
-    "deep_args_no_key": dump_line({"type": "session", "v": 1}) + b'{"type":"call","seq":1,"tool":"t","args":'
-                        + b"[" * 1000 + b"]" * 1000 + b',"result":1}\n',
+    "deep_args_no_key": dump_line({"type": "session", "v": 1})
+    + b'{"type":"call","seq":1,"tool":"t","args":'
+    + b"[" * 1000
+    + b"]" * 1000
+    + b',"result":1}\n',
     "deep_result": dump_line({"type": "session", "v": 1}) + b'{"type":"call","seq":1,"tool":"t","key":"t:0",'
-                   b'"args":{},"result":' + b"[" * 1000 + b"1" + b"]" * 1000 + b"}\n",
+    b'"args":{},"result":' + b"[" * 1000 + b"1" + b"]" * 1000 + b"}\n",
     "torn_tail": dump_line({"type": "session", "v": 1}) + _call(1, "t", {}, 1)[:30],
     "empty": b"",
     "only_newlines": b"\n\n\n",
     "brace_before_call": _call(1, "t", {}, 1).replace(b"{", b"{{", 1) + _call(2, "t", {}, 1),
     "huge_integer": dump_line({"type": "session", "v": 1}) + b'{"type":"call","seq":99999999999999999999999,'
-                    b'"tool":"t","key":"t:0","args":{"n":1e999},"result":-99999999999999999999999}\n',
+    b'"tool":"t","key":"t:0","args":{"n":1e999},"result":-99999999999999999999999}\n',
 }
 
 
 def special_examples(exclude: set[str]) -> Any:
     """Every hand-made input of SPECIAL (but ``exclude``) as a hypothesis example for ``data``."""
+
     def apply(test: Any) -> Any:
         for name, data in SPECIAL.items():
             if name not in exclude:
@@ -126,10 +157,8 @@ def _tape_outcome(path: Path) -> None:
         except TapeError:
             continue
         for i in range(len(idx)):
-            try:
+            with contextlib.suppress(TapeError):
                 idx.record(i)
-            except TapeError:
-                pass
     with contextlib.suppress(TapeError):
         load(path)
 
@@ -155,13 +184,20 @@ def test_tape_reader_ten_megabyte_line(tmp_path: Path) -> None:
     assert digest(path) == before
 
 
-runlog_bytes = st.lists(st.one_of(
-    st.builds(lambda v: orjson.dumps(v) + b"\n", json_values),
-    st.builds(lambda e, s: orjson.dumps({"event": e, "seq": s, "step": s, "nearest": s}) + b"\n",
-              st.sampled_from(["start", "hit", "miss", "drift", "fingerprint", "stale", "unused", "live", "end",
-                               "from-the-future"]), json_values),
-    st.binary(max_size=40),
-), max_size=15).map(b"".join)
+runlog_bytes = st.lists(
+    st.one_of(
+        st.builds(lambda v: orjson.dumps(v) + b"\n", json_values),
+        st.builds(
+            lambda e, s: orjson.dumps({"event": e, "seq": s, "step": s, "nearest": s}) + b"\n",
+            st.sampled_from(
+                ["start", "hit", "miss", "drift", "fingerprint", "stale", "unused", "live", "end", "from-the-future"]
+            ),
+            json_values,
+        ),
+        st.binary(max_size=40),
+    ),
+    max_size=15,
+).map(b"".join)
 
 
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
@@ -190,18 +226,50 @@ VALID_TOML = (Path(__file__).resolve().parent.parent / "tapes.toml").read_text()
 toml_text = st.one_of(
     st.text(max_size=200),
     st.builds(lambda cut, extra: VALID_TOML[:cut] + extra, st.integers(0, len(VALID_TOML)), st.text(max_size=40)),
-    st.builds(lambda table, key, value: f"[{table}]\n{key} = {value}\n",
-              st.sampled_from(["tapes", "diff", "redact", "tools.x", "tools", "nope", "tapes.dir"]),
-              st.sampled_from(["dir", "changelog", "registry", "stale_policy", "ignore", "keys", "patterns", "ttl",
-                               "live", "volatile_defaults", "replay_command", "unknown"]),
-              st.sampled_from(['"../../etc"', '"/etc"', "3", "true", "[1, 2]", '"("', '"1h"', '"-5"', "{a = 1}",
-                               '"x:y"', '"warn"', "1e400", '"\\u0000"', "[]"])),
+    st.builds(
+        lambda table, key, value: f"[{table}]\n{key} = {value}\n",
+        st.sampled_from(["tapes", "diff", "redact", "tools.x", "tools", "nope", "tapes.dir"]),
+        st.sampled_from(
+            [
+                "dir",
+                "changelog",
+                "registry",
+                "stale_policy",
+                "ignore",
+                "keys",
+                "patterns",
+                "ttl",
+                "live",
+                "volatile_defaults",
+                "replay_command",
+                "unknown",
+            ]
+        ),
+        st.sampled_from(
+            [
+                '"../../etc"',
+                '"/etc"',
+                "3",
+                "true",
+                "[1, 2]",
+                '"("',
+                '"1h"',
+                '"-5"',
+                "{a = 1}",
+                '"x:y"',
+                '"warn"',
+                "1e400",
+                '"\\u0000"',
+                "[]",
+            ]
+        ),
+    ),
 )
 
 
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
 @given(text=toml_text)
-@example(text="[tapes]\ndir = \"" + "a/" * 5000 + "\"\n")
+@example(text='[tapes]\ndir = "' + "a/" * 5000 + '"\n')
 @example(text="a = " + "[" * 10_000 + "]" * 10_000)
 @example(text='[tapes]\ndir="\\u0000"')  # found by the long fuzz run: a NUL in a path
 @example(text='[tapes]\nreplay_command = "' + "x" * 10_000_000 + '"\n')  # a 10 MB line
@@ -225,13 +293,18 @@ def test_tapes_toml_loader_only_succeeds_or_raises_config_error(tmp_path: Path, 
 @example(golden=SPECIAL["deep_nesting"], candidate=SPECIAL["future_type"], run=b"\x00\xff\n")
 @example(golden=SPECIAL["deep_result"], candidate=SPECIAL["deep_result"].replace(b"[1]", b"[2]"), run=None)
 @example(golden=SPECIAL["deep_args_no_key"], candidate=SPECIAL["deep_result"], run=None)
-@example(golden=SPECIAL["deep_result"], candidate=None,
-         run=b'{"event":"drift","seq":1,"tool":"t","args":' + b"[" * 1000 + b"]" * 1000 + b"}\n")
+@example(
+    golden=SPECIAL["deep_result"],
+    candidate=None,
+    run=b'{"event":"drift","seq":1,"tool":"t","args":' + b"[" * 1000 + b"]" * 1000 + b"}\n",
+)
 @example(golden=SPECIAL["missing_seq"], candidate=SPECIAL["seq_not_int"], run=b'{"event":"drift","seq":[]}\n')
-@example(golden=SPECIAL["ten_mb_line"], candidate=SPECIAL["ten_mb_line"].replace(b'"result":1', b'"result":2'),
-         run=None)
-def test_check_exits_0_1_or_2_with_clean_output(tmp_path: Path, capsys: pytest.CaptureFixture[str], golden: bytes,
-                                              candidate: bytes | None, run: bytes | None) -> None:
+@example(
+    golden=SPECIAL["ten_mb_line"], candidate=SPECIAL["ten_mb_line"].replace(b'"result":1', b'"result":2'), run=None
+)
+def test_check_exits_0_1_or_2_with_clean_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], golden: bytes, candidate: bytes | None, run: bytes | None
+) -> None:
     d = tmp_path / "tapes"
     d.mkdir(exist_ok=True)
     files = {d / "s.jsonl": golden, d / "s.candidate.jsonl": candidate, d / "s.run.jsonl": run}

@@ -19,12 +19,12 @@ import orjson
 import pytest
 
 from tapetui import Tape, TapeError, ToolRegistry, load_config
-from tapetui.review import golden as review
 from tapetui.core import runlog, tapefile
 from tapetui.core.runlog import RunLogReader, RunLogWarning, RunSummary, read_run_log
 from tapetui.core.store import runlog_path
 from tapetui.core.tape import key_of
 from tapetui.core.tapefile import Appender, call_line, dump_line, read_index
+from tapetui.review import golden as review
 
 from .conftest import Calls
 
@@ -33,9 +33,15 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """The command line in a child; a hang fails the test at the timeout instead of blocking the suite."""
-    return subprocess.run([sys.executable, "-m", "tapetui", *args], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}, stdin=subprocess.DEVNULL,
-                          timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "tapetui", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"},
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
 
 
 def answered_cleanly(r: subprocess.CompletedProcess[str], *needles: str) -> None:
@@ -46,18 +52,33 @@ def answered_cleanly(r: subprocess.CompletedProcess[str], *needles: str) -> None
 
 
 def call(seq: int, tool: str, args: dict[str, Any], result: Any = None) -> bytes:
-    return call_line(seq=seq, tool=tool, key=key_of(tool, args), fingerprint="0123456789abcdef", side_effect=False,
-                     ms=1.0, expires_at=None, recorded_at="2026-01-01T00:00:00Z", args=args, result=result)
+    return call_line(
+        seq=seq,
+        tool=tool,
+        key=key_of(tool, args),
+        fingerprint="0123456789abcdef",
+        side_effect=False,
+        ms=1.0,
+        expires_at=None,
+        recorded_at="2026-01-01T00:00:00Z",
+        args=args,
+        result=result,
+    )
 
 
 HEADER = dump_line({"type": "session", "v": 1})
 
 
 # ---- FIFOs and folders named like tapes and run logs ---------------------------------------------
-@pytest.mark.parametrize("name,kind", [
-    ("zz.jsonl", "fifo"), ("clean.candidate.jsonl", "fifo"), ("clean.run.jsonl", "fifo"),
-    ("clean.run.jsonl", "dir"),
-])
+@pytest.mark.parametrize(
+    "name,kind",
+    [
+        ("zz.jsonl", "fifo"),
+        ("clean.candidate.jsonl", "fifo"),
+        ("clean.run.jsonl", "fifo"),
+        ("clean.run.jsonl", "dir"),
+    ],
+)
 def test_a_fifo_or_folder_named_like_a_tape_never_hangs_check(sample_dir: Path, name: str, kind: str) -> None:
     target = sample_dir / "sample_tapes" / name
     target.unlink(missing_ok=True)
@@ -140,7 +161,8 @@ def test_a_long_line_of_whitespace_without_newline_is_not_torn(tmp_path: Path, s
 
 
 def test_lines_longer_than_a_chunk_still_read_and_longer_than_the_limit_are_named(
-        tmp_path: Path, small_limits: tuple[int, int]) -> None:
+    tmp_path: Path, small_limits: tuple[int, int]
+) -> None:
     chunk, limit = small_limits
     blob = "x" * (3 * chunk)  # spans chunks: read again whole when its newline comes
     tape = tmp_path / "s.jsonl"
@@ -269,8 +291,9 @@ def _bad_utf8_tape(path: Path) -> None:
 
 
 @pytest.mark.parametrize("mode", ["replay", "fill"])
-def test_invalid_utf8_in_a_tool_name_is_an_error_naming_the_line(tmp_path: Path, registry: ToolRegistry,
-                                                                  calls: Calls, mode: str) -> None:
+def test_invalid_utf8_in_a_tool_name_is_an_error_naming_the_line(
+    tmp_path: Path, registry: ToolRegistry, calls: Calls, mode: str
+) -> None:
     tape = tmp_path / "s.jsonl"
     _bad_utf8_tape(tape)
     with pytest.raises(TapeError, match=r"s\.jsonl:3: invalid JSON: .*UTF-8"):
@@ -280,8 +303,9 @@ def test_invalid_utf8_in_a_tool_name_is_an_error_naming_the_line(tmp_path: Path,
     assert calls.n == {}
 
 
-def test_a_tool_name_that_is_not_utf8_text_is_refused_before_anything(tmp_path: Path, registry: ToolRegistry,
-                                                                      calls: Calls) -> None:
+def test_a_tool_name_that_is_not_utf8_text_is_refused_before_anything(
+    tmp_path: Path, registry: ToolRegistry, calls: Calls
+) -> None:
     tape = tmp_path / "s.jsonl"
     with Tape(tape, "record", registry) as t:
         t.call("search", {"query": "q"})
@@ -294,7 +318,8 @@ def test_a_tool_name_that_is_not_utf8_text_is_refused_before_anything(tmp_path: 
 
 # ---- a run log that cannot be written --------------------------------------------------------------
 def test_replay_on_a_read_only_checkout_goes_on_without_its_run_log(
-        tmp_path: Path, registry: ToolRegistry, calls: Calls, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, registry: ToolRegistry, calls: Calls, monkeypatch: pytest.MonkeyPatch
+) -> None:
     tape = tmp_path / "s.jsonl"
     with Tape(tape, "record", registry, run_log=False) as t:
         t.call("search", {"query": "q"})
@@ -319,26 +344,25 @@ def test_replay_on_a_read_only_checkout_goes_on_without_its_run_log(
 
 
 def test_a_folder_in_place_of_the_run_log_and_a_disk_that_fills_mid_run(
-        tmp_path: Path, registry: ToolRegistry, calls: Calls, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, registry: ToolRegistry, calls: Calls, monkeypatch: pytest.MonkeyPatch
+) -> None:
     tape = tmp_path / "s.jsonl"
     with Tape(tape, "record", registry, run_log=False) as t:
         t.call("search", {"query": "q"})
         t.call("search", {"query": "r"})
     runlog_path(tape).mkdir()
-    with pytest.warns(RunLogWarning, match="cannot write the run log"):
-        with Tape(tape, "replay", registry) as t:
-            assert t.call("search", {"query": "q"}) == ["hit for q"]
+    with pytest.warns(RunLogWarning, match="cannot write the run log"), Tape(tape, "replay", registry) as t:
+        assert t.call("search", {"query": "q"}) == ["hit for q"]
     assert t.stats()["run_log"].startswith("failed: ")
     runlog_path(tape).rmdir()
 
     def full(self: Appender, data: bytes) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    with pytest.warns(RunLogWarning, match="No space left on device"):
-        with Tape(tape, "replay", registry) as t:
-            monkeypatch.setattr(Appender, "append", full)
-            assert t.call("search", {"query": "q"}) == ["hit for q"]
-            assert t.call("search", {"query": "r"}) == ["hit for r"]
+    with pytest.warns(RunLogWarning, match="No space left on device"), Tape(tape, "replay", registry) as t:
+        monkeypatch.setattr(Appender, "append", full)
+        assert t.call("search", {"query": "q"}) == ["hit for q"]
+        assert t.call("search", {"query": "r"}) == ["hit for r"]
     assert t.stats()["run_log"] == f"failed: {runlog_path(tape)}: No space left on device"
     assert calls.n == {"search": 2}  # the two recorded calls, nothing since
     with Tape(tape, "replay", registry, run_log=False) as t:

@@ -16,9 +16,28 @@ from tapetui.core import indexcache
 from tapetui.core.tape import key_of
 from tapetui.core.tapefile import Appender, TapeIndex, atomic_write, read_index
 
-FIELDS = ("seqs", "offsets", "lengths", "lines", "ms", "side_effects", "tools", "keys", "fingerprints", "expires",
-          "key_next", "key_first", "header", "manifest_lines", "unknown_lines", "size", "scanned", "line_count", "torn",
-          "fp_forms")
+FIELDS = (
+    "seqs",
+    "offsets",
+    "lengths",
+    "lines",
+    "ms",
+    "side_effects",
+    "tools",
+    "keys",
+    "fingerprints",
+    "expires",
+    "key_next",
+    "key_first",
+    "header",
+    "manifest_lines",
+    "unknown_lines",
+    "size",
+    "scanned",
+    "line_count",
+    "torn",
+    "fp_forms",
+)
 
 
 @pytest.fixture
@@ -52,8 +71,10 @@ def _tape(path: Path, n: int = 40) -> Path:
             if i % 5 == 0:
                 t.call("write", {"path": f"out{i}"})
     with Appender(path) as out:
-        out.append(b'{"seq":900,"tool":"quote","args":{"symbol":"HAND"},"result":1}\n'  # no key: computed
-                   b'{"type":"hologram","v":9}\n')
+        out.append(
+            b'{"seq":900,"tool":"quote","args":{"symbol":"HAND"},"result":1}\n'  # no key: computed
+            b'{"type":"hologram","v":9}\n'
+        )
     return path
 
 
@@ -81,8 +102,19 @@ def test_a_cached_index_is_the_scanned_index(tmp_path: Path, cache: Path) -> Non
 def test_appended_lines_are_scanned_on_top_of_the_entry(tmp_path: Path, cache: Path) -> None:
     tape = _tape(tmp_path / "t.jsonl")
     read_index(tape)
-    line = orjson.dumps({"type": "call", "seq": 901, "tool": "quote", "key": read_index(tape).keys[0],
-                         "args": {"symbol": "S0"}, "result": 7}) + b"\n"
+    line = (
+        orjson.dumps(
+            {
+                "type": "call",
+                "seq": 901,
+                "tool": "quote",
+                "key": read_index(tape).keys[0],
+                "args": {"symbol": "S0"},
+                "result": 7,
+            }
+        )
+        + b"\n"
+    )
     with Appender(tape) as out:
         out.append(line)  # the key of call 0 once more: its chain crosses the end of the entry
     warm = read_index(tape)
@@ -116,7 +148,7 @@ def test_a_rewritten_tape_is_scanned_again(tmp_path: Path, cache: Path, change: 
     line = first.raw_line(j)
     old_key = first.keys[j].encode()
     new_key = old_key[:-1] + (b"0" if old_key[-1:] != b"0" else b"1")
-    edited = data[:first.offsets[j]] + line.replace(old_key, new_key) + data[first.offsets[j] + len(line):]
+    edited = data[: first.offsets[j]] + line.replace(old_key, new_key) + data[first.offsets[j] + len(line) :]
     assert len(edited) == len(data)
     if change == "replaced":
         atomic_write(tape, edited)
@@ -146,8 +178,14 @@ def test_a_damaged_entry_only_means_a_scan(tmp_path: Path, cache: Path) -> None:
     read_index(tape)
     (entry,) = _entries(cache)
     good = entry.read_bytes()
-    damaged = [b"", good[:10], good[: len(good) // 2], b"garbage" * 100,
-               good[:-1] + bytes([good[-1] ^ 1]), good[:40] + bytes([good[40] ^ 0x10]) + good[41:]]
+    damaged = [
+        b"",
+        good[:10],
+        good[: len(good) // 2],
+        b"garbage" * 100,
+        good[:-1] + bytes([good[-1] ^ 1]),
+        good[:40] + bytes([good[40] ^ 0x10]) + good[41:],
+    ]
     for data in damaged:
         entry.write_bytes(data)
         idx = read_index(tape)
@@ -200,8 +238,9 @@ def test_cache_off_and_eviction(tmp_path: Path, cache: Path, monkeypatch: pytest
     assert all(e.stat().st_mode & 0o077 == 0 for e in _entries(cache))
 
 
-def test_a_tape_written_a_moment_ago_is_not_saved_yet(tmp_path: Path, cache: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_tape_written_a_moment_ago_is_not_saved_yet(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(indexcache, "RACY_NS", 60 * 10**9)
     tape = _tape(tmp_path / "t.jsonl", n=3)
     read_index(tape)
@@ -219,20 +258,25 @@ def test_small_tapes_are_not_cached(tmp_path: Path, cache: Path, monkeypatch: py
     assert _entries(cache) == [] and not read_index(tape).from_cache
 
 
-_OPS = st.lists(st.one_of(
-    st.tuples(st.just("append"), st.lists(st.integers(0, 5), min_size=1, max_size=6)),  # symbols: keys repeat
-    st.tuples(st.just("torn"), st.integers(1, 40)),
-    st.tuples(st.just("truncate"), st.integers(0, 10)),
-    st.tuples(st.just("splice"), st.lists(st.integers(0, 5), min_size=3, max_size=6)),  # cut lines, append more
-    st.tuples(st.just("rewrite"), st.integers(0, 50)),
-    st.tuples(st.just("replace"), st.integers(0, 50)),
-), min_size=1, max_size=8)
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.lists(st.integers(0, 5), min_size=1, max_size=6)),  # symbols: keys repeat
+        st.tuples(st.just("torn"), st.integers(1, 40)),
+        st.tuples(st.just("truncate"), st.integers(0, 10)),
+        st.tuples(st.just("splice"), st.lists(st.integers(0, 5), min_size=3, max_size=6)),  # cut lines, append more
+        st.tuples(st.just("rewrite"), st.integers(0, 50)),
+        st.tuples(st.just("replace"), st.integers(0, 50)),
+    ),
+    min_size=1,
+    max_size=8,
+)
 
 
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=60, deadline=None)
 @given(ops=_OPS)
-def test_whatever_happens_to_a_tape_an_open_returns_its_scan(tmp_path_factory: pytest.TempPathFactory,
-                                                             ops: list[tuple[str, Any]]) -> None:
+def test_whatever_happens_to_a_tape_an_open_returns_its_scan(
+    tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, Any]]
+) -> None:
     """Appends, torn tails, truncation, in-place and atomic rewrites between opens: the cached open is the scan."""
     d = tmp_path_factory.mktemp("prop")
     with pytest.MonkeyPatch.context() as mp:
@@ -252,8 +296,19 @@ def test_whatever_happens_to_a_tape_an_open_returns_its_scan(tmp_path_factory: p
                 for sym in arg:
                     seq += 1
                     args = {"symbol": f"S{sym}"}
-                    lines.append(orjson.dumps({"type": "call", "seq": seq, "tool": "quote", "key": key_of("quote", args),
-                                               "args": args, "result": seq}) + b"\n")
+                    lines.append(
+                        orjson.dumps(
+                            {
+                                "type": "call",
+                                "seq": seq,
+                                "tool": "quote",
+                                "key": key_of("quote", args),
+                                "args": args,
+                                "result": seq,
+                            }
+                        )
+                        + b"\n"
+                    )
                 with Appender(tape) as out:  # sets a torn tail aside first, as every writer does
                     out.append(b"".join(lines))
             elif op == "torn":
@@ -266,7 +321,7 @@ def test_whatever_happens_to_a_tape_an_open_returns_its_scan(tmp_path_factory: p
                 if i < 0:
                     continue
                 j = i + len(b'"key":"quote:')
-                edited = data[:j] + (b"0" if data[j:j + 1] != b"0" else b"1") + data[j + 1:]
+                edited = data[:j] + (b"0" if data[j : j + 1] != b"0" else b"1") + data[j + 1 :]
                 if op == "replace":
                     atomic_write(tape, edited)
                 else:

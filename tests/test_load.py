@@ -12,9 +12,22 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_streaming_runs_every_event_shown_and_keys_answered() -> None:
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_load.py"), "--runs", "5", "--events", "30",
-                        "--interval-ms", "20"], capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_load.py"),
+            "--runs",
+            "5",
+            "--events",
+            "30",
+            "--interval-ms",
+            "20",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "events shown: 150 of 150" in r.stdout
     keys = next(line for line in r.stdout.splitlines() if line.startswith("key press"))

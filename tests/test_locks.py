@@ -18,10 +18,10 @@ import orjson
 import pytest
 
 from tapetui import Config, Tape, TapeError, ToolRegistry
-from tapetui.review import golden as review
 from tapetui.core import locks
 from tapetui.core.store import candidate_path, journal_path, samples_of
 from tapetui.core.tapefile import read_index
+from tapetui.review import golden as review
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -84,9 +84,14 @@ PAUSED_ACCEPT = textwrap.dedent("""
 
 
 def _paused_accept(tapes: Path) -> subprocess.Popen[bytes]:
-    p = subprocess.Popen([sys.executable, "-c", PAUSED_ACCEPT, str(tapes)], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    p = subprocess.Popen(
+        [sys.executable, "-c", PAUSED_ACCEPT, str(tapes)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert p.stdout is not None
     assert p.stdout.readline() == b"paused\n", p.stderr.read() if p.stderr else b""
     return p
@@ -98,8 +103,14 @@ def _resume(p: subprocess.Popen[bytes]) -> tuple[int, str, str]:
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tapetui", *args], capture_output=True, text=True, cwd=cwd,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "tapetui", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=60,
+    )
 
 
 def test_recover_and_check_leave_an_accept_in_flight_alone(tmp_path: Path) -> None:
@@ -124,9 +135,14 @@ def test_two_accepts_of_one_session_make_one_change_and_one_entry(tmp_path: Path
     cfg, golden = _session(tmp_path)
     new = candidate_path(golden).read_bytes()
     first = _paused_accept(cfg.tapes_dir)
-    second = subprocess.Popen([sys.executable, "-m", "tapetui", "accept", str(golden), "--why", "second"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    second = subprocess.Popen(
+        [sys.executable, "-m", "tapetui", "accept", str(golden), "--why", "second"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     rc, _, err = _resume(first)  # the second waits on the session lock until the first is done
     assert rc == 0, err
     out2, err2 = second.communicate(timeout=60)
@@ -157,9 +173,17 @@ RECORDER = textwrap.dedent("""
 def test_processes_recording_one_new_session_never_mix_and_lose_nothing(tmp_path: Path) -> None:
     tapes = tmp_path / "tapes"
     tapes.mkdir()
-    procs = [subprocess.Popen([sys.executable, "-c", RECORDER, str(tapes), f"p{i}"], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)}) for i in range(4)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", RECORDER, str(tapes), f"p{i}"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        for i in range(4)
+    ]
     for p in procs:
         assert p.stdout is not None and p.stdout.readline() == b"ready\n"
     results = [p.communicate(b"go\n", timeout=120) for p in procs]
@@ -179,8 +203,7 @@ def test_processes_recording_one_new_session_never_mix_and_lose_nothing(tmp_path
     assert owners == {"p0", "p1", "p2", "p3"}
 
 
-def test_record_over_a_pending_candidate_moves_it_to_samples(tmp_path: Path, caplog: pytest.LogCaptureFixture
-                                                             ) -> None:
+def test_record_over_a_pending_candidate_moves_it_to_samples(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     cfg, golden = _session(tmp_path)
     old = candidate_path(golden).read_bytes()
     with Tape(golden, "record", _registry(), config=cfg, run_log=False) as t:
@@ -226,8 +249,7 @@ def test_fill_after_an_interrupted_fill_runs_no_side_effect_again(tmp_path: Path
     assert [(r.tool, r.args["n"]) for r in read_index(partial, validate=True).records()] == session[:2]
 
 
-def test_review_action_during_a_recording_waits_then_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                                                              ) -> None:
+def test_review_action_during_a_recording_waits_then_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cfg, golden = _session(tmp_path)
     monkeypatch.setattr(locks, "DEFAULT_WAIT", 0.2)
     t = Tape(golden, "fill", _registry(), config=cfg, run_log=False)
@@ -254,9 +276,8 @@ def test_review_action_during_a_recording_waits_then_says_so(tmp_path: Path, mon
 
 def test_session_lock_is_reentrant_within_a_thread(tmp_path: Path) -> None:
     _, golden = _session(tmp_path, with_candidate=False)
-    with locks.session_lock(golden), locks.session_lock(golden):
-        with locks.try_session_lock(golden) as held:
-            assert held
+    with locks.session_lock(golden), locks.session_lock(golden), locks.try_session_lock(golden) as held:
+        assert held
     with locks.try_session_lock(golden) as held:  # released after the outermost exit
         assert held
 
@@ -265,7 +286,7 @@ BAD_JOURNALS = {
     "list": b"[]",
     "empty object": b"{}",
     "null": b"null",
-    "not json": b"{\"id\": ",
+    "not json": b'{"id": ',
     "missing entry": None,  # filled in below from a good journal
     "tmp escapes": None,
     "tmp names another golden": None,
@@ -274,10 +295,21 @@ BAD_JOURNALS = {
 
 
 def _good_journal(golden: Path) -> dict[str, object]:
-    return {"id": "abcdef012345", "golden": golden.name, "tmp": review._tmp_of(golden).name,
-            "sha256": "0" * 64, "remove_candidate": True,
-            "entry": {"when": "2030-01-01T00:00:00Z", "action": "accept", "session": "s", "steps": [2],
-                      "details": ["x"], "rationale": "why"}}
+    return {
+        "id": "abcdef012345",
+        "golden": golden.name,
+        "tmp": review._tmp_of(golden).name,
+        "sha256": "0" * 64,
+        "remove_candidate": True,
+        "entry": {
+            "when": "2030-01-01T00:00:00Z",
+            "action": "accept",
+            "session": "s",
+            "steps": [2],
+            "details": ["x"],
+            "rationale": "why",
+        },
+    }
 
 
 @pytest.mark.parametrize("shape", list(BAD_JOURNALS))
@@ -334,8 +366,7 @@ def test_a_symlinked_changelog_is_never_written_through(tmp_path: Path) -> None:
     assert victim.read_text() == "# mine\n"
 
 
-def test_disk_full_writing_the_new_golden_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                                                           ) -> None:
+def test_disk_full_writing_the_new_golden_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cfg, golden = _session(tmp_path)
     before, cand = golden.read_bytes(), candidate_path(golden).read_bytes()
 
@@ -374,8 +405,9 @@ def test_disk_full_writing_the_changelog_finishes_later(tmp_path: Path, monkeypa
     assert golden.read_bytes() == new and cfg.changelog.read_text().count("full disk later") == 1
 
 
-def test_read_only_folder_gives_a_clear_error_and_replay_still_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                                                                     ) -> None:
+def test_read_only_folder_gives_a_clear_error_and_replay_still_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cfg, golden = _session(tmp_path)
     real_open = os.open
 
@@ -386,8 +418,11 @@ def test_read_only_folder_gives_a_clear_error_and_replay_still_runs(tmp_path: Pa
 
     before = golden.read_bytes()
     monkeypatch.setattr(os, "open", ro_open)
-    for action in (lambda: review.accept(cfg, golden, "ro"), lambda: review.reject(cfg, golden, "ro"),
-                   lambda: review.expire(cfg, golden, [1], why="ro")):
+    for action in (
+        lambda: review.accept(cfg, golden, "ro"),
+        lambda: review.reject(cfg, golden, "ro"),
+        lambda: review.expire(cfg, golden, [1], why="ro"),
+    ):
         with pytest.raises(TapeError, match="Read-only file system"):
             action()
     with Tape(golden, "replay", _registry(), config=cfg, run_log=False) as t:  # unlocked, and still offline
@@ -407,8 +442,7 @@ def test_pending_shows_the_candidates_a_newer_recording_displaced(tmp_path: Path
     assert "1 older candidate(s)" in text and "s.samples" in text
 
 
-def test_the_journal_never_holds_a_secret_from_the_rationale(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                                                             ) -> None:
+def test_the_journal_never_holds_a_secret_from_the_rationale(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cfg, golden = _session(tmp_path)
     secret = "sk-ant-api03-" + "Q" * 40
     seen: list[bytes] = []

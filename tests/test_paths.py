@@ -11,15 +11,21 @@ from pathlib import Path
 import pytest
 
 from tapetui import ConfigError, load_config
-from tapetui.review.golden import accept, check_session, compare
 from tapetui.core.store import candidate_path, iter_goldens, runlog_path
+from tapetui.review.golden import accept, check_session, compare
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tapetui", *args], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "tapetui", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdin=subprocess.DEVNULL,
+    )
 
 
 @pytest.fixture
@@ -33,10 +39,20 @@ def outside(sample_dir: Path) -> Path:
 
 
 @pytest.mark.parametrize("name", ["../outside/other", "../../outside/other.jsonl", "ABS", "sub/../../outside/other"])
-@pytest.mark.parametrize("command", [["accept", "--why", "x"], ["reject"], ["expire", "--step", "1"], ["diff"],
-                                     ["stats"], ["rerecord", "--step", "1", "--yes"]])
-def test_session_names_cannot_leave_the_tapes_folder(sample_dir: Path, outside: Path, name: str,
-                                                     command: list[str]) -> None:
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["accept", "--why", "x"],
+        ["reject"],
+        ["expire", "--step", "1"],
+        ["diff"],
+        ["stats"],
+        ["rerecord", "--step", "1", "--yes"],
+    ],
+)
+def test_session_names_cannot_leave_the_tapes_folder(
+    sample_dir: Path, outside: Path, name: str, command: list[str]
+) -> None:
     before = {p: p.read_bytes() for p in outside.iterdir()}
     target = str(outside / "other.jsonl") if name == "ABS" else name
     r = cli(sample_dir, command[0], target, *command[1:])
@@ -100,8 +116,15 @@ async def test_app_does_not_follow_planted_symlinks(sample_dir: Path, outside: P
         assert "b3BlbnNzaC1rZXktdjE" not in _visible(app)
 
 
-@pytest.mark.parametrize("text", ['[tapes]\ndir = "../outside"\n', '[tapes]\ndir = "/tmp"\n',
-                                  '[tapes]\nchangelog = "../CHANGELOG.md"\n', '[tapes]\ndir = "link"\n'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[tapes]\ndir = "../outside"\n',
+        '[tapes]\ndir = "/tmp"\n',
+        '[tapes]\nchangelog = "../CHANGELOG.md"\n',
+        '[tapes]\ndir = "link"\n',
+    ],
+)
 def test_tapes_toml_cannot_point_outside_the_project(tmp_path: Path, text: str) -> None:
     proj = tmp_path / "proj"
     proj.mkdir()

@@ -4,7 +4,7 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
-CONFTEST = '''
+CONFTEST = """
 import pytest
 from tapetui import ToolRegistry
 
@@ -15,12 +15,12 @@ def tape_registry():
     def add(a: int, b: int) -> int:
         return a + b
     return reg
-'''
+"""
 
-TEST = '''
+TEST = """
 def test_agent(tape):
     assert tape.call("add", {"a": 1, "b": B}) == 1 + B
-'''
+"""
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
@@ -35,9 +35,13 @@ def test_record_then_replay_then_drift_report(pytester: pytest.Pytester) -> None
     run(pytester, "--tape-mode=record").assert_outcomes(passed=1)
     tape = pytester.path / "tapes" / "test_agent" / "test_agent.jsonl"
     assert tape.exists()
-    run(pytester, ).assert_outcomes(passed=1)  # default mode is replay
+    run(
+        pytester,
+    ).assert_outcomes(passed=1)  # default mode is replay
     pytester.makepyfile(test_agent=TEST.replace("B", "5"))
-    res = run(pytester, )
+    res = run(
+        pytester,
+    )
     res.assert_outcomes(failed=1)
     res.stdout.fnmatch_lines(["*argument drift at step 1 (add)*", "*args.b  2 → 5*"])
 
@@ -45,6 +49,8 @@ def test_record_then_replay_then_drift_report(pytester: pytest.Pytester) -> None
 def test_replay_without_tape_fails_clearly(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_agent=TEST.replace("B", "2"))
-    res = run(pytester, )
+    res = run(
+        pytester,
+    )
     res.assert_outcomes(errors=1)
     res.stdout.fnmatch_lines(["*no tape to replay*"])

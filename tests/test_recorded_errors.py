@@ -63,10 +63,21 @@ def replay_error(tmp_path: Path, type_name: str, module: str, message: str = "re
     """Write a one-call tape whose call raised ``module.type_name`` and replay it; what it raised."""
     tape = tmp_path / "s.jsonl"
     args = {"n": 1}
-    tape.write_bytes(dump_line({"type": "session", "v": 1}) + call_line(
-        seq=1, tool="t", key=key_of("t", args), fingerprint="0123456789abcdef", side_effect=False, ms=1.0,
-        expires_at=None, recorded_at="2026-01-01T00:00:00Z", args=args,
-        error={"type": type_name, "module": module, "message": message}))
+    tape.write_bytes(
+        dump_line({"type": "session", "v": 1})
+        + call_line(
+            seq=1,
+            tool="t",
+            key=key_of("t", args),
+            fingerprint="0123456789abcdef",
+            side_effect=False,
+            ms=1.0,
+            expires_at=None,
+            recorded_at="2026-01-01T00:00:00Z",
+            args=args,
+            error={"type": type_name, "module": module, "message": message},
+        )
+    )
     with Tape(tape, "replay", None, run_log=False) as t:
         try:
             t.call("t", args)
@@ -75,36 +86,38 @@ def replay_error(tmp_path: Path, type_name: str, module: str, message: str = "re
     raise AssertionError("the replay raised nothing")
 
 
-@pytest.mark.parametrize(("module", "name"), [
-    ("unittest", "SkipTest"),
-    ("unittest.case", "SkipTest"),
-    ("unittest.case", "_ShouldStop"),
-    ("unittest.case", "_UnexpectedSuccess"),
-    ("_pytest.outcomes", "Skipped"),
-    ("_pytest.outcomes", "Failed"),
-    ("_pytest.outcomes", "XFailed"),
-    ("_pytest.outcomes", "Exit"),  # an Exception subclass: refused by identity
-    ("builtins", "Skipped"),  # pytest's classes claim module "builtins"; not there, so unknown
-    ("builtins", "StopIteration"),
-    ("builtins", "StopAsyncIteration"),
-    ("builtins", "SystemExit"),
-    ("builtins", "KeyboardInterrupt"),
-    ("builtins", "GeneratorExit"),
-    ("builtins", "BaseException"),
-    ("asyncio.exceptions", "CancelledError"),
-    ("asyncio", "CancelledError"),
-    ("concurrent.futures._base", "CancelledError"),
-    ("hypothesis.errors", "UnsatisfiedAssumption"),
-    ("tapetui.core.errors", "TapeDrift"),  # a tape may not claim a drift this replay did not see
-    (__name__, "MySkip"),
-    ("builtins", "object"),
-    ("builtins", "type"),
-    ("builtins", "__class__"),
-    ("sys", "modules"),
-    ("not.loaded.anywhere", "GoneError"),
-])
-def test_control_flow_and_test_outcome_classes_come_back_as_tape_errors(tmp_path: Path, module: str,
-                                                                       name: str) -> None:
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [
+        ("unittest", "SkipTest"),
+        ("unittest.case", "SkipTest"),
+        ("unittest.case", "_ShouldStop"),
+        ("unittest.case", "_UnexpectedSuccess"),
+        ("_pytest.outcomes", "Skipped"),
+        ("_pytest.outcomes", "Failed"),
+        ("_pytest.outcomes", "XFailed"),
+        ("_pytest.outcomes", "Exit"),  # an Exception subclass: refused by identity
+        ("builtins", "Skipped"),  # pytest's classes claim module "builtins"; not there, so unknown
+        ("builtins", "StopIteration"),
+        ("builtins", "StopAsyncIteration"),
+        ("builtins", "SystemExit"),
+        ("builtins", "KeyboardInterrupt"),
+        ("builtins", "GeneratorExit"),
+        ("builtins", "BaseException"),
+        ("asyncio.exceptions", "CancelledError"),
+        ("asyncio", "CancelledError"),
+        ("concurrent.futures._base", "CancelledError"),
+        ("hypothesis.errors", "UnsatisfiedAssumption"),
+        ("tapetui.core.errors", "TapeDrift"),  # a tape may not claim a drift this replay did not see
+        (__name__, "MySkip"),
+        ("builtins", "object"),
+        ("builtins", "type"),
+        ("builtins", "__class__"),
+        ("sys", "modules"),
+        ("not.loaded.anywhere", "GoneError"),
+    ],
+)
+def test_control_flow_and_test_outcome_classes_come_back_as_tape_errors(tmp_path: Path, module: str, name: str) -> None:
     import asyncio  # noqa: F401 - loaded, so only the rule refuses its CancelledError
     import concurrent.futures  # noqa: F401
 
@@ -164,13 +177,20 @@ def test_an_args_property_is_not_run(tmp_path: Path) -> None:
     assert SIDE_EFFECTS == []
 
 
-@pytest.mark.parametrize(("module", "name", "itself"), [
-    ("builtins", "ConnectionRefusedError", True), ("builtins", "OSError", True), ("builtins", "KeyError", True),
-    ("builtins", "TimeoutError", True), ("json", "JSONDecodeError", True),
-    # their C __str__ reads fields only the constructor sets: the message would vanish, so a TapeError says it
-    ("builtins", "UnicodeDecodeError", False), ("builtins", "SyntaxError", False),
-    ("builtins", "ExceptionGroup", False),
-])
+@pytest.mark.parametrize(
+    ("module", "name", "itself"),
+    [
+        ("builtins", "ConnectionRefusedError", True),
+        ("builtins", "OSError", True),
+        ("builtins", "KeyError", True),
+        ("builtins", "TimeoutError", True),
+        ("json", "JSONDecodeError", True),
+        # their C __str__ reads fields only the constructor sets: the message would vanish, so a TapeError says it
+        ("builtins", "UnicodeDecodeError", False),
+        ("builtins", "SyntaxError", False),
+        ("builtins", "ExceptionGroup", False),
+    ],
+)
 def test_library_exceptions_with_c_constructors(tmp_path: Path, module: str, name: str, itself: bool) -> None:
     import json  # noqa: F401
 
@@ -182,9 +202,21 @@ def test_library_exceptions_with_c_constructors(tmp_path: Path, module: str, nam
 
 
 def test_attributes_are_restored_only_as_plain_json_values() -> None:
-    exc = build_error(NeedsArgsError, "m", {"code": 404, "detail": {"a": [1, "x", None]}, "__class__": "x",
-                                            "__dict__": {}, "_private": 1, "args": ["x"], "with_traceback": 1,
-                                            "obj": object(), "bad name": 1})
+    exc = build_error(
+        NeedsArgsError,
+        "m",
+        {
+            "code": 404,
+            "detail": {"a": [1, "x", None]},
+            "__class__": "x",
+            "__dict__": {},
+            "_private": 1,
+            "args": ["x"],
+            "with_traceback": 1,
+            "obj": object(),
+            "bad name": 1,
+        },
+    )
     assert type(exc) is NeedsArgsError and exc.args == ("m",)
     assert vars(exc) == {"code": 404, "detail": {"a": [1, "x", None]}}
     assert not restorable(NeedsArgsError, "__init__", 1)
@@ -198,10 +230,21 @@ def test_a_skip_recorded_on_a_tape_fails_the_test_instead_of_skipping_it(pyteste
     tape = pytester.path / "tapes" / "test_agent" / "test_agent.jsonl"
     tape.parent.mkdir(parents=True)
     args = {"a": 1}
-    tape.write_bytes(dump_line({"type": "session", "v": 1}) + call_line(
-        seq=1, tool="add", key=key_of("add", args), fingerprint="0123456789abcdef", side_effect=False, ms=1.0,
-        expires_at=None, recorded_at="2026-01-01T00:00:00Z", args=args,
-        error={"type": "SkipTest", "module": "unittest.case", "message": "looks fine"}))
+    tape.write_bytes(
+        dump_line({"type": "session", "v": 1})
+        + call_line(
+            seq=1,
+            tool="add",
+            key=key_of("add", args),
+            fingerprint="0123456789abcdef",
+            side_effect=False,
+            ms=1.0,
+            expires_at=None,
+            recorded_at="2026-01-01T00:00:00Z",
+            args=args,
+            error={"type": "SkipTest", "module": "unittest.case", "message": "looks fine"},
+        )
+    )
     res = pytester.runpytest("-p", "no:asyncio", "-p", "no:textual-snapshot")
     res.assert_outcomes(failed=1)
     res.stdout.fnmatch_lines(["*add (step 1) raised SkipTest when recorded: looks fine*"])

@@ -10,13 +10,13 @@ import orjson
 import pytest
 
 from tapetui import Config, Tape, TapeError, ToolRegistry
-from tapetui.core import indexcache
-from tapetui.review.changelog import read_entries
 from tapetui.cli import main as cli_main
+from tapetui.core import indexcache
 from tapetui.core.redact import Redactor
-from tapetui.review.scrub import scrub
 from tapetui.core.store import candidate_path, runlog_path, samples_of
 from tapetui.core.tapefile import read_index, torn_path
+from tapetui.review.changelog import read_entries
+from tapetui.review.scrub import scrub
 from tests.test_forms import KEY_1, KEY_2, _form1_tape
 from tests.test_forms import _registry as _search_registry
 
@@ -55,7 +55,7 @@ def _registry() -> ToolRegistry:
 
 def _calls(t: Tape, n: int) -> None:
     t.call("fetch", {"q": f"use {SECRETS['arg']}", "n": n})
-    t.call("fetch", {"q": '{"password": "%s"}' % SECRETS["json_text"], "n": n})
+    t.call("fetch", {"q": '{{"password": "{}"}}'.format(SECRETS["json_text"]), "n": n})
     t.call("fetch", {"q": "keys", "n": n, "map": {SECRETS["dict_key"]: 1}})
     with pytest.raises((RuntimeError, TapeError)):
         t.call("fail", {"n": n})
@@ -71,11 +71,12 @@ def _old_folder(tmp_path: Path) -> tuple[Config, Path]:
     for n in (1, 2, 3):  # the golden, a candidate, then that candidate moves into agent.samples/
         with Tape(agent, "record", _registry(), config=raw, labels={"db": f"password={SECRETS['label']}"}) as t:
             _calls(t, n)
-    with Tape(agent, "replay", _registry(), config=raw) as t:  # a run log with drift (n differs): raw args in it
-        with pytest.raises(TapeError):
-            _calls(t, 9)
-    torn_path(agent).write_bytes(b'{"type":"call","seq":4,"tool":"fetch","args":{"password":"%s\n'
-                                 % SECRETS["torn"].encode())
+    # a run log with drift (n differs): raw args in it
+    with Tape(agent, "replay", _registry(), config=raw) as t, pytest.raises(TapeError):
+        _calls(t, 9)
+    torn_path(agent).write_bytes(
+        b'{"type":"call","seq":4,"tool":"fetch","args":{"password":"%s\n' % SECRETS["torn"].encode()
+    )
     with open(candidate_path(agent), "ab") as fh:  # a torn tail in the candidate itself
         fh.write(b'{"type":"call","seq":9,"args":{"token":"%s' % SECRETS["torn"].encode())
     _form1_tape(tapes / "legacy.jsonl")
@@ -87,8 +88,13 @@ def _old_folder(tmp_path: Path) -> tuple[Config, Path]:
 
 def _files(*roots: Path) -> list[Path]:
     """Every file, but the session lock files (empty, created on first use: see tapetui.core.locks)."""
-    return sorted(p for r in roots if r.exists() for p in r.rglob("*")
-                  if p.is_file() and not (p.name.startswith(".") and p.name.endswith((".gate", ".lock"))))
+    return sorted(
+        p
+        for r in roots
+        if r.exists()
+        for p in r.rglob("*")
+        if p.is_file() and not (p.name.startswith(".") and p.name.endswith((".gate", ".lock")))
+    )
 
 
 def _leaks(*roots: Path) -> dict[str, list[str]]:
@@ -115,13 +121,25 @@ def test_scrub_redacts_every_file_recomputes_keys_and_writes_one_entry_per_sessi
     text = orjson.dumps(report.to_json()).decode()
     assert not [s for s in SECRETS.values() if s in text] and KEY_1 not in text
     rules = report.rules
-    for rule in ("prefixed-api-key", "secret-dict-key", "secret-key-name", "json-text", "github-token",
-                 "secret-assignment"):
+    for rule in (
+        "prefixed-api-key",
+        "secret-dict-key",
+        "secret-key-name",
+        "json-text",
+        "github-token",
+        "secret-assignment",
+    ):
         assert rules[rule] > 0, (rule, rules)
     assert "secret-key-name ×" in "\n".join(entries)  # the entry says what was removed, by rule
     kinds = {(f.session, f.kind) for f in report.files}
-    assert {("agent", "golden"), ("agent", "candidate"), ("agent", "sample"), ("agent", "run log"),
-            ("agent", "torn"), ("legacy", "golden")} <= kinds
+    assert {
+        ("agent", "golden"),
+        ("agent", "candidate"),
+        ("agent", "sample"),
+        ("agent", "run log"),
+        ("agent", "torn"),
+        ("legacy", "golden"),
+    } <= kinds
     # keys were recomputed: today's rules replay the scrubbed golden with no miss
     with Tape(tapes / "agent.jsonl", "replay", _registry(), config=cfg) as t:
         _calls(t, 1)
@@ -155,8 +173,9 @@ def test_dry_run_changes_nothing_and_the_cli_exit_codes(tmp_path: Path, capsys: 
     assert "no such folder" in capsys.readouterr().err
 
 
-def test_scrub_is_atomic_with_its_changelog_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_scrub_is_atomic_with_its_changelog_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from tapetui.review import golden as review
 
     cfg, tapes = _old_folder(tmp_path)
@@ -204,8 +223,9 @@ def test_replaying_an_old_tape_puts_no_old_secret_in_its_run_log_or_errors(tmp_p
     assert not [s for s in SECRETS.values() if s in text]
 
 
-def test_a_session_another_process_holds_is_reported_and_the_rest_scrubbed(tmp_path: Path,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_session_another_process_holds_is_reported_and_the_rest_scrubbed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import threading
 
     from tapetui.core import locks

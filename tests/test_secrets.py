@@ -12,11 +12,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tapetui import Config, Tape, TapeDrift, TapeError, TapeMiss, ToolDriftError, ToolRegistry
-from tapetui.core import indexcache
 from tapetui.cli import main as cli_main
-from tapetui.review.golden import accept
+from tapetui.core import indexcache
 from tapetui.core.store import candidate_path
 from tapetui.core.tapefile import read_index
+from tapetui.review.golden import accept
 
 PEM_BODY = "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gunVTLw"
 OPENSSH_BODY = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAABlwAAAAdzc2gtcn"
@@ -27,48 +27,86 @@ DISCORD_TOKEN = "MTA1NjM4NTY3ODkwMTIzNDU2Nzg.GhIjKl.dIsCoRdToKeN27abcdefghijklmn
 # name → (arguments holding the secret, the secret strings that must never appear)
 CORPUS: dict[str, tuple[dict[str, Any], list[str]]] = {
     "aws_access_key_in_text": ({"note": "use AKIAZ7Q3X4M2P6L8K0TR for the bucket"}, ["AKIAZ7Q3X4M2P6L8K0TR"]),
-    "aws_secret_access_key": ({"aws_secret_access_key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzq9Q2w7Lrs"},
-                              ["wJalrXUtnFEMI/K7MDENG/bPxRfiCYzq9Q2w7Lrs"]),
-    "aws_session_token_upper": ({"AWS_SESSION_TOKEN": "FwoGZXIvYXdzEBYaDHqa0AP1MkcQKk4Xc"},
-                                ["FwoGZXIvYXdzEBYaDHqa0AP1MkcQKk4Xc"]),
-    "github_classic_pat": ({"text": "push with ghp_R8xk2NfQ7vLm3Pz9Tw4Yb6Hc1Dj5Ks0Ga2Ue"},
-                           ["ghp_R8xk2NfQ7vLm3Pz9Tw4Yb6Hc1Dj5Ks0Ga2Ue"]),
-    "github_oauth": ({"text": "gho_16C7e42F292c6912E7710c838347Ae178B4a"}, ["gho_16C7e42F292c6912E7710c838347Ae178B4a"]),
-    "github_app_token": ({"text": "ghs_9aB8cD7eF6gH5iJ4kL3mN2oP1qR0sT9uV8wX"}, ["ghs_9aB8cD7eF6gH5iJ4kL3mN2oP1qR0sT9uV8wX"]),
-    "github_fine_grained": ({"t": "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz0123"},
-                            ["github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz0123"]),
+    "aws_secret_access_key": (
+        {"aws_secret_access_key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzq9Q2w7Lrs"},
+        ["wJalrXUtnFEMI/K7MDENG/bPxRfiCYzq9Q2w7Lrs"],
+    ),
+    "aws_session_token_upper": (
+        {"AWS_SESSION_TOKEN": "FwoGZXIvYXdzEBYaDHqa0AP1MkcQKk4Xc"},
+        ["FwoGZXIvYXdzEBYaDHqa0AP1MkcQKk4Xc"],
+    ),
+    "github_classic_pat": (
+        {"text": "push with ghp_R8xk2NfQ7vLm3Pz9Tw4Yb6Hc1Dj5Ks0Ga2Ue"},
+        ["ghp_R8xk2NfQ7vLm3Pz9Tw4Yb6Hc1Dj5Ks0Ga2Ue"],
+    ),
+    "github_oauth": (
+        {"text": "gho_16C7e42F292c6912E7710c838347Ae178B4a"},
+        ["gho_16C7e42F292c6912E7710c838347Ae178B4a"],
+    ),
+    "github_app_token": (
+        {"text": "ghs_9aB8cD7eF6gH5iJ4kL3mN2oP1qR0sT9uV8wX"},
+        ["ghs_9aB8cD7eF6gH5iJ4kL3mN2oP1qR0sT9uV8wX"],
+    ),
+    "github_fine_grained": (
+        {"t": "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz0123"},
+        ["github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz0123"],
+    ),
     "gitlab_pat": ({"t": "glpat-xY3kP9mQ2wR7tV5nB8cZ"}, ["glpat-xY3kP9mQ2wR7tV5nB8cZ"]),
     "slack_bot_token": ({"t": "xoxb-2048-4096-aBcDeFgHiJkLmNoPqRsT"}, ["xoxb-2048-4096-aBcDeFgHiJkLmNoPqRsT"]),
     "slack_user_token": ({"t": "xoxp-1111-2222-3333-9f8e7d6c5b4a"}, ["xoxp-1111-2222-3333-9f8e7d6c5b4a"]),
-    "slack_webhook": ({"url": "https://hooks.slack.com/services/T0001/B0002/XyZsecretPathPart42"},
-                      ["XyZsecretPathPart42"]),
-    "jwt_in_text": ({"t": "session eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NSJ9.c2lnbmF0dXJlX2hlcmVfMTIz ok"},
-                    ["eyJzdWIiOiIxMjM0NSJ9", "c2lnbmF0dXJlX2hlcmVfMTIz"]),
-    "authorization_bearer_in_text": ({"raw_headers": "Host: api\r\nAuthorization: Bearer tok_live_8h2k4m6n8p0q2r4s"},
-                                     ["tok_live_8h2k4m6n8p0q2r4s"]),
-    "authorization_header_dict": ({"headers": {"Authorization": "Bearer abcDEF123456ghiJKL7890"}},
-                                  ["abcDEF123456ghiJKL7890"]),
+    "slack_webhook": (
+        {"url": "https://hooks.slack.com/services/T0001/B0002/XyZsecretPathPart42"},
+        ["XyZsecretPathPart42"],
+    ),
+    "jwt_in_text": (
+        {"t": "session eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NSJ9.c2lnbmF0dXJlX2hlcmVfMTIz ok"},
+        ["eyJzdWIiOiIxMjM0NSJ9", "c2lnbmF0dXJlX2hlcmVfMTIz"],
+    ),
+    "authorization_bearer_in_text": (
+        {"raw_headers": "Host: api\r\nAuthorization: Bearer tok_live_8h2k4m6n8p0q2r4s"},
+        ["tok_live_8h2k4m6n8p0q2r4s"],
+    ),
+    "authorization_header_dict": (
+        {"headers": {"Authorization": "Bearer abcDEF123456ghiJKL7890"}},
+        ["abcDEF123456ghiJKL7890"],
+    ),
     "basic_auth_header": ({"headers": {"authorization": "Basic dXNlcjpodW50ZXIyMjI="}}, ["dXNlcjpodW50ZXIyMjI="]),
     "password_in_url": ({"endpoint": "https://deploy:Sup3rS3cretPw@git.example.com/repo.git"}, ["Sup3rS3cretPw"]),
     "postgres_dsn": ({"dsn": "postgres://app:pgPa55w0rdXyz@db.internal:5432/main"}, ["pgPa55w0rdXyz"]),
     "password_in_query": ({"url": "https://example.com/login?user=bob&password=QueryPw998877"}, ["QueryPw998877"]),
-    "api_key_in_query": ({"url": "https://maps.example.com/v1?api_key=qk_44f1a9b2c3d4e5f6&z=3"},
-                         ["qk_44f1a9b2c3d4e5f6"]),
-    "pem_rsa_private_key": ({"key": "-----BEGIN RSA PRIVATE KEY-----\n" + PEM_BODY + "\n-----END RSA PRIVATE KEY-----"},
-                            [PEM_BODY]),
-    "pem_openssh_in_text": ({"doc": "id_ed25519:\n-----BEGIN OPENSSH PRIVATE KEY-----\n" + OPENSSH_BODY +
-                                    "\n-----END OPENSSH PRIVATE KEY-----\nend"}, [OPENSSH_BODY]),
-    "pem_ec_private_key": ({"pem": "-----BEGIN EC PRIVATE KEY-----\n" + EC_BODY + "\n-----END EC PRIVATE KEY-----"},
-                           [EC_BODY]),
+    "api_key_in_query": (
+        {"url": "https://maps.example.com/v1?api_key=qk_44f1a9b2c3d4e5f6&z=3"},
+        ["qk_44f1a9b2c3d4e5f6"],
+    ),
+    "pem_rsa_private_key": (
+        {"key": "-----BEGIN RSA PRIVATE KEY-----\n" + PEM_BODY + "\n-----END RSA PRIVATE KEY-----"},
+        [PEM_BODY],
+    ),
+    "pem_openssh_in_text": (
+        {
+            "doc": "id_ed25519:\n-----BEGIN OPENSSH PRIVATE KEY-----\n"
+            + OPENSSH_BODY
+            + "\n-----END OPENSSH PRIVATE KEY-----\nend"
+        },
+        [OPENSSH_BODY],
+    ),
+    "pem_ec_private_key": (
+        {"pem": "-----BEGIN EC PRIVATE KEY-----\n" + EC_BODY + "\n-----END EC PRIVATE KEY-----"},
+        [EC_BODY],
+    ),
     "nested_password": ({"config": {"db": {"host": "db", "password": "n3stedDbPw!"}}}, ["n3stedDbPw!"]),
-    "token_in_list_of_dicts": ({"accounts": [{"name": "a", "token": "listTok_123abc"}, {"name": "b"}]},
-                               ["listTok_123abc"]),
+    "token_in_list_of_dicts": (
+        {"accounts": [{"name": "a", "token": "listTok_123abc"}, {"name": "b"}]},
+        ["listTok_123abc"],
+    ),
     "secret_in_list_of_strings": ({"argv": ["--user", "bob", "--password=ArgvPw_7781"]}, ["ArgvPw_7781"]),
     "api_key_upper": ({"API_KEY": "upperApiKeyValue001"}, ["upperApiKeyValue001"]),
     "api_key_camel": ({"apiKey": "camelApiKeyValue002"}, ["camelApiKeyValue002"]),
     "x_api_key_header": ({"headers": {"X-Api-Key": "hdrApiKeyValue003"}}, ["hdrApiKeyValue003"]),
-    "client_secret": ({"oauth": {"client_id": "public-id", "client_secret": "cliSecretValue004"}},
-                      ["cliSecretValue004"]),
+    "client_secret": (
+        {"oauth": {"client_id": "public-id", "client_secret": "cliSecretValue004"}},
+        ["cliSecretValue004"],
+    ),
     "refresh_token": ({"refresh_token": "refreshTokValue005"}, ["refreshTokValue005"]),
     "cookie_header": ({"headers": {"Cookie": "sid=cookieValue006; theme=dark"}}, ["cookieValue006"]),
     "set_cookie": ({"response_headers": {"Set-Cookie": "auth=setCookieValue007"}}, ["setCookieValue007"]),
@@ -81,7 +119,10 @@ CORPUS: dict[str, tuple[dict[str, Any], list[str]]] = {
     "google_api_key": ({"t": "AIzaSyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY"}, ["AIzaSyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY"]),
     "npm_token": ({"t": "npm_abcdefghijklmnopqrstuvwxyz0123456789"}, ["npm_abcdefghijklmnopqrstuvwxyz0123456789"]),
     "huggingface_token": ({"t": "hf_aBcDeFgHiJkLmNoPqRsTuVwXyZ012345"}, ["hf_aBcDeFgHiJkLmNoPqRsTuVwXyZ012345"]),
-    "sendgrid_key": ({"t": "SG.abcdefghijklmnopqr.stuvwxyz0123456789AB"}, ["SG.abcdefghijklmnopqr.stuvwxyz0123456789AB"]),
+    "sendgrid_key": (
+        {"t": "SG.abcdefghijklmnopqr.stuvwxyz0123456789AB"},
+        ["SG.abcdefghijklmnopqr.stuvwxyz0123456789AB"],
+    ),
     "password_assignment_in_text": ({"log": "connecting with password: TxtPw_4455 now"}, ["TxtPw_4455"]),
     # ---- JSON text inside a string ----
     "json_text_api_key": ({"body": '{"api_key": "jsonApiKeyVal01"}'}, ["jsonApiKeyVal01"]),
@@ -94,39 +135,63 @@ CORPUS: dict[str, tuple[dict[str, Any], list[str]]] = {
     # ---- YAML, env files, config text ----
     "yaml_aws_secret_quoted": (
         {"yaml": 'aws_access_key_id: x\naws_secret_access_key: "yamlAwsSecretV7+/Zq9Q2w7LrsQx"\n'},
-        ["yamlAwsSecretV7+/Zq9Q2w7LrsQx"]),
+        ["yamlAwsSecretV7+/Zq9Q2w7LrsQx"],
+    ),
     "yaml_single_quoted": ({"yaml": "db:\n  host: h\n  password: 'yamlSingleQ08'\n"}, ["yamlSingleQ08"]),
     "yaml_secret_key_suffix": ({"yaml": "secret_key: yamlSecretKey09"}, ["yamlSecretKey09"]),
     "env_export_quoted": ({"env": 'export API_KEY="envApiKey10"'}, ["envApiKey10"]),
     "python_dict_repr": ({"repr": "{'user': 'bob', 'password': 'reprPw11'}"}, ["reprPw11"]),
     "go_assignment": ({"src": 'token := "goTok12abc"'}, ["goTok12abc"]),
     # ---- header text ----
-    "cookie_header_text": ({"raw": "GET / HTTP/1.1\r\nCookie: sid=hdrCookie13; theme=dark\r\nHost: x\r\n"},
-                           ["hdrCookie13"]),
-    "set_cookie_text": ({"raw": "HTTP/1.1 200 OK\nSet-Cookie: auth=hdrSetCookie14; Path=/; HttpOnly"},
-                        ["hdrSetCookie14"]),
+    "cookie_header_text": (
+        {"raw": "GET / HTTP/1.1\r\nCookie: sid=hdrCookie13; theme=dark\r\nHost: x\r\n"},
+        ["hdrCookie13"],
+    ),
+    "set_cookie_text": (
+        {"raw": "HTTP/1.1 200 OK\nSet-Cookie: auth=hdrSetCookie14; Path=/; HttpOnly"},
+        ["hdrSetCookie14"],
+    ),
     "x_api_key_header_text": ({"raw": "X-Api-Key: hdrXApiKey15"}, ["hdrXApiKey15"]),
     "authorization_raw_text": ({"raw": "Authorization: hdrRawAuth16abc"}, ["hdrRawAuth16abc"]),
     "discord_authorization_bot": ({"raw": "Authorization: Bot hdrBotTok17abcdef"}, ["hdrBotTok17abcdef"]),
     "headers_as_json_text": ({"raw": '{"Cookie": "sid=hdrJsonCookie18", "Accept": "*/*"}'}, ["hdrJsonCookie18"]),
     "headers_list_of_pairs": ({"headers": [["Cookie", "sid=pairCookie19"], ["Accept", "*/*"]]}, ["pairCookie19"]),
     # ---- cloud and chat tokens ----
-    "azure_connection_string": ({"conn": "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=" + AZURE_KEY +
-                                 ";EndpointSuffix=core.windows.net"}, [AZURE_KEY]),
-    "azure_sas_url": ({"url": "https://acct.blob.core.windows.net/c/b.txt?sv=2022-11-02&ss=b&sp=r&se=2030-01-01"
-                              "&sig=SasSig20%2BabcDEF%3D"}, ["SasSig20%2BabcDEF%3D"]),
-    "azure_service_bus": ({"conn": "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=Root;"
-                                   "SharedAccessKey=SbKey21abcdefgh="}, ["SbKey21abcdefgh="]),
-    "twilio_api_key": ({"t": "twilio key SK7f3e9a1b2c4d6e8f0a1b3c5d7e9f1a2b in use"},
-                       ["SK7f3e9a1b2c4d6e8f0a1b3c5d7e9f1a2b"]),
+    "azure_connection_string": (
+        {
+            "conn": "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey="
+            + AZURE_KEY
+            + ";EndpointSuffix=core.windows.net"
+        },
+        [AZURE_KEY],
+    ),
+    "azure_sas_url": (
+        {
+            "url": "https://acct.blob.core.windows.net/c/b.txt?sv=2022-11-02&ss=b&sp=r&se=2030-01-01"
+            "&sig=SasSig20%2BabcDEF%3D"
+        },
+        ["SasSig20%2BabcDEF%3D"],
+    ),
+    "azure_service_bus": (
+        {"conn": "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey=SbKey21abcdefgh="},
+        ["SbKey21abcdefgh="],
+    ),
+    "twilio_api_key": (
+        {"t": "twilio key SK7f3e9a1b2c4d6e8f0a1b3c5d7e9f1a2b in use"},
+        ["SK7f3e9a1b2c4d6e8f0a1b3c5d7e9f1a2b"],
+    ),
     "discord_bot_token": ({"t": DISCORD_TOKEN}, [DISCORD_TOKEN]),
     # ---- dict keys that are secrets themselves ----
     "dict_key_anthropic": ({"sk-ant-api03-KeyAsDictKey22xyzabcdef": "v"}, ["sk-ant-api03-KeyAsDictKey22xyzabcdef"]),
     "dict_key_aws_nested": ({"keys": {"AKIAKEYASDICTK3Y23B4": 1, "other": 2}}, ["AKIAKEYASDICTK3Y23B4"]),
-    "dict_key_github_in_list": ({"x": [{"ghp_DictKeyInList24abcdefghijklmnop": True}]},
-                                ["ghp_DictKeyInList24abcdefghijklmnop"]),
-    "dict_key_two_secrets": ({"sk-live-TwoKeys25aaaaaaaaaaaa": 1, "sk-live-TwoKeys25bbbbbbbbbbbb": 2, "[REDACTED]": 3},
-                             ["sk-live-TwoKeys25aaaaaaaaaaaa", "sk-live-TwoKeys25bbbbbbbbbbbb"]),
+    "dict_key_github_in_list": (
+        {"x": [{"ghp_DictKeyInList24abcdefghijklmnop": True}]},
+        ["ghp_DictKeyInList24abcdefghijklmnop"],
+    ),
+    "dict_key_two_secrets": (
+        {"sk-live-TwoKeys25aaaaaaaaaaaa": 1, "sk-live-TwoKeys25bbbbbbbbbbbb": 2, "[REDACTED]": 3},
+        ["sk-live-TwoKeys25aaaaaaaaaaaa", "sk-live-TwoKeys25bbbbbbbbbbbb"],
+    ),
     "dict_key_header_line": ({"Cookie: sid=keyCookie26": "seen"}, ["keyCookie26"]),
 }
 # Exception text: a tool raises with each of these messages (recorded as the call's error).
@@ -151,8 +216,12 @@ DEFAULT_SECRETS: dict[str, str] = {
 }
 ALL_SECRETS = [s for _, secrets in CORPUS.values() for s in secrets]
 ERROR_SECRET = "errTok_5566aa77bb88"
-EVERY_SECRET = [*ALL_SECRETS, ERROR_SECRET, *(s for _, ss in EXC_CORPUS.values() for s in ss),
-                *DEFAULT_SECRETS.values()]
+EVERY_SECRET = [
+    *ALL_SECRETS,
+    ERROR_SECRET,
+    *(s for _, ss in EXC_CORPUS.values() for s in ss),
+    *DEFAULT_SECRETS.values(),
+]
 SHAPES = len(CORPUS) + 1 + len(EXC_CORPUS) + len(DEFAULT_SECRETS)  # the login error is one more shape
 
 
@@ -164,14 +233,23 @@ def test_corpus_is_large_enough() -> None:
         assert all(s in text or s in str(payload) for s in secrets), name
 
 
-VAULT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {
-    "password": {"type": "string", "minLength": 8, "default": DEFAULT_SECRETS["schema_default_by_name"],
-                 "examples": [DEFAULT_SECRETS["schema_examples_by_name"]]},
-    "region": {"type": "string", "default": DEFAULT_SECRETS["schema_default_by_value"]},
-    "auth": {"type": "string",
-             "description": f"sent as Authorization: Bearer {DEFAULT_SECRETS['schema_description_bearer']}"},
-    "mode": {"const": DEFAULT_SECRETS["schema_const_key"]},
-}}
+VAULT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "password": {
+            "type": "string",
+            "minLength": 8,
+            "default": DEFAULT_SECRETS["schema_default_by_name"],
+            "examples": [DEFAULT_SECRETS["schema_examples_by_name"]],
+        },
+        "region": {"type": "string", "default": DEFAULT_SECRETS["schema_default_by_value"]},
+        "auth": {
+            "type": "string",
+            "description": f"sent as Authorization: Bearer {DEFAULT_SECRETS['schema_description_bearer']}",
+        },
+        "mode": {"const": DEFAULT_SECRETS["schema_const_key"]},
+    },
+}
 VAULT_OPTS = {"token": DEFAULT_SECRETS["param_default_dict"], "retries": 2}
 
 
@@ -190,9 +268,13 @@ def _registry(api_key: str = DEFAULT_SECRETS["param_default_by_name"], vault_ver
     def explode(case: str, n: int) -> None:
         raise RuntimeError(EXC_CORPUS[case][0])
 
-    def vault(q: str, n: int = 0, api_key: str = api_key,
-              endpoint: str = f"https://svc:{DEFAULT_SECRETS['param_default_url_password']}@api.example.com/v1",
-              opts: dict[str, Any] = VAULT_OPTS) -> dict[str, Any]:
+    def vault(
+        q: str,
+        n: int = 0,
+        api_key: str = api_key,
+        endpoint: str = f"https://svc:{DEFAULT_SECRETS['param_default_url_password']}@api.example.com/v1",
+        opts: dict[str, Any] = VAULT_OPTS,
+    ) -> dict[str, Any]:
         return {"q": q, "n": n}
 
     reg.register(vault, schema=VAULT_SCHEMA, version=vault_version)
@@ -247,25 +329,37 @@ def recorded(tmp_path: Path) -> tuple[Config, Path, list[BaseException]]:
     return cfg, golden, raised
 
 
-def test_no_secret_reaches_tapes_run_log_changelog_or_exceptions(recorded: tuple[Config, Path, list[BaseException]]
-                                                                ) -> None:
+def test_no_secret_reaches_tapes_run_log_changelog_or_exceptions(
+    recorded: tuple[Config, Path, list[BaseException]],
+) -> None:
     cfg, golden, raised = recorded
     for p in (golden, candidate_path(golden), golden.with_name("corpus.run.jsonl")):
         _assert_clean(p.name, p.read_text())
     assert b"[REDACTED]" in golden.read_bytes()
     for e in raised:
         _assert_clean(f"{type(e).__name__} message", str(e))
-    accept(cfg, golden, f"rotated keys; old one was ghp_R8xk2NfQ7vLm3Pz9Tw4Yb6Hc1Dj5Ks0Ga2Ue, then token {ERROR_SECRET}")
+    accept(
+        cfg, golden, f"rotated keys; old one was ghp_R8xk2NfQ7vLm3Pz9Tw4Yb6Hc1Dj5Ks0Ga2Ue, then token {ERROR_SECRET}"
+    )
     _assert_clean("the changelog", cfg.changelog.read_text())
     _assert_clean("the accepted golden", golden.read_text())
 
 
-def test_no_secret_reaches_cli_output(recorded: tuple[Config, Path, list[BaseException]],
-                                      capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_secret_reaches_cli_output(
+    recorded: tuple[Config, Path, list[BaseException]],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     cfg, golden, _ = recorded
     monkeypatch.chdir(cfg.tapes_dir)
-    for argv in (["check", "."], ["check", ".", "--json"], ["diff", str(golden)], ["diff", str(golden), "--json"],
-                 ["stats", str(golden)], ["pending"]):
+    for argv in (
+        ["check", "."],
+        ["check", ".", "--json"],
+        ["diff", str(golden)],
+        ["diff", str(golden), "--json"],
+        ["stats", str(golden)],
+        ["pending"],
+    ):
         cli_main(argv)
         out, err = capsys.readouterr()
         assert out + err, argv
@@ -337,8 +431,11 @@ def test_no_secret_in_any_file_written(tmp_path: Path, monkeypatch: pytest.Monke
             fh.write(last[: len(last) // 2])  # the torn line a killed writer leaves
         for name in list(CORPUS)[10:]:
             t.call("echo", {"case": name, "n": 1, "payload": CORPUS[name][0]})
-        for call in (lambda: t.call("login", {"user": "bob"}), lambda: t.call("vault", {"q": "x", "n": 1}),
-                     *(lambda name=name: t.call("explode", {"case": name, "n": 1}) for name in EXC_CORPUS)):
+        for call in (
+            lambda: t.call("login", {"user": "bob"}),
+            lambda: t.call("vault", {"q": "x", "n": 1}),
+            *(lambda name=name: t.call("explode", {"case": name, "n": 1}) for name in EXC_CORPUS),
+        ):
             try:
                 call()
             except (PermissionError, RuntimeError) as e:
@@ -402,7 +499,6 @@ def test_no_secret_in_any_file_written(tmp_path: Path, monkeypatch: pytest.Monke
     _grep_clean(files)
 
 
-
 # ---- the redactor's own promises ------------------------------------------------------------------
 def test_secret_dict_keys_are_renamed_deterministically_and_never_collide() -> None:
     from tapetui.core.canon import canon, canonical_json
@@ -422,12 +518,24 @@ def test_secret_dict_keys_are_renamed_deterministically_and_never_collide() -> N
 _secret_texts = st.sampled_from([s for _, ss in CORPUS.values() for s in ss] + ["password: x1", "Cookie: a=b"])
 
 
-@given(st.recursive(st.one_of(st.text(max_size=8), _secret_texts, st.integers(-(2**63), 2**63 - 1), st.none()),
-                    lambda kids: st.lists(kids, max_size=3)
-                    | st.dictionaries(st.one_of(st.text(max_size=6), _secret_texts,
-                                                st.sampled_from(["token", "Cookie", "[REDACTED]", "[REDACTED#2]"])),
-                                      kids, max_size=4),
-                    max_leaves=12))
+@given(
+    st.recursive(
+        st.one_of(st.text(max_size=8), _secret_texts, st.integers(-(2**63), 2**63 - 1), st.none()),
+        lambda kids: (
+            st.lists(kids, max_size=3)
+            | st.dictionaries(
+                st.one_of(
+                    st.text(max_size=6),
+                    _secret_texts,
+                    st.sampled_from(["token", "Cookie", "[REDACTED]", "[REDACTED#2]"]),
+                ),
+                kids,
+                max_size=4,
+            )
+        ),
+        max_leaves=12,
+    )
+)
 def test_redaction_is_idempotent_and_one_pass_equals_two(value: Any) -> None:
     from tapetui.core.canon import canon, canonical_json
     from tapetui.core.redact import DEFAULT_REDACTOR as r
@@ -437,9 +545,43 @@ def test_redaction_is_idempotent_and_one_pass_equals_two(value: Any) -> None:
     assert canonical_json(r.canon_form(value)) == canonical_json(canon(once))
 
 
-_key_parts = st.sampled_from(["pass", "word", "api", "key", "Api", "KEY", "token", "se", "cret", "client", "Secret",
-                              "session", "Id", "set", "cookie", "auth", "orization", "credential", "s", "sign", "ature",
-                              "private", "access", "pwd", "phrase", "ſecret", "x", "_", "-", ".", " ", "9", "é"])
+_key_parts = st.sampled_from(
+    [
+        "pass",
+        "word",
+        "api",
+        "key",
+        "Api",
+        "KEY",
+        "token",
+        "se",
+        "cret",
+        "client",
+        "Secret",
+        "session",
+        "Id",
+        "set",
+        "cookie",
+        "auth",
+        "orization",
+        "credential",
+        "s",
+        "sign",
+        "ature",
+        "private",
+        "access",
+        "pwd",
+        "phrase",
+        "ſecret",
+        "x",
+        "_",
+        "-",
+        ".",
+        " ",
+        "9",
+        "é",
+    ]
+)
 
 
 @given(st.lists(_key_parts, min_size=1, max_size=5).map("".join) | st.text(max_size=12))

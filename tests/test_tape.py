@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,14 +22,15 @@ from .conftest import Calls
 def record(path: Path, registry: ToolRegistry, calls: list[tuple[str, dict[str, Any]]], **kw: Any) -> None:
     with Tape(path, "record", registry, **kw) as t:
         for tool, args in calls:
-            try:
+            with contextlib.suppress(ValueError):
                 t.call(tool, args)
-            except ValueError:
-                pass
 
 
-BASIC = [("search", {"query": "tapes"}), ("summarize", {"text": "a b c d", "max_words": 120}),
-         ("send_email", {"to": "ops@example.com", "body": "done"})]
+BASIC = [
+    ("search", {"query": "tapes"}),
+    ("summarize", {"text": "a b c d", "max_words": 120}),
+    ("send_email", {"to": "ops@example.com", "body": "done"}),
+]
 
 
 def lines(path: Path) -> list[dict[str, Any]]:
@@ -69,8 +71,15 @@ def test_replay_hits_with_zero_live_calls(tmp_path: Path, registry: ToolRegistry
         s = t.stats()
     assert calls.n == {}
     assert not (tmp_path / "outbox.txt").read_text().count("\n") > 1  # only the recording sent mail
-    for k, v in {"mode": "replay", "steps": 3, "tape_hits": 3, "tape_misses": 0, "live_tool_calls": 0,
-                 "real_side_effects": 0, "drift_events": 0}.items():
+    for k, v in {
+        "mode": "replay",
+        "steps": 3,
+        "tape_hits": 3,
+        "tape_misses": 0,
+        "live_tool_calls": 0,
+        "real_side_effects": 0,
+        "drift_events": 0,
+    }.items():
         assert s[k] == v
     assert events(tape) == ["start", "hit", "hit", "hit", "end"]
 
@@ -144,8 +153,9 @@ def test_fill_drift_still_raises(tmp_path: Path, registry: ToolRegistry, calls: 
     assert calls.n == {}
 
 
-def test_side_effects_never_run_in_replay_and_once_in_fill(tmp_path: Path, registry: ToolRegistry,
-                                                           calls: Calls) -> None:
+def test_side_effects_never_run_in_replay_and_once_in_fill(
+    tmp_path: Path, registry: ToolRegistry, calls: Calls
+) -> None:
     tape = tmp_path / "s.jsonl"
     record(tape, registry, BASIC)
     calls.n.clear()
@@ -217,7 +227,10 @@ def test_recorded_error_is_raised_again(tmp_path: Path, registry: ToolRegistry, 
     # A type that is not importable becomes a TapeError naming it.
     text = tape.read_text().replace('"module":"builtins"', '"module":"not.loaded"').replace("ValueError", "GoneError")
     tape.write_text(text)
-    with Tape(tape, "replay", registry) as t, pytest.raises(TapeError, match="raised GoneError when recorded: upstream said no"):
+    with (
+        Tape(tape, "replay", registry) as t,
+        pytest.raises(TapeError, match="raised GoneError when recorded: upstream said no"),
+    ):
         t.call("flaky", {"n": 1})
 
 
@@ -355,10 +368,11 @@ def _counting_tape(tmp_path: Path, names: list[str]) -> tuple[Path, ToolRegistry
 
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data(), names=st.lists(st.sampled_from("abc"), min_size=1, max_size=10))
-def test_each_call_replays_the_earliest_unreplayed_recording_of_its_key(tmp_path: Path, data: st.DataObject,
-                                                                       names: list[str]) -> None:
+def test_each_call_replays_the_earliest_unreplayed_recording_of_its_key(
+    tmp_path: Path, data: st.DataObject, names: list[str]
+) -> None:
     tape, reg = _counting_tape(tmp_path, names)
-    order = data.draw(st.permutations(range(len(names))))[:data.draw(st.integers(0, len(names)))]
+    order = data.draw(st.permutations(range(len(names))))[: data.draw(st.integers(0, len(names)))]
     replayed = [names[i] for i in order]
     left = list(enumerate(names))
     expected = []  # the model: the first recorded call with that name not replayed yet
@@ -378,6 +392,9 @@ def test_a_replay_in_recorded_order_needs_no_key_table(tmp_path: Path) -> None:
         assert t._index is not None and t._index._key_first is None  # each call was first in line
     with Tape(tape, "replay", reg, run_log=False) as t:
         assert t.call("tick", {"name": "c"}) == 3  # out of order: looked up by key
-        assert t._index is not None and t._index._key_first == {t._index.keys[0]: 0, t._index.keys[1]: 1,
-                                                                t._index.keys[3]: 3}
+        assert t._index is not None and t._index._key_first == {
+            t._index.keys[0]: 0,
+            t._index.keys[1]: 1,
+            t._index.keys[3]: 3,
+        }
         assert list(t._index.key_next) == [2, -1, 4, -1, -1]

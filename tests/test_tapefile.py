@@ -12,8 +12,13 @@ from tapetui.core.tapefile import Appender, call_line, read_index, torn_path
 
 
 def _lines(n: int, tag: str) -> list[bytes]:
-    return [orjson.dumps({"type": "call", "seq": i + 1, "tool": "t", "key": f"t:{tag}{i}", "args": {"pad": "x" * 500},
-                          "result": i}) + b"\n" for i in range(n)]
+    return [
+        orjson.dumps(
+            {"type": "call", "seq": i + 1, "tool": "t", "key": f"t:{tag}{i}", "args": {"pad": "x" * 500}, "result": i}
+        )
+        + b"\n"
+        for i in range(n)
+    ]
 
 
 def _appender_proc(path: str, tag: str, n: int) -> None:
@@ -58,15 +63,28 @@ def test_malformed_line_names_file_line_and_problem(tmp_path: Path) -> None:
     with pytest.raises(TapeError, match=r"t\.jsonl:3: invalid JSON"):
         read_index(tape)
     # the writer's own leading fields, then a line cut short: the fast path must not take it
-    cut = call_line(seq=3, tool="t", key="t:c", fingerprint="", side_effect=False, ms=1.0, expires_at=None,
-                    recorded_at="2026-01-01T00:00:00Z", args={"pad": "x" * 50}, result=1)[:-20] + b"\n"
+    cut = (
+        call_line(
+            seq=3,
+            tool="t",
+            key="t:c",
+            fingerprint="",
+            side_effect=False,
+            ms=1.0,
+            expires_at=None,
+            recorded_at="2026-01-01T00:00:00Z",
+            args={"pad": "x" * 50},
+            result=1,
+        )[:-20]
+        + b"\n"
+    )
     tape.write_bytes(b"".join(_lines(2, "g")) + cut + _lines(1, "z")[0])
     with pytest.raises(TapeError, match=r"t\.jsonl:3: invalid JSON"):
         read_index(tape)
     tape.write_bytes(b'{"type":"call","tool":"t"}\n')
     with pytest.raises(TapeError, match=r"t\.jsonl:1: call has no valid 'seq'"):
         read_index(tape)
-    tape.write_bytes(b'[1,2]\n')
+    tape.write_bytes(b"[1,2]\n")
     with pytest.raises(TapeError, match=r":1: expected a JSON object"):
         read_index(tape)
     tape.write_bytes(b'{"hello": 1}\n')
@@ -76,8 +94,7 @@ def test_malformed_line_names_file_line_and_problem(tmp_path: Path) -> None:
 
 def test_untyped_call_lines_future_types_and_unknown_fields(tmp_path: Path) -> None:
     tape = tmp_path / "t.jsonl"
-    tape.write_bytes(b'{"seq":1,"tool":"t","args":{"a":1},"result":2,"extra":"kept"}\n'
-                     b'{"type":"hologram","data":1}\n')
+    tape.write_bytes(b'{"seq":1,"tool":"t","args":{"a":1},"result":2,"extra":"kept"}\n{"type":"hologram","data":1}\n')
     idx = read_index(tape)
     assert len(idx) == 1 and idx.unknown_lines == 1
     rec = idx.record(0)

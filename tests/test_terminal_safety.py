@@ -33,8 +33,22 @@ HOSTILE = {
     "zero_width_and_separators": "x\u200by\u2028z",
 }
 # What must never be written raw: ESC, BEL, BS, CR, NUL, C1 controls, bidi controls, separators.
-RAW = ["\x1b", "\x07", "\x08", "\r", "\x00", "\x9b", "\x9c", "\x9d", "\u202e", "\u202c", "\u2066", "\u2069",
-       "\u200b", "\u2028"]
+RAW = [
+    "\x1b",
+    "\x07",
+    "\x08",
+    "\r",
+    "\x00",
+    "\x9b",
+    "\x9c",
+    "\x9d",
+    "\u202e",
+    "\u202c",
+    "\u2066",
+    "\u2069",
+    "\u200b",
+    "\u2028",
+]
 
 
 def _hostile_project(tmp_path: Path) -> Path:
@@ -51,18 +65,41 @@ def _hostile_project(tmp_path: Path) -> Path:
         tool = f"tool_{case}" if seq > 1 else "t\x1b[2J[red]ool"
         args = {"case": case, "text": text, text: "as a key"}
         new = {**args, "text": text + "!"}
-        common = {"fingerprint": "0123456789abcdef", "side_effect": False, "ms": 1.0, "expires_at": None,
-                  "recorded_at": "2026-01-01T00:00:00Z"}
+        common = {
+            "fingerprint": "0123456789abcdef",
+            "side_effect": False,
+            "ms": 1.0,
+            "expires_at": None,
+            "recorded_at": "2026-01-01T00:00:00Z",
+        }
         error = {"type": "ValueError", "module": "builtins", "message": text} if case == "osc52_clipboard" else None
-        lines.append(call_line(seq=seq, tool=tool, key=key_of(tool, args), args=args, result={"out": text},
-                               error=error, **common))
-        cand.append(call_line(seq=seq, tool=tool, key=key_of(tool, new), args=new, result={"out": text + "?"},
-                              **common))
-        events.append(orjson.dumps({"event": "drift", "seq": seq, "step": seq, "tool": tool, "key": key_of(tool, new),
-                                    "recorded_key": key_of(tool, args), "recorded_args": args, "args": new,
-                                    "changes": [["text", text, text + "!"]]}) + b"\n")
-    events.append(orjson.dumps({"event": "end", "stats": {"tape_hits": 0}, "error": {"message": HOSTILE["csi_clear"]}})
-                  + b"\n")
+        lines.append(
+            call_line(
+                seq=seq, tool=tool, key=key_of(tool, args), args=args, result={"out": text}, error=error, **common
+            )
+        )
+        cand.append(
+            call_line(seq=seq, tool=tool, key=key_of(tool, new), args=new, result={"out": text + "?"}, **common)
+        )
+        events.append(
+            orjson.dumps(
+                {
+                    "event": "drift",
+                    "seq": seq,
+                    "step": seq,
+                    "tool": tool,
+                    "key": key_of(tool, new),
+                    "recorded_key": key_of(tool, args),
+                    "recorded_args": args,
+                    "args": new,
+                    "changes": [["text", text, text + "!"]],
+                }
+            )
+            + b"\n"
+        )
+    events.append(
+        orjson.dumps({"event": "end", "stats": {"tape_hits": 0}, "error": {"message": HOSTILE["csi_clear"]}}) + b"\n"
+    )
     golden.write_bytes(b"".join(lines))
     golden.with_name(f"{name}.candidate.jsonl").write_bytes(b"".join(cand))
     golden.with_name(f"{name}.run.jsonl").write_bytes(b"".join(events))
@@ -70,19 +107,26 @@ def _hostile_project(tmp_path: Path) -> Path:
 
 
 def _cli(cwd: Path, *args: str) -> bytes:
-    r = subprocess.run([sys.executable, "-m", "tapetui", *args], cwd=cwd, capture_output=True, stdin=subprocess.DEVNULL,
-                       env={**os.environ, "PYTHONPATH": str(ROOT), "FORCE_COLOR": "1", "TERM": "xterm-256color"})
+    r = subprocess.run(
+        [sys.executable, "-m", "tapetui", *args],
+        cwd=cwd,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "FORCE_COLOR": "1", "TERM": "xterm-256color"},
+    )
     assert r.returncode in (0, 1, 2), r.stderr
     assert b"Traceback" not in r.stderr
     return r.stdout + r.stderr
 
 
-@pytest.mark.parametrize("command", [["check", "."], ["diff", "GOLDEN"], ["diff", "GOLDEN", "RUNLOG"], ["stats", "GOLDEN"],
-                                     ["pending"]])
+@pytest.mark.parametrize(
+    "command", [["check", "."], ["diff", "GOLDEN"], ["diff", "GOLDEN", "RUNLOG"], ["stats", "GOLDEN"], ["pending"]]
+)
 def test_cli_writes_no_raw_control_bytes(tmp_path: Path, command: list[str]) -> None:
     d = _hostile_project(tmp_path)
-    golden = next(p for p in d.iterdir() if p.name.endswith(".jsonl") and ".candidate." not in p.name
-                  and ".run." not in p.name)
+    golden = next(
+        p for p in d.iterdir() if p.name.endswith(".jsonl") and ".candidate." not in p.name and ".run." not in p.name
+    )
     argv = [{"GOLDEN": str(golden), "RUNLOG": str(golden)[: -len(".jsonl")] + ".run.jsonl"}.get(a, a) for a in command]
     out = _cli(d, *argv).decode("utf-8")
     # FORCE_COLOR lets the CLI colour its own output; strip only those well-formed SGR codes it writes itself.

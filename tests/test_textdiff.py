@@ -37,7 +37,7 @@ def edited(text: str, seed: int, edits: int) -> str:
     chars = list(text)
     for _ in range(edits):
         p = rnd.randrange(len(chars))
-        chars[p:p + rnd.randint(0, 30)] = "".join(rnd.choice("XYZ ") for _ in range(rnd.randint(0, 30)))
+        chars[p : p + rnd.randint(0, 30)] = "".join(rnd.choice("XYZ ") for _ in range(rnd.randint(0, 30)))
     return "".join(chars)
 
 
@@ -47,8 +47,12 @@ def test_small_texts_are_diffed_exactly(a: str, b: str) -> None:
     assert d.level == "chars" and applied(a, b, d.opcodes) == list(b)
 
 
-@given(st.integers(0, 10_000), st.sampled_from([1_500, 6_000, 40_000]), st.integers(0, 8),
-       st.sampled_from(["ab", "abcdefgh ", "words"]))
+@given(
+    st.integers(0, 10_000),
+    st.sampled_from([1_500, 6_000, 40_000]),
+    st.integers(0, 8),
+    st.sampled_from(["ab", "abcdefgh ", "words"]),
+)
 def test_long_texts_rebuild_exactly_whatever_the_level(seed: int, n: int, edits: int, alphabet: str) -> None:
     rnd = random.Random(seed)
     a = words(n, seed) if alphabet == "words" else "".join(rnd.choice(alphabet) for _ in range(n))
@@ -61,7 +65,7 @@ def test_a_megabyte_changed_in_a_few_places_is_exact_at_characters() -> None:
     a = words(1_000_000, 1)
     chars = list(a)
     for p in (100_000, 400_000, 700_000):
-        chars[p:p + 5] = "XXXXX"
+        chars[p : p + 5] = "XXXXX"
     chars[300_000:300_000] = "inserted"
     del chars[600_000:600_100]
     b = "".join(chars)
@@ -116,4 +120,4 @@ def test_common_prefix() -> None:
     a = words(300_000, 1)
     assert common_prefix(a, a) == len(a) and common_prefix("", a) == 0
     for p in (0, 1, 63, 64, 65, 1000, 299_999):
-        assert common_prefix(a, a[:p] + "\x00" + a[p + 1:]) == p
+        assert common_prefix(a, a[:p] + "\x00" + a[p + 1 :]) == p

@@ -14,8 +14,23 @@ from tapetui import Config, ConfigError, Tape, TapeError, ToolRegistry, load_con
 from tapetui.core.config import MAX_TTL, ToolPolicy
 
 HUGE = 10**400
-ABSURD_TOML = ["nan", "+nan", "inf", "-inf", "-1", "0", "-0.5", "1e300", '"99999999999d"', '"0s"',
-               '"' + "9" * 400 + 's"', str(HUGE), "3153600001", '"36501d"', '"5300w"']
+ABSURD_TOML = [
+    "nan",
+    "+nan",
+    "inf",
+    "-inf",
+    "-1",
+    "0",
+    "-0.5",
+    "1e300",
+    '"99999999999d"',
+    '"0s"',
+    '"' + "9" * 400 + 's"',
+    str(HUGE),
+    "3153600001",
+    '"36501d"',
+    '"5300w"',
+]
 
 
 def calls_of(path: Path) -> list[dict[str, Any]]:
@@ -37,16 +52,18 @@ def test_tapes_toml_refuses_absurd_ttls_naming_file_and_key(tmp_path: Path, valu
         assert "at most 100 years" in text
 
 
-@pytest.mark.parametrize(("value", "seconds"), [("3153600000", MAX_TTL), ('"36500d"', MAX_TTL), ('"1h"', 3600),
-                                                ("0.5", 0.5)])
+@pytest.mark.parametrize(
+    ("value", "seconds"), [("3153600000", MAX_TTL), ('"36500d"', MAX_TTL), ('"1h"', 3600), ("0.5", 0.5)]
+)
 def test_tapes_toml_accepts_up_to_100_years(tmp_path: Path, value: str, seconds: float) -> None:
     cfg = tmp_path / "tapes.toml"
     cfg.write_text(f"[tools.quote]\nttl = {value}\n")
     assert load_config(cfg).policy("quote").ttl == seconds
 
 
-@pytest.mark.parametrize("ttl", [float("nan"), float("inf"), -float("inf"), -1, 0, 1e300, HUGE, MAX_TTL + 1, True,
-                                 "1h", [60]])
+@pytest.mark.parametrize(
+    "ttl", [float("nan"), float("inf"), -float("inf"), -1, 0, 1e300, HUGE, MAX_TTL + 1, True, "1h", [60]]
+)
 def test_registration_refuses_absurd_ttls_naming_the_tool(ttl: Any) -> None:
     reg = ToolRegistry()
 
@@ -81,8 +98,9 @@ def _registry(ran: list[str]) -> ToolRegistry:
 
 
 @pytest.mark.parametrize("ttl", [1e300, float("nan"), float("inf"), -5.0, 0.0, HUGE])
-def test_an_absurd_ttl_in_a_config_built_in_code_stops_the_call_before_the_tool_runs(tmp_path: Path,
-                                                                                    ttl: float) -> None:
+def test_an_absurd_ttl_in_a_config_built_in_code_stops_the_call_before_the_tool_runs(
+    tmp_path: Path, ttl: float
+) -> None:
     ran: list[str] = []
     cfg = replace(Config.for_dir(tmp_path), tools={"pay": ToolPolicy(ttl=ttl)})  # no validation on this path
     tape = tmp_path / "s.jsonl"
@@ -96,9 +114,12 @@ def test_an_absurd_ttl_in_a_config_built_in_code_stops_the_call_before_the_tool_
 def test_an_expiry_past_year_9999_stops_the_call_before_the_tool_runs(tmp_path: Path) -> None:
     ran: list[str] = []
     tape = tmp_path / "s.jsonl"
-    with Tape(tape, "record", _registry(ran), clock=Clock(datetime(9999, 12, 31, 23, 59, 30, tzinfo=UTC))) as t:
-        with pytest.raises(TapeError, match=r"pay \(step 1\): cannot compute .*expires_at.*the tool was not run"):
-            t.call("pay", {"amount": 5})
+    clock = Clock(datetime(9999, 12, 31, 23, 59, 30, tzinfo=UTC))
+    with (
+        Tape(tape, "record", _registry(ran), clock=clock) as t,
+        pytest.raises(TapeError, match=r"pay \(step 1\): cannot compute .*expires_at.*the tool was not run"),
+    ):
+        t.call("pay", {"amount": 5})
     assert ran == [] and calls_of(tape) == []
 
 
@@ -118,13 +139,16 @@ class Unprintable(Exception):
         raise RuntimeError("no text for you")
 
 
-@pytest.mark.parametrize(("outcome", "problem"), [
-    ("set", "returned a value that cannot be recorded: result.s is a set"),
-    ("deep", "returned a value nested too deeply to record"),
-    ("bigint", "returned a value that cannot be recorded (TypeError: Integer exceeds 64-bit range)"),
-    ("surrogate", "returned a value that cannot be recorded (TypeError"),
-    ("unprintable", "raised Unprintable, whose message cannot be recorded (RuntimeError)"),
-])
+@pytest.mark.parametrize(
+    ("outcome", "problem"),
+    [
+        ("set", "returned a value that cannot be recorded: result.s is a set"),
+        ("deep", "returned a value nested too deeply to record"),
+        ("bigint", "returned a value that cannot be recorded (TypeError: Integer exceeds 64-bit range)"),
+        ("surrogate", "returned a value that cannot be recorded (TypeError"),
+        ("unprintable", "raised Unprintable, whose message cannot be recorded (RuntimeError)"),
+    ],
+)
 def test_a_tool_that_ran_never_loses_its_call(tmp_path: Path, outcome: str, problem: str) -> None:
     """What cannot be recorded after the tool ran becomes the line's error; the call is written."""
     ran: list[str] = []

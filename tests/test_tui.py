@@ -45,8 +45,11 @@ async def wait_for(pilot, cond, what: str = "condition") -> None:  # type: ignor
 
 def idle(app: TapeApp) -> bool:
     """Every run log read, and no worker left but the file watcher: what the screen shows has settled."""
-    return (all(s.loaded for s in app.sessions.values()) and not app.detail.computing
-            and all(w.is_finished or w.group == "watch" for w in app.workers))
+    return (
+        all(s.loaded for s in app.sessions.values())
+        and not app.detail.computing
+        and all(w.is_finished or w.group == "watch" for w in app.workers)
+    )
 
 
 async def settle(pilot) -> None:  # type: ignore[no-untyped-def]
@@ -93,8 +96,9 @@ async def test_find_drift_read_diff_accept_with_rationale(sample_dir: Path) -> N
         assert "shorter reports" in cfg.changelog.read_text()
         assert "step 3" in cfg.changelog.read_text()
         # the toast says what happened: one step, and whether the rest of the candidate still waits
-        await wait_for(pilot, lambda: any("Accepted step 3 of drift_summarize" in n.message
-                                          for n in app._notifications))
+        await wait_for(
+            pilot, lambda: any("Accepted step 3 of drift_summarize" in n.message for n in app._notifications)
+        )
         toast = next(n.message for n in app._notifications if "Accepted step 3" in n.message)
         assert ("stays pending" in toast) == candidate_path(g).exists()
         # u restores the previous golden and logs the undo
@@ -151,8 +155,10 @@ async def test_live_run_log_lines_appear(sample_dir: Path) -> None:
         with log.open("ab") as fh:
             fh.write(orjson.dumps({"event": "start", "mode": "replay"}) + b"\n")
         with log.open("ab") as fh:
-            fh.write(orjson.dumps({"event": "drift", "seq": 2, "tool": "search_index",
-                                   "changes": [["query", "a", "b"]]}) + b"\n")
+            fh.write(
+                orjson.dumps({"event": "drift", "seq": 2, "tool": "search_index", "changes": [["query", "a", "b"]]})
+                + b"\n"
+            )
         live = app.query_one("#live", Log)
         await wait_for(pilot, lambda: any("drift" in line and "search_index" in line for line in live.lines))
         assert app.sessions[g].summary.drift == 1
@@ -229,7 +235,8 @@ def _many_sessions(proj: Path) -> Path:
 
 
 async def test_big_folders_start_closed_page_and_next_finds_unbuilt_sessions(
-        sample_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sample_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from tapetui.core.config import Config
     from tapetui.tui.widgets import session_tree
 
@@ -263,8 +270,9 @@ async def test_big_folders_start_closed_page_and_next_finds_unbuilt_sessions(
         assert sum(1 for g in app.tree.session_nodes if g.parent.name == "a") == 20
 
 
-async def test_run_log_lines_written_during_startup_are_not_lost(sample_dir: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_run_log_lines_written_during_startup_are_not_lost(
+    sample_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An append after the first read of every run log but before the watcher is up still arrives."""
     g = sample_dir / "sample_tapes" / "clean.jsonl"
     first = TapeApp.on_summaries_ready
@@ -272,8 +280,10 @@ async def test_run_log_lines_written_during_startup_are_not_lost(sample_dir: Pat
     def append_then_handle(self: TapeApp, msg) -> None:  # type: ignore[no-untyped-def]
         if g in msg.summaries:
             with runlog_path(g).open("ab") as fh:
-                fh.write(orjson.dumps({"event": "drift", "seq": 2, "tool": "search_index",
-                                       "changes": [["query", "a", "b"]]}) + b"\n")
+                fh.write(
+                    orjson.dumps({"event": "drift", "seq": 2, "tool": "search_index", "changes": [["query", "a", "b"]]})
+                    + b"\n"
+                )
         first(self, msg)
 
     monkeypatch.setattr(TapeApp, "on_summaries_ready", append_then_handle)

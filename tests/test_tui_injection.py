@@ -51,26 +51,56 @@ def _project(tmp_path: Path) -> Path:
     name = "sess[bold red]y[b]\x1b]0;t\x07"  # no "/" in a file name
     golden = d / f"{name}.jsonl"
     header = dump_line({"type": "session", "v": 1, "labels": {"model" + HOSTILE: "m" + HOSTILE}})
-    common: dict[str, Any] = {"fingerprint": "0123456789abcdef", "side_effect": False, "ms": 1.0,
-                              "expires_at": None, "recorded_at": "2026-01-01T00:00:00Z"}
+    common: dict[str, Any] = {
+        "fingerprint": "0123456789abcdef",
+        "side_effect": False,
+        "ms": 1.0,
+        "expires_at": None,
+        "recorded_at": "2026-01-01T00:00:00Z",
+    }
     args = {"q": HOSTILE, HOSTILE: "as a key"}
     new = {**args, "q": HOSTILE + "!"}
-    golden.write_bytes(header + b"".join([
-        call_line(seq=1, tool=TOOL, key=key_of(TOOL, args), args=args, result={"out": HOSTILE}, **common),
-        call_line(seq=2, tool=TOOL, key=key_of(TOOL, {"n": 2}), args={"n": 2},
-                  error={"type": "ValueError" + HOSTILE, "module": "builtins", "message": HOSTILE}, **common),
-    ]))
-    golden.with_name(f"{name}.candidate.jsonl").write_bytes(header + b"".join([
-        call_line(seq=1, tool=TOOL, key=key_of(TOOL, new), args=new, result={"out": HOSTILE + "?"}, **common),
-        call_line(seq=2, tool=TOOL, key=key_of(TOOL, {"n": 2}), args={"n": 2}, result=HOSTILE, **common),
-    ]))
-    events = [{"event": "start", "mode": "replay" + HOSTILE},
-              {"event": "drift", "seq": 1, "step": 1, "tool": TOOL, "key": key_of(TOOL, new),
-               "recorded_key": key_of(TOOL, args), "recorded_args": args, "args": new,
-               "changes": [["q", HOSTILE, HOSTILE + "!"]]},
-              {"event": "fingerprint", "seq": 2, "tool": TOOL, "recorded": HOSTILE, "live": "x",
-               "explanation": [HOSTILE]},
-              {"event": "end", "stats": {"tape_hits": 0}, "error": {"type": HOSTILE, "message": HOSTILE}}]
+    golden.write_bytes(
+        header
+        + b"".join(
+            [
+                call_line(seq=1, tool=TOOL, key=key_of(TOOL, args), args=args, result={"out": HOSTILE}, **common),
+                call_line(
+                    seq=2,
+                    tool=TOOL,
+                    key=key_of(TOOL, {"n": 2}),
+                    args={"n": 2},
+                    error={"type": "ValueError" + HOSTILE, "module": "builtins", "message": HOSTILE},
+                    **common,
+                ),
+            ]
+        )
+    )
+    golden.with_name(f"{name}.candidate.jsonl").write_bytes(
+        header
+        + b"".join(
+            [
+                call_line(seq=1, tool=TOOL, key=key_of(TOOL, new), args=new, result={"out": HOSTILE + "?"}, **common),
+                call_line(seq=2, tool=TOOL, key=key_of(TOOL, {"n": 2}), args={"n": 2}, result=HOSTILE, **common),
+            ]
+        )
+    )
+    events = [
+        {"event": "start", "mode": "replay" + HOSTILE},
+        {
+            "event": "drift",
+            "seq": 1,
+            "step": 1,
+            "tool": TOOL,
+            "key": key_of(TOOL, new),
+            "recorded_key": key_of(TOOL, args),
+            "recorded_args": args,
+            "args": new,
+            "changes": [["q", HOSTILE, HOSTILE + "!"]],
+        },
+        {"event": "fingerprint", "seq": 2, "tool": TOOL, "recorded": HOSTILE, "live": "x", "explanation": [HOSTILE]},
+        {"event": "end", "stats": {"tape_hits": 0}, "error": {"type": HOSTILE, "message": HOSTILE}},
+    ]
     golden.with_name(f"{name}.run.jsonl").write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
     return d
 
@@ -143,10 +173,23 @@ async def test_hostile_tape_text_never_reaches_the_terminal_raw(tmp_path: Path) 
     leaked = [repr(c) for c in RAW if c in written]
     assert not leaked, f"raw sequences written to the terminal: {leaked}"
     assert BEL not in written.replace("\x1b]22;default\x07", "").replace("\x1b]22;pointer\x07", "")
-    allowed = {"\x1b[m", "\x1b[H", "\x1b[h", "\x1b[l", "\x1b]22;default\x07", "\x1b]22;pointer\x07", "\x1b[A",
-               "\x1b[B", "\x1b[C", "\x1b[D", "\x1b[K", "\x1b[J"}
-    unknown = {repr(e) for e in _escapes(written)
-               if e not in allowed and not re.fullmatch(r"\x1b\[\?[0-9;]*[hl]", e)}  # private modes: sync, cursor
+    allowed = {
+        "\x1b[m",
+        "\x1b[H",
+        "\x1b[h",
+        "\x1b[l",
+        "\x1b]22;default\x07",
+        "\x1b]22;pointer\x07",
+        "\x1b[A",
+        "\x1b[B",
+        "\x1b[C",
+        "\x1b[D",
+        "\x1b[K",
+        "\x1b[J",
+    }
+    unknown = {
+        repr(e) for e in _escapes(written) if e not in allowed and not re.fullmatch(r"\x1b\[\?[0-9;]*[hl]", e)
+    }  # private modes: sync, cursor
     assert not unknown, f"unexpected escape sequences written: {sorted(unknown)}"
     assert "\x1b[2J" not in written
     assert app.title == "tapetui"

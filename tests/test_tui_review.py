@@ -24,8 +24,13 @@ from tapetui.tui.widgets import diff_view
 from tapetui.tui.widgets.session_tree import StepRef
 from tests.test_tui import SIZE, _visible, app_for, goto_session, settle, wait_for
 
-COMMON: dict[str, Any] = {"fingerprint": "0123456789abcdef", "side_effect": False, "ms": 1.0,
-                          "expires_at": None, "recorded_at": "2026-01-01T00:00:00Z"}
+COMMON: dict[str, Any] = {
+    "fingerprint": "0123456789abcdef",
+    "side_effect": False,
+    "ms": 1.0,
+    "expires_at": None,
+    "recorded_at": "2026-01-01T00:00:00Z",
+}
 
 
 def shows_step(app: TapeApp, seq: int, tool: str) -> bool:
@@ -51,7 +56,7 @@ def changed_in_places(text: str, places: int = 3) -> str:
     chars = list(text)
     for k in range(1, places + 1):
         p = len(chars) * k // (places + 1)
-        chars[p:p + 5] = "CHNGD"
+        chars[p : p + 5] = "CHNGD"
     return "".join(chars)
 
 
@@ -62,10 +67,20 @@ def big_session(tmp_path: Path, old: Any, new: Any, name: str = "big") -> Config
     header = dump_line({"type": "session", "v": 1})
 
     def tape(result: Any) -> bytes:
-        return header + call_line(seq=1, tool="fetch_page", key=key_of("fetch_page", {"url": "u"}),
-                                  args={"url": "u"}, result=result, **COMMON) + \
-            call_line(seq=2, tool="summarize", key=key_of("summarize", {"n": 1}), args={"n": 1}, result="ok",
-                      **COMMON)
+        return (
+            header
+            + call_line(
+                seq=1,
+                tool="fetch_page",
+                key=key_of("fetch_page", {"url": "u"}),
+                args={"url": "u"},
+                result=result,
+                **COMMON,
+            )
+            + call_line(
+                seq=2, tool="summarize", key=key_of("summarize", {"n": 1}), args={"n": 1}, result="ok", **COMMON
+            )
+        )
 
     (d / f"{name}.jsonl").write_bytes(tape(old))
     (d / f"{name}.candidate.jsonl").write_bytes(tape(new))
@@ -120,7 +135,7 @@ async def test_a_big_result_changed_in_places_shows_each_change_exactly(tmp_path
         await goto_session(pilot, app, "big")
         await pilot.press("enter", "j")
         await wait_for(pilot, lambda: bool(app.detail.diffs), "the diff is shown")
-        (title, d), = app.detail.diffs
+        ((title, d),) = app.detail.diffs
         assert title.startswith("result") and d.level == "chars" and d.note is None
         left, right = d.rows[1]
         assert right.plain.count("CHNGD") == 3 and "CHNGD" not in left.plain
@@ -135,10 +150,13 @@ async def test_a_big_diff_that_had_to_be_coarsened_says_so(tmp_path: Path) -> No
         await goto_session(pilot, app, "big")
         await pilot.press("enter", "j")
         await wait_for(pilot, lambda: bool(app.detail.diffs), "the diff is shown")
-        (_, d), = app.detail.diffs
+        ((_, d),) = app.detail.diffs
         assert d.level in ("words", "blocks")
-        await wait_for(pilot, lambda: f"diff coarsened to {diff_view.LEVEL_WORDS[d.level]}: values of 300.0 kB"
-                       in _visible(app), "the coarsening marker")
+        await wait_for(
+            pilot,
+            lambda: f"diff coarsened to {diff_view.LEVEL_WORDS[d.level]}: values of 300.0 kB" in _visible(app),
+            "the coarsening marker",
+        )
 
 
 # ---- 3: tests independent of the working tree ---------------------------------------------------
@@ -148,8 +166,13 @@ def test_the_sample_fixture_is_built_from_the_last_commit_not_the_working_tree(t
     from tests.conftest import ROOT, committed_samples
 
     repo = tmp_path / "repo"
-    subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(repo)], check=True,
-                   stdin=subprocess.DEVNULL, capture_output=True, timeout=300)
+    subprocess.run(
+        ["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(repo)],
+        check=True,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=300,
+    )
     tapes = repo / "sample_tapes"
     tracked = sorted(p.name for p in tapes.iterdir())
     golden = (tapes / "drift_summarize.jsonl").read_bytes()
@@ -167,8 +190,13 @@ def test_the_sample_fixture_is_built_from_the_last_commit_not_the_working_tree(t
 def test_the_sample_dir_fixture_holds_exactly_the_committed_samples(sample_dir: Path) -> None:
     from tests.conftest import ROOT
 
-    listed = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "-r", "--name-only", "HEAD", "sample_tapes"],
-                            check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL).stdout.split()
+    listed = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-tree", "-r", "--name-only", "HEAD", "sample_tapes"],
+        check=True,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    ).stdout.split()
     have = sorted(str(p.relative_to(sample_dir)) for p in (sample_dir / "sample_tapes").rglob("*") if p.is_file())
     assert have == sorted(listed)
 
@@ -195,14 +223,14 @@ async def test_space_marks_sessions_and_A_accepts_the_marked_ones(sample_dir: Pa
 
 
 # ---- 7: a small terminal ----------------------------------------------------------------------------
-async def test_80x24_keeps_pending_visible_ellipsises_rows_shows_the_diff_and_the_review_keys(
-        sample_dir: Path) -> None:
+async def test_80x24_keeps_pending_visible_ellipsises_rows_shows_the_diff_and_the_review_keys(sample_dir: Path) -> None:
     app = app_for(sample_dir)
     async with app.run_test(size=(80, 24)) as pilot:
         await goto_session(pilot, app, "drift_summarize")
         await settle(pilot)
-        rows = [line for line in _visible(app).splitlines()
-                if line.startswith(("│▶ contract_change", "│▶ drift_summarize"))]
+        rows = [
+            line for line in _visible(app).splitlines() if line.startswith(("│▶ contract_change", "│▶ drift_summarize"))
+        ]
         assert len(rows) == 2 and all("● pending" in row for row in rows)
         await pilot.press("enter", "j", "j", "j")  # step 3: its diff, without pressing ]
         await wait_for(pilot, lambda: bool(app.detail.diffs), "the diff")
@@ -219,13 +247,24 @@ async def test_80x24_keeps_pending_visible_ellipsises_rows_shows_the_diff_and_th
 def test_failure_tail_keeps_the_cause_escaped_and_bounded() -> None:
     from tapetui.tui.app import TAIL_LINES, failure_tail
 
-    err = ("sample_tapes/d.jsonl: argument drift at step 3 (summarize): k1 recorded, k2 now\n"
-           "  args.max_words  120 → 80\n")
+    err = (
+        "sample_tapes/d.jsonl: argument drift at step 3 (summarize): k1 recorded, k2 now\n  args.max_words  120 → 80\n"
+    )
     assert failure_tail("", err) == err.strip("\n")
-    tb = "\n".join(["Traceback (most recent call last):", '  File "x.py", line 1, in <module>', "    f()",
-                    "tapetui.core.errors.TapeDrift: drift at step 3", "  args.q  'a' → 'b'", "=" * 20])
-    assert failure_tail("", tb).splitlines()[-2:] == ["tapetui.core.errors.TapeDrift: drift at step 3",
-                                                      "  args.q  'a' → 'b'"]
+    tb = "\n".join(
+        [
+            "Traceback (most recent call last):",
+            '  File "x.py", line 1, in <module>',
+            "    f()",
+            "tapetui.core.errors.TapeDrift: drift at step 3",
+            "  args.q  'a' → 'b'",
+            "=" * 20,
+        ]
+    )
+    assert failure_tail("", tb).splitlines()[-2:] == [
+        "tapetui.core.errors.TapeDrift: drift at step 3",
+        "  args.q  'a' → 'b'",
+    ]
     assert failure_tail("out only\nlast", "") == "out only\nlast"
     noisy = "\n".join(f"line {i} \x1b[2J" + "x" * 500 for i in range(100))
     tail = failure_tail("", noisy)
@@ -264,8 +303,14 @@ def test_each_step_has_one_status_and_the_counts_add_up_to_the_steps(sample_dir:
     from tapetui.tui.widgets.session_tree import session_label
 
     tapes = sample_dir / "sample_tapes"
-    want = {"clean": "✓4", "contract_change": "✓2  ⚡1  ∅1", "drift_summarize": "✓2  ≠1  ∅1",
-            "error_missing_doc": "✓4", "miss_extra_doc": "?1  ∅3", "stale_quote": "✓3  ?1  ∅1"}
+    want = {
+        "clean": "✓4",
+        "contract_change": "✓2  ⚡1  ∅1",
+        "drift_summarize": "✓2  ≠1  ∅1",
+        "error_missing_doc": "✓4",
+        "miss_extra_doc": "?1  ∅3",
+        "stale_quote": "✓3  ?1  ∅1",
+    }
     for name, counts in want.items():
         events = read_run_log(tapes / f"{name}.run.jsonl")
         summary = StepSummary.of(events)
@@ -287,10 +332,16 @@ async def test_filter_status_error_finds_a_recorded_error(sample_dir: Path) -> N
     async with app.run_test(size=SIZE) as pilot:
         await goto_session(pilot, app, "clean")
         await pilot.press("slash", *"status:error")
-        await wait_for(pilot, lambda: [n.data.name for n in app.tree.session_nodes.values()] == ["error_missing_doc"],
-                       "the session with a recorded error")
-        await wait_for(pilot, lambda: app.detail.subject == ("session", sample_dir / "sample_tapes" /
-                                                              "error_missing_doc.jsonl"), "its detail")
+        await wait_for(
+            pilot,
+            lambda: [n.data.name for n in app.tree.session_nodes.values()] == ["error_missing_doc"],
+            "the session with a recorded error",
+        )
+        await wait_for(
+            pilot,
+            lambda: app.detail.subject == ("session", sample_dir / "sample_tapes" / "error_missing_doc.jsonl"),
+            "its detail",
+        )
 
 
 async def test_an_unknown_status_lists_the_valid_ones_and_no_stale_detail(sample_dir: Path) -> None:
@@ -340,8 +391,11 @@ async def test_undo_with_nothing_to_undo_says_so_and_an_undo_names_its_entry(sam
         await pilot.press("u")
         assert any("Nothing to undo" in n.message for n in app._notifications)
         await pilot.press("enter", "j", "j", "j", "j", "x")  # expire step 4... or say it is expired already
-        await wait_for(pilot, lambda: bool(app.undo_stack) or any("already expired" in n.message
-                                                                    for n in app._notifications), "expire")
+        await wait_for(
+            pilot,
+            lambda: bool(app.undo_stack) or any("already expired" in n.message for n in app._notifications),
+            "expire",
+        )
         if not app.undo_stack:  # the sample's quote is expired already: expire the summary instead
             await pilot.press("k", "x")
             await wait_for(pilot, lambda: bool(app.undo_stack), "expire")
@@ -358,8 +412,14 @@ async def test_palette_names_keys_as_people_read_them_and_every_binding_says_wha
     app = app_for(sample_dir)
     async with app.run_test(size=SIZE) as pilot:
         titles = [c.title for c in app.get_system_commands(app.screen)]
-        for title in ("Filter (/)", "Next change (])", "Previous change ([)", "Previous session to review (N)",
-                      "Mark session (space)", "Help (?)"):
+        for title in (
+            "Filter (/)",
+            "Next change (])",
+            "Previous change ([)",
+            "Previous session to review (N)",
+            "Mark session (space)",
+            "Help (?)",
+        ):
             assert title in titles
         assert not [t for t in titles if "slash" in t or "square_bracket" in t or "question_mark" in t]
         assert all(b.description for b in app.BINDINGS)
@@ -381,8 +441,9 @@ async def test_help_has_a_glyph_legend_and_says_when_nothing_matches(sample_dir:
 
 
 # ---- 18: an empty or wrong folder -------------------------------------------------------------------------
-async def test_an_empty_folder_says_where_tapetui_looked_and_what_to_do(tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_an_empty_folder_says_where_tapetui_looked_and_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     empty = tmp_path / "nothing here"
     empty.mkdir()
     monkeypatch.chdir(empty)
@@ -399,8 +460,11 @@ async def test_an_empty_folder_says_where_tapetui_looked_and_what_to_do(tmp_path
 SNAP = Path(__file__).parent / "snapshot_app.py"
 
 
-def test_snapshot_80x24_step_with_its_diff(snap_compare, sample_dir: Path,  # type: ignore[no-untyped-def]
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_snapshot_80x24_step_with_its_diff(
+    snap_compare,
+    sample_dir: Path,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.chdir(sample_dir)
 
     async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
@@ -414,8 +478,11 @@ def test_snapshot_80x24_step_with_its_diff(snap_compare, sample_dir: Path,  # ty
     assert snap_compare(str(SNAP), terminal_size=(80, 24), run_before=run_before)
 
 
-def test_snapshot_200x60_session_review(snap_compare, sample_dir: Path,  # type: ignore[no-untyped-def]
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_snapshot_200x60_session_review(
+    snap_compare,
+    sample_dir: Path,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.chdir(sample_dir)
 
     async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]

@@ -53,8 +53,9 @@ def canonical_json(value: Any) -> bytes:
     return dumps(value, sort_keys=True)
 
 
-def dumps(value: Any, *, sort_keys: bool = False, newline: bool = False,
-          default: Callable[[Any], Any] | None = None) -> bytes:
+def dumps(
+    value: Any, *, sort_keys: bool = False, newline: bool = False, default: Callable[[Any], Any] | None = None
+) -> bytes:
     """Compact UTF-8 JSON: what every tape, run log and key is written with.
 
     orjson, except for a value nested deeper than the 254 levels orjson serialises: the standard
@@ -84,7 +85,7 @@ def _dumps_deep(value: Any, sort_keys: bool, default: Callable[[Any], Any] | Non
     if not isinstance(value, dict):
         return _stdlib(value, sort_keys, default)
     parts = []
-    for k, v in (sorted(value.items()) if sort_keys else value.items()):
+    for k, v in sorted(value.items()) if sort_keys else value.items():
         try:
             enc = orjson.dumps(v, option=orjson.OPT_SORT_KEYS if sort_keys else 0, default=default)
         except TypeError as e:
@@ -97,8 +98,9 @@ def _dumps_deep(value: Any, sort_keys: bool, default: Callable[[Any], Any] | Non
 
 def _stdlib(value: Any, sort_keys: bool, default: Callable[[Any], Any] | None) -> bytes:
     try:
-        return json.dumps(value, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False, allow_nan=False,
-                          default=default).encode()
+        return json.dumps(
+            value, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=default
+        ).encode()
     except ValueError as e:  # NaN or infinity (orjson would have written null): refused, not written as invalid JSON
         raise TypeError(str(e)) from None
 

@@ -9,8 +9,8 @@ import math
 import os
 import re
 import warnings
-from functools import lru_cache
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +22,19 @@ from tapetui.core.files import read_regular
 from tapetui.core.jsondiff import IgnoreRules
 from tapetui.core.redact import Redactor
 
-__all__ = ["CONFIG_NAME", "MAX_TTL", "STALE_POLICIES", "Config", "ToolPolicy", "config_for_tape", "find_config",
-           "find_tape_config", "load_config",
-           "parse_duration", "ttl_problem"]
+__all__ = [
+    "CONFIG_NAME",
+    "MAX_TTL",
+    "STALE_POLICIES",
+    "Config",
+    "ToolPolicy",
+    "config_for_tape",
+    "find_config",
+    "find_tape_config",
+    "load_config",
+    "parse_duration",
+    "ttl_problem",
+]
 
 CONFIG_NAME = "tapes.toml"
 STALE_POLICIES = ("warn", "miss", "error")
@@ -101,7 +111,7 @@ _SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
 }
 _TOOL_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "live": ((bool,), "true or false"),
-    "ttl": ((int, float, str), "seconds, or a duration such as \"30m\", \"1h\", \"2d\""),
+    "ttl": ((int, float, str), 'seconds, or a duration such as "30m", "1h", "2d"'),
     "stale_policy": ((str,), "one of warn, miss, error"),
     "check_fingerprint": ((bool,), "true or false"),
 }
@@ -153,7 +163,7 @@ def parse_duration(value: Any, where: str) -> float:
         return float(value)
     m = _DURATION.match(str(value))
     if not m:
-        raise ConfigError(f"{where}: {_shown(value)} is not a duration (try 3600, \"30m\", \"1h\", \"2d\")")
+        raise ConfigError(f'{where}: {_shown(value)} is not a duration (try 3600, "30m", "1h", "2d")')
     seconds = float(m.group(1)) * _UNIT[m.group(2)]  # float() of a long digit string is inf, never an error
     problem = ttl_problem(seconds, value)
     if problem:
@@ -293,12 +303,22 @@ def load_config(path: Path | str) -> Config:
             kw[key] = value
         tools[name] = ToolPolicy(**kw)
     tapes_dir = _inside(root, values.get("tapes.dir", "tapes"), f"{path}: 'tapes.dir'")
-    changelog = _inside(root, values.get("tapes.changelog", str(Path(values.get("tapes.dir", "tapes")) / "CHANGELOG.md")),
-                        f"{path}: 'tapes.changelog'")
+    changelog = _inside(
+        root,
+        values.get("tapes.changelog", str(Path(values.get("tapes.dir", "tapes")) / "CHANGELOG.md")),
+        f"{path}: 'tapes.changelog'",
+    )
     return Config(
-        root=root, tapes_dir=tapes_dir, changelog=changelog, path=path, registry=registry,
-        replay_command=values.get("tapes.replay_command"), stale_policy=stale,
-        ignore=tuple(values.get("diff.ignore", ())), volatile_defaults=values.get("diff.volatile_defaults", True),
-        redact_keys=tuple(values.get("redact.keys", ())), redact_patterns=tuple(values.get("redact.patterns", ())),
+        root=root,
+        tapes_dir=tapes_dir,
+        changelog=changelog,
+        path=path,
+        registry=registry,
+        replay_command=values.get("tapes.replay_command"),
+        stale_policy=stale,
+        ignore=tuple(values.get("diff.ignore", ())),
+        volatile_defaults=values.get("diff.volatile_defaults", True),
+        redact_keys=tuple(values.get("redact.keys", ())),
+        redact_patterns=tuple(values.get("redact.patterns", ())),
         tools=tools,
     )

@@ -6,8 +6,16 @@ from typing import Any
 
 from tapetui.core.textsafe import safe_text
 
-__all__ = ["ConfigError", "TooDeep", "TapeDrift", "TapeError", "TapeMiss", "TapeReplayedError", "TapeStale",
-           "ToolDriftError"]
+__all__ = [
+    "ConfigError",
+    "TooDeep",
+    "TapeDrift",
+    "TapeError",
+    "TapeMiss",
+    "TapeReplayedError",
+    "TapeStale",
+    "ToolDriftError",
+]
 
 
 class TapeError(Exception):
@@ -110,7 +118,9 @@ class TapeMiss(TapeError):
         if nearest_seq is None:
             body = f"  no recorded call of {tool!r} at all"
         else:
-            lines = format_changes(changes, prefix="args") or ["(same arguments; every recording of it was already used)"]
+            lines = format_changes(changes, prefix="args") or [
+                "(same arguments; every recording of it was already used)"
+            ]
             body = f"  nearest recorded {tool} is step {nearest_seq}; it differs in:\n" + "\n".join(
                 f"    {line}" for line in lines
             )
@@ -162,8 +172,17 @@ class TapeReplayedError(TapeError):
         reason: why the class itself was not raised.
     """
 
-    def __init__(self, *, tool: str, seq: int, type_name: str, module: str, message: str,
-                 attributes: dict[str, Any] | None = None, reason: str = "") -> None:
+    def __init__(
+        self,
+        *,
+        tool: str,
+        seq: int,
+        type_name: str,
+        module: str,
+        message: str,
+        attributes: dict[str, Any] | None = None,
+        reason: str = "",
+    ) -> None:
         self.tool = tool
         self.seq = seq
         self.type_name = type_name

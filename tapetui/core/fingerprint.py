@@ -27,8 +27,17 @@ from tapetui.core.canon import canonical_json
 from tapetui.core.errors import TooDeep
 from tapetui.core.redact import DEFAULT_REDACTOR, REDACTED, Redactor
 
-__all__ = ["FORMS", "LATEST_FORM", "ToolManifest", "explain_manifest_change", "in_form", "redact_manifest",
-           "redact_manifest_line", "tool_fingerprint", "tool_manifest"]
+__all__ = [
+    "FORMS",
+    "LATEST_FORM",
+    "ToolManifest",
+    "explain_manifest_change",
+    "in_form",
+    "redact_manifest",
+    "redact_manifest_line",
+    "tool_fingerprint",
+    "tool_manifest",
+]
 
 FORMS = (1, 2)
 LATEST_FORM = 2
@@ -113,8 +122,15 @@ def _hash(name: str, params: Any, schema: Any, version: str) -> str:
     return digest.hexdigest()[:16]
 
 
-def tool_manifest(fn: Callable[..., Any], schema: dict[str, Any], version: str, name: str | None = None, *,
-                  form: int = 1, redactor: Redactor | None = None) -> ToolManifest:
+def tool_manifest(
+    fn: Callable[..., Any],
+    schema: dict[str, Any],
+    version: str,
+    name: str | None = None,
+    *,
+    form: int = 1,
+    redactor: Redactor | None = None,
+) -> ToolManifest:
     """Build the manifest of a tool: name, version, ordered params, schema and fingerprint.
 
     Args:
@@ -155,8 +171,9 @@ def in_form(manifest: ToolManifest, form: int, redactor: Redactor | None = None)
 
 
 # ---- what form 2 redacts ------------------------------------------------------------
-def redact_manifest(params: tuple[dict[str, Any], ...], schema: dict[str, Any], redactor: Redactor | None = None
-                    ) -> tuple[tuple[dict[str, Any], ...], dict[str, Any]]:
+def redact_manifest(
+    params: tuple[dict[str, Any], ...], schema: dict[str, Any], redactor: Redactor | None = None
+) -> tuple[tuple[dict[str, Any], ...], dict[str, Any]]:
     """Params and schema with secret-looking values redacted; the structure is kept.
 
     A parameter's default, and a schema's ``default``/``example``/``examples``/``const``, is
@@ -234,8 +251,10 @@ def _schema(node: Any, secret: bool, r: Redactor) -> Any:
                 out[k] = _instance(v, secret, r)
             elif k in ("properties", "patternProperties") and isinstance(v, dict):
                 pnames = r.renamed_keys(v)
-                out[k] = {pnames.get(pk, pk): _schema(pv, secret or (isinstance(pk, str) and r.is_secret_key(pk)), r)
-                          for pk, pv in v.items()}
+                out[k] = {
+                    pnames.get(pk, pk): _schema(pv, secret or (isinstance(pk, str) and r.is_secret_key(pk)), r)
+                    for pk, pv in v.items()
+                }
             else:
                 out[names.get(k, k)] = _schema(v, secret, r)
         return out
@@ -246,10 +265,10 @@ def _schema(node: Any, secret: bool, r: Redactor) -> Any:
     return node
 
 
-
 # ---- explaining a change ------------------------------------------------------------
-def explain_manifest_change(old: ToolManifest | None, new: ToolManifest | None,
-                            redactor: Redactor | None = None) -> list[str]:
+def explain_manifest_change(
+    old: ToolManifest | None, new: ToolManifest | None, redactor: Redactor | None = None
+) -> list[str]:
     """Say in lines such as ``schema.properties.max_words.maximum: 500 → 200`` why fingerprints differ.
 
     No secret-looking value is shown: both manifests are compared as form 2 shows them; a

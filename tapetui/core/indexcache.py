@@ -16,7 +16,9 @@ names the line, never a wrong result; the entry is dropped then.
 
 The cache never changes what an open returns, only how fast. It holds what the index
 holds (keys, tool names, fingerprints, expiry times, where each line is), no arguments
-or results, the session header and tool lines with secret-looking values redacted, and only an entry the user owns and no one else can write is read. Where it lives: ``$TAPETUI_CACHE_DIR`` (``off`` turns it off), else
+or results, the session header and tool lines with secret-looking values redacted, and
+only an entry the user owns and no one else can write is read.
+Where it lives: ``$TAPETUI_CACHE_DIR`` (``off`` turns it off), else
 ``$XDG_CACHE_HOME/tapetui/index``, else ``~/.cache/tapetui/index``; at most
 :data:`MAX_ENTRIES` files, the least recently used go first. Nothing here is pickled: a
 planted entry is data that is checked, not code.
@@ -108,16 +110,30 @@ def save(idx: TapeIndex, before: os.stat_result, after: os.stat_result, fd: int)
         fps = sorted(set(idx.fingerprints))
         tool_ids, fp_ids = {t: n for n, t in enumerate(tools)}, {f: n for n, f in enumerate(fps)}
         columns = [getattr(idx, name) for name in _COLUMNS]
-        meta = orjson.dumps({
-            "tape": {"dev": before.st_dev, "ino": before.st_ino, "size": before.st_size,
-                     "mtime_ns": before.st_mtime_ns, "scanned": idx.scanned, "tail": tail},
-            "calls": len(idx), "line_count": idx.line_count, "unknown_lines": idx.unknown_lines,
-            "header": _safe_header(idx.header),
-            "manifest_lines": [_safe_manifest_line(line).decode() for line in idx.manifest_lines.values()],
-            "fp_forms": idx.fp_forms,
-            "columns": [[name, col.typecode, col.itemsize, len(col)] for name, col in zip(_COLUMNS, columns, strict=True)],
-            "tools": tools, "fingerprints": fps, "expires": [[i, e] for i, e in idx.expires.items()],
-        })
+        meta = orjson.dumps(
+            {
+                "tape": {
+                    "dev": before.st_dev,
+                    "ino": before.st_ino,
+                    "size": before.st_size,
+                    "mtime_ns": before.st_mtime_ns,
+                    "scanned": idx.scanned,
+                    "tail": tail,
+                },
+                "calls": len(idx),
+                "line_count": idx.line_count,
+                "unknown_lines": idx.unknown_lines,
+                "header": _safe_header(idx.header),
+                "manifest_lines": [_safe_manifest_line(line).decode() for line in idx.manifest_lines.values()],
+                "fp_forms": idx.fp_forms,
+                "columns": [
+                    [name, col.typecode, col.itemsize, len(col)] for name, col in zip(_COLUMNS, columns, strict=True)
+                ],
+                "tools": tools,
+                "fingerprints": fps,
+                "expires": [[i, e] for i, e in idx.expires.items()],
+            }
+        )
         keys = orjson.dumps(idx.keys)
         ids = array("I", map(tool_ids.__getitem__, idx.tools))
         ids.extend(map(fp_ids.__getitem__, idx.fingerprints))
@@ -243,12 +259,12 @@ def _read_entry(path: Path, st: os.stat_result, fd: int, fh: Any) -> TapeIndex |
         col = array(typecode)
         if name != attr or col.itemsize != itemsize or count != n:
             return None
-        col.frombytes(data[pos:pos + count * itemsize])
+        col.frombytes(data[pos : pos + count * itemsize])
         pos += count * itemsize
         setattr(idx, attr, col)
-    side_effects = bytearray(data[pos:pos + n])
+    side_effects = bytearray(data[pos : pos + n])
     ids = array("I")
-    ids.frombytes(data[pos + n:])
+    ids.frombytes(data[pos + n :])
     data.release()
     del raw  # the entry's bytes are copied into the columns: free them
     if len(side_effects) != n or len(ids) != 2 * n:

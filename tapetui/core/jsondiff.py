@@ -16,8 +16,16 @@ import orjson
 
 from tapetui.core.errors import TooDeep
 
-__all__ = ["MISSING", "Change", "IgnoreRules", "VOLATILE_DEFAULTS", "diff_values", "format_changes", "format_path",
-           "short"]
+__all__ = [
+    "MISSING",
+    "Change",
+    "IgnoreRules",
+    "VOLATILE_DEFAULTS",
+    "diff_values",
+    "format_changes",
+    "format_path",
+    "short",
+]
 
 
 class _Missing:
@@ -32,9 +40,21 @@ MISSING: Any = _Missing()
 # Paths that differ between otherwise identical runs. On by default; tapes.toml
 # `[diff] volatile_defaults = false` turns them off.
 VOLATILE_DEFAULTS: tuple[str, ...] = (
-    "**.request_id", "**.requestId", "**.trace_id", "**.traceId", "**.span_id", "**.x-request-id",
-    "**.timestamp", "**.created_at", "**.updated_at", "**.date", "**.Date",
-    "**.latency_ms", "**.duration_ms", "**.elapsed_ms", "**.took_ms",
+    "**.request_id",
+    "**.requestId",
+    "**.trace_id",
+    "**.traceId",
+    "**.span_id",
+    "**.x-request-id",
+    "**.timestamp",
+    "**.created_at",
+    "**.updated_at",
+    "**.date",
+    "**.Date",
+    "**.latency_ms",
+    "**.duration_ms",
+    "**.elapsed_ms",
+    "**.took_ms",
 )
 
 
@@ -154,7 +174,9 @@ def short(value: Any, width: int = 60, around: str | None = None) -> str:
     start = 0
     if around is not None and isinstance(value, str):
         other = orjson.dumps(around).decode()
-        start = next((i for i, (a, b) in enumerate(zip(text, other)) if a != b), min(len(text), len(other)))
+        start = next(
+            (i for i, (a, b) in enumerate(zip(text, other, strict=False)) if a != b), min(len(text), len(other))
+        )
         start = max(0, start - width // 3)
     piece = text[start : start + width]
     return ("…" if start else "") + piece + ("…" if start + width < len(text) else "")

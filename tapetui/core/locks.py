@@ -37,7 +37,7 @@ import stat
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from tapetui.core.errors import TapeError
@@ -77,8 +77,9 @@ def _open(path: Path) -> int:
     except OSError as e:
         if e.errno == errno.ELOOP:
             raise TapeError(f"{path}: a lock file must not be a symlink; remove it") from None
-        raise TapeError(f"{path}: cannot create the session's lock file: {e.strerror} "
-                        f"(is the tapes folder writable?)") from None
+        raise TapeError(
+            f"{path}: cannot create the session's lock file: {e.strerror} (is the tapes folder writable?)"
+        ) from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise TapeError(f"{path}: a lock file must be a regular file; remove it")
@@ -104,16 +105,16 @@ def _acquire(path: Path, mode: int, wait: float | None, what: str) -> int | None
                 if wait == 0:
                     os.close(fd)
                     return None
-                raise LockBusy(f"{what} is in use by another tapetui process (a recording, a replay or a review "
-                               f"action); waited {wait:g} s. Try again when it has finished.")
+                raise LockBusy(
+                    f"{what} is in use by another tapetui process (a recording, a replay or a review "
+                    f"action); waited {wait:g} s. Try again when it has finished."
+                )
             time.sleep(pause)  # lock hand-over between processes: flock has no timed wait
             pause = min(pause * 2, 0.05)
     except BaseException:
         if fd >= 0:
-            try:
+            with suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
         raise
 
 
@@ -222,8 +223,9 @@ class RecordingLock:
 
     def __init__(self, golden: Path, wait: float | None = None) -> None:
         self.golden = Path(golden)
-        self._fd: int | None = _acquire(lock_path(self.golden), fcntl.LOCK_SH, DEFAULT_WAIT if wait is None else wait,
-                                        f"session {self.golden}")
+        self._fd: int | None = _acquire(
+            lock_path(self.golden), fcntl.LOCK_SH, DEFAULT_WAIT if wait is None else wait, f"session {self.golden}"
+        )
 
     def release(self) -> None:
         if self._fd is not None:

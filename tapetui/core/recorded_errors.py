@@ -169,8 +169,14 @@ def _is_json(value: Any, depth: int = 0) -> bool:
 def restorable(cls: type, name: Any, value: Any) -> bool:
     """Whether a recorded attribute may be set on an instance of ``cls``: a plain public name that
     no class in the MRO defines (so no property, slot or method is shadowed or run) and a JSON value."""
-    return (isinstance(name, str) and name.isidentifier() and not name.startswith("_") and name != "args"
-            and not any(name in _vars(k) for k in _mro(cls)) and _is_json(value))
+    return (
+        isinstance(name, str)
+        and name.isidentifier()
+        and not name.startswith("_")
+        and name != "args"
+        and not any(name in _vars(k) for k in _mro(cls))
+        and _is_json(value)
+    )
 
 
 def build_error(cls: type, message: str, attributes: dict[str, Any] | None = None) -> BaseException | None:
@@ -212,5 +218,12 @@ def raise_recorded(error: dict[str, Any], tool: str, seq: int) -> None:
             if exc is not None:
                 raise exc
             reason = "it cannot be built without running its constructor"
-    raise TapeReplayedError(tool=tool, seq=seq, type_name=type_name, module=module_name, message=message,
-                            attributes=attributes, reason=reason)
+    raise TapeReplayedError(
+        tool=tool,
+        seq=seq,
+        type_name=type_name,
+        module=module_name,
+        message=message,
+        attributes=attributes,
+        reason=reason,
+    )

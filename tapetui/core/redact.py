@@ -20,12 +20,34 @@ _LEAVES = frozenset({int, bool, float})
 
 # Words (after splitting a key on punctuation and camelCase) that make its value secret.
 _SECRET_WORDS = frozenset(
-    {"token", "password", "passwd", "pwd", "passphrase", "secret", "cookie", "authorization", "apikey",
-     "credential", "credentials", "sessionid", "signature"}
+    {
+        "token",
+        "password",
+        "passwd",
+        "pwd",
+        "passphrase",
+        "secret",
+        "cookie",
+        "authorization",
+        "apikey",
+        "credential",
+        "credentials",
+        "sessionid",
+        "signature",
+    }
 )
 # Adjacent word pairs that do the same: api_key, private_key, access_key, auth_token ...
-_SECRET_PAIRS = frozenset({("api", "key"), ("private", "key"), ("access", "key"), ("secret", "key"),
-                           ("session", "id"), ("client", "secret"), ("set", "cookie")})
+_SECRET_PAIRS = frozenset(
+    {
+        ("api", "key"),
+        ("private", "key"),
+        ("access", "key"),
+        ("secret", "key"),
+        ("session", "id"),
+        ("client", "secret"),
+        ("set", "cookie"),
+    }
+)
 
 _WORD_SPLIT = re.compile(r"[^0-9a-zA-Z]+|(?<=[a-z0-9])(?=[A-Z])")
 
@@ -33,14 +55,21 @@ _WORD_SPLIT = re.compile(r"[^0-9a-zA-Z]+|(?<=[a-z0-9])(?=[A-Z])")
 # ``tapetui scrub`` reports, never the secret). Each rule's groups, if any, are kept (a
 # prefix such as "Bearer " or 'password: "'); the rest of the match is replaced.
 _QUOTED = (  # a value after a key word or header name: quoted ("…", '…', \"…\") or bare
-    r"(?:(\\{1,3}\")[^\"\\\r\n]+|(\")(?:[^\"\\\r\n]|\\[^\r\n])+|(')(?:[^'\\\r\n]|\\[^\r\n])+|")
-_KEY_WORDS = (r"(?i:passw(?:or)?d|pwd|passphrase|secret|token|api[_-]?key|access[_-]?key|private[_-]?key"
-              r"|auth[_-]?key|session[_-]?id)(?:[_-]?(?i:key))?")
-_HEADERS = (r"(?i:proxy-authorization|authorization|set-cookie|cookie|x-api-key|api-key|x-auth-token"
-            r"|x-amz-security-token|x-goog-api-key)")
+    r"(?:(\\{1,3}\")[^\"\\\r\n]+|(\")(?:[^\"\\\r\n]|\\[^\r\n])+|(')(?:[^'\\\r\n]|\\[^\r\n])+|"
+)
+_KEY_WORDS = (
+    r"(?i:passw(?:or)?d|pwd|passphrase|secret|token|api[_-]?key|access[_-]?key|private[_-]?key"
+    r"|auth[_-]?key|session[_-]?id)(?:[_-]?(?i:key))?"
+)
+_HEADERS = (
+    r"(?i:proxy-authorization|authorization|set-cookie|cookie|x-api-key|api-key|x-auth-token"
+    r"|x-amz-security-token|x-goog-api-key)"
+)
 DEFAULT_RULES: tuple[tuple[str, str], ...] = (
-    ("private-key-block",
-     r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|$)"),
+    (
+        "private-key-block",
+        r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|$)",
+    ),
     ("auth-scheme", r"((?i:\b(?:bearer|token|basic|digest))\s+)[A-Za-z0-9._~+/=-]{8,}"),
     ("url-password", r"(://[^/\s:@]+:)[^/\s@]+(?=@)"),
     ("aws-access-key-id", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b"),
@@ -61,8 +90,14 @@ DEFAULT_RULES: tuple[tuple[str, str], ...] = (
     ("azure-account-key", r"((?i:account[_-]?key|shared[_-]?access[_-]?key)[ \t]*=[ \t]*)[A-Za-z0-9+/=]{8,}"),
     ("azure-sas-signature", r"((?:^|[?&;\s\"'])sig=)[A-Za-z0-9%+/=_-]{8,}"),
     # Header text: "Cookie: a=b; c=d", "Set-Cookie: …", "Authorization: Bot …", '"x-api-key": "…"'
-    ("secret-header", r"(" + _HEADERS + r"\\{0,3}[\"']?[ \t]*:[ \t]*(?:(?i:bearer|basic|digest|token|bot)[ \t]+)?)"
-     + _QUOTED + r"[^\"'\s][^\r\n]*)"),
+    (
+        "secret-header",
+        r"("
+        + _HEADERS
+        + r"\\{0,3}[\"']?[ \t]*:[ \t]*(?:(?i:bearer|basic|digest|token|bot)[ \t]+)?)"
+        + _QUOTED
+        + r"[^\"'\s][^\r\n]*)",
+    ),
     # key = value, key: value, "key": "value" (JSON text), key: 'value' (YAML), key := value
     ("secret-assignment", r"(" + _KEY_WORDS + r"\\{0,3}[\"']?\s*[=:]{1,3}>?\s*)" + _QUOTED + r"[^\s&;,\"']+)"),
 )
@@ -104,8 +139,9 @@ _NEEDS_ANY_CASE = tuple(dict.fromkeys(n for _, folded, _ in _GATES for n in fold
 _PROBE = re.compile(r"\.[A-Za-z0-9_-]{6}\.")
 _PROBE_MIN = 59  # the shortest Discord token (24 + 1 + 6 + 1 + 27)
 # Words (any case) a dict key of JSON text needs to be secret by the default key rules.
-_KEY_NEEDS = re.compile(b"token|passw|pwd|passphrase|secret|cookie|auth|api|credential|session|signature|private"
-                        b"|access")
+_KEY_NEEDS = re.compile(
+    b"token|passw|pwd|passphrase|secret|cookie|auth|api|credential|session|signature|private|access"
+)
 _NOT_ALNUM = bytes(c for c in range(128) if not chr(c).isalnum())
 # Letters that case-insensitive matching also equates with an ASCII letter (see the docs of re.IGNORECASE).
 _FOLD = str.maketrans({"\u017f": "s", "\u212a": "k", "\u0131": "i", "\u0130": "i"})
@@ -185,9 +221,9 @@ class Redactor:
         self._extra_patterns = tuple(patterns)
         rules = list(DEFAULT_RULES) if defaults else []
         user = list(self._extra_patterns)
-        self._rules: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], str]]] = (
-            [(name, re.compile(p), _keep_groups) for name, p in rules]
-            + [(f"config-pattern-{i + 1}", re.compile(p), _keep_prefix) for i, p in enumerate(user)])
+        self._rules: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], str]]] = [
+            (name, re.compile(p), _keep_groups) for name, p in rules
+        ] + [(f"config-pattern-{i + 1}", re.compile(p), _keep_prefix) for i, p in enumerate(user)]
         self._patterns = [pat for _, pat, _ in self._rules]
         try:  # one combined pass over a string for the user's patterns
             self._user: re.Pattern[str] | None = re.compile("|".join(f"(?:{p})" for p in user)) if user else None
@@ -245,7 +281,7 @@ class Redactor:
         joined = "".join(words)
         if joined in _SECRET_WORDS or joined.endswith(("apikey", "secretkey", "privatekey", "accesskey")):
             return True
-        return any(pair in _SECRET_PAIRS for pair in zip(words, words[1:]))
+        return any(pair in _SECRET_PAIRS for pair in zip(words, words[1:], strict=False))
 
     def renamed_keys(self, keys: Iterable[Any]) -> dict[str, str]:
         """New names for the keys of one dict that are secrets themselves (see the class doc)."""
@@ -271,8 +307,11 @@ class Redactor:
             return True
         if self._user is not None and self._user.search(text) is not None:
             return True
-        return ((self._defaults or bool(self._extra_keys)) and _json_like(text)
-                and (bool(self._extra_keys) or _may_hold_secret_key(text)))
+        return (
+            (self._defaults or bool(self._extra_keys))
+            and _json_like(text)
+            and (bool(self._extra_keys) or _may_hold_secret_key(text))
+        )
 
     def redact_text(self, text: str) -> str:
         """Redact secret-shaped substrings of one string (and secrets in JSON text it holds)."""
@@ -288,7 +327,7 @@ class Redactor:
         rules = self._rules if count else self._quiet_rules()
         n = len(DEFAULT_RULES) if self._defaults else 0
         folded: str | None = None  # _fold(text), once a rule needs it
-        for (_, pat, keep), (exact, any_case, probe) in zip(rules[:n], _GATES):
+        for (_, pat, keep), (exact, any_case, probe) in zip(rules[:n], _GATES, strict=False):
             for needle in exact:
                 if needle in text:
                     break
@@ -378,9 +417,10 @@ class Redactor:
                     self._counts["secret-key-name"] += 1
                 return [self.redact_text(value[0]), REDACTED]
             text = self.redact_text
-            items = [text(v) if type(v) is str else v if v is None or type(v) in _LEAVES else self._redact(v)
-                     for v in value]
-            if any(a is not b for a, b in zip(items, value)):
+            items = [
+                text(v) if type(v) is str else v if v is None or type(v) in _LEAVES else self._redact(v) for v in value
+            ]
+            if any(a is not b for a, b in zip(items, value, strict=False)):
                 return items
             return value
         return value
@@ -481,8 +521,7 @@ def _keep_groups(m: re.Match[str]) -> str:
     return "".join(g for g in m.groups() if g) + REDACTED
 
 
-def _counted(counts: Counter[str], name: str, keep: Callable[[re.Match[str]], str]
-             ) -> Callable[[re.Match[str]], str]:
+def _counted(counts: Counter[str], name: str, keep: Callable[[re.Match[str]], str]) -> Callable[[re.Match[str]], str]:
     def sub(m: re.Match[str]) -> str:
         out = keep(m)
         if out != m.group(0):

@@ -100,8 +100,15 @@ class ToolRegistry:
         self._tools[tool_name] = tool
         return tool
 
-    def tool(self, *, schema: dict[str, Any] | None = None, version: str = "0", side_effect: bool = False,
-             name: str | None = None, ttl: float | None = None) -> Callable[[F], F]:
+    def tool(
+        self,
+        *,
+        schema: dict[str, Any] | None = None,
+        version: str = "0",
+        side_effect: bool = False,
+        name: str | None = None,
+        ttl: float | None = None,
+    ) -> Callable[[F], F]:
         """Decorator form of :meth:`register`; returns the function unchanged."""
 
         def deco(fn: F) -> F:

@@ -19,8 +19,8 @@ from typing import Any
 
 import orjson
 
-from tapetui.core.errors import TapeError
 from tapetui.core.canon import dumps
+from tapetui.core.errors import TapeError
 from tapetui.core.files import file_kind
 from tapetui.core.tapefile import _CHUNK, MAX_LINE, Appender, atomic_write, dump_line
 
@@ -58,8 +58,13 @@ class RunLog:
 
     def emit(self, event: str, **fields: Any) -> None:
         try:
-            self._out.append(dumps({"event": event, **fields, "at": self._clock()},  # type: ignore[union-attr]
-                                   newline=True, default=repr))
+            self._out.append(
+                dumps(
+                    {"event": event, **fields, "at": self._clock()},  # type: ignore[union-attr]
+                    newline=True,
+                    default=repr,
+                )
+            )
         except OSError as e:
             self._fail(e)
 
@@ -67,8 +72,16 @@ class RunLog:
         if events:
             now = self._clock()
             try:
-                self._out.append(b"".join(dumps({**e, "at": now}, newline=True,  # type: ignore[union-attr]
-                                                default=repr) for e in events))
+                self._out.append(
+                    b"".join(
+                        dumps(
+                            {**e, "at": now},
+                            newline=True,  # type: ignore[union-attr]
+                            default=repr,
+                        )
+                        for e in events
+                    )
+                )
             except OSError as e:
                 self._fail(e)
 
@@ -78,8 +91,12 @@ class RunLog:
             self._out.close()
             self._out = None
         self.emit = self.emit_many = _off  # type: ignore[method-assign] # nothing more is tried, or said
-        warnings.warn(f"tapetui: cannot write the run log ({self.problem}); the replay goes on without it, "
-                      "so the app and `tapetui check` will not see this run", RunLogWarning, stacklevel=4)
+        warnings.warn(
+            f"tapetui: cannot write the run log ({self.problem}); the replay goes on without it, "
+            "so the app and `tapetui check` will not see this run",
+            RunLogWarning,
+            stacklevel=4,
+        )
 
     def close(self) -> None:
         if self._out is not None:
@@ -103,8 +120,9 @@ def _explanation(kind: str, name: str, value: Any) -> str | None:
 
 
 def _error(kind: str, name: str, value: Any) -> str | None:
-    if kind != "end" or (type(value) is dict and type(value.get("type", "")) is str
-                         and type(value.get("message", "")) is str):
+    if kind != "end" or (
+        type(value) is dict and type(value.get("type", "")) is str and type(value.get("message", "")) is str
+    ):
         return None  # live and record events carry a flag named error
     return f"end event: 'error' must be an object with a string 'type' and 'message', got {_shape(value)}"
 
@@ -116,10 +134,16 @@ def _stats(kind: str, name: str, value: Any) -> str | None:
 # The fields whose type the readers of events (check, the app, stats) rely on: a type, or a checker called
 # when the value is not None and not of the type. Unknown fields are kept as they are.
 _FIELDS: dict[str, Any] = {
-    "seq": int, "step": int, "nearest": int,
-    **dict.fromkeys(("tool", "key", "recorded_key", "reason", "policy", "expires_at", "recorded", "live", "mode",
-                     "problem"), str),
-    "changes": _changes, "explanation": _explanation, "error": _error, "stats": _stats,
+    "seq": int,
+    "step": int,
+    "nearest": int,
+    **dict.fromkeys(
+        ("tool", "key", "recorded_key", "reason", "policy", "expires_at", "recorded", "live", "mode", "problem"), str
+    ),
+    "changes": _changes,
+    "explanation": _explanation,
+    "error": _error,
+    "stats": _stats,
 }
 
 
@@ -136,8 +160,9 @@ def event_problem(ev: Any) -> str | None:
         if expected is None or value is None or type(value) is expected:
             continue
         if expected is int or expected is str:
-            return (f"{kind} event: '{name}' must be {'an integer' if expected is int else 'a string'}, "
-                    f"got {_shape(value)}")
+            return (
+                f"{kind} event: '{name}' must be {'an integer' if expected is int else 'a string'}, got {_shape(value)}"
+            )
         problem = expected(kind, name, value)
         if problem is not None:
             return problem
@@ -187,8 +212,9 @@ class RunLogReader:
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
-                raise TapeError(f"{self.path}: not a regular file ({file_kind(st.st_mode)}); "
-                                "a run log must be a plain file")
+                raise TapeError(
+                    f"{self.path}: not a regular file ({file_kind(st.st_mode)}); a run log must be a plain file"
+                )
             reset = False
             if st.st_ino != self.inode or st.st_size < self.offset:
                 reset = self.inode is not None
@@ -220,12 +246,16 @@ class RunLogReader:
             self._long_from = -1
             if length > MAX_LINE:
                 self.line += 1
-                events.append({"event": "invalid", "line": self.line,
-                               "problem": f"line is {length:,} bytes long, more than the {MAX_LINE:,} a run log line "
-                                          "may have"})
+                events.append(
+                    {
+                        "event": "invalid",
+                        "line": self.line,
+                        "problem": f"line is {length:,} bytes long, more than the {MAX_LINE:,} a run log line may have",
+                    }
+                )
             else:
                 self._lines(os.pread(fd, length, start), events)
-            data = data[nl + 1:]
+            data = data[nl + 1 :]
         buf = self._partial + data if self._partial else data
         end = buf.rfind(b"\n") + 1
         if end == 0:
@@ -288,8 +318,9 @@ class RunSummary:
             self.invalid += 1
             if len(self.problems) < 100:
                 line = ev.get("line") if type(ev) is dict else None
-                self.problems.append(f"line {line if type(line) is int else '?'}: "
-                                     f"{problem or ev.get('problem') or 'invalid event'}")
+                self.problems.append(
+                    f"line {line if type(line) is int else '?'}: {problem or ev.get('problem') or 'invalid event'}"
+                )
             return
         kind = ev.get("event")
         step = ev.get("step", ev.get("seq"))

@@ -16,8 +16,20 @@ from pathlib import Path
 
 from tapetui.core.errors import TapeError
 
-__all__ = ["candidate_path", "golden_of", "is_golden", "iter_goldens", "journal_path", "refuse_links_out",
-           "rotate_candidate", "runlog_path", "safe_path", "samples_dir", "samples_of", "session_name"]
+__all__ = [
+    "candidate_path",
+    "golden_of",
+    "is_golden",
+    "iter_goldens",
+    "journal_path",
+    "refuse_links_out",
+    "rotate_candidate",
+    "runlog_path",
+    "safe_path",
+    "samples_dir",
+    "samples_of",
+    "session_name",
+]
 
 _AUX = (".candidate.jsonl", ".run.jsonl")
 SAMPLES_SUFFIX = ".samples"
@@ -53,8 +65,11 @@ def samples_of(tape: Path) -> list[Path]:
     """The session's older candidates, oldest first (empty when there are none)."""
     folder = samples_dir(tape)
     try:
-        names = sorted(e.name for e in os.scandir(folder) if e.name.endswith(".jsonl") and not e.name.startswith(".")
-                       and e.is_file(follow_symlinks=False))
+        names = sorted(
+            e.name
+            for e in os.scandir(folder)
+            if e.name.endswith(".jsonl") and not e.name.startswith(".") and e.is_file(follow_symlinks=False)
+        )
     except (FileNotFoundError, NotADirectoryError):
         return []
     return [folder / n for n in names]
@@ -107,7 +122,7 @@ def session_name(tape: Path, tapes_dir: Path) -> str:
     """``folder/name`` of a golden relative to the tapes folder."""
     t, d = str(tape), str(tapes_dir).rstrip("/") + "/"
     if t.startswith(d) and "/../" not in t and "/./" not in t:  # paths from iter_goldens: string work only
-        rel_s = t[len(d):]
+        rel_s = t[len(d) :]
         return rel_s[: -len(".jsonl")] if rel_s.endswith(".jsonl") else rel_s
     tape, tapes_dir = Path(tape), Path(tapes_dir)
     try:

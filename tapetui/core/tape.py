@@ -17,7 +17,7 @@ import orjson
 
 from tapetui.core.canon import canon, canonical_json, key_of_json
 from tapetui.core.config import Config, ToolPolicy, config_for_tape, ttl_problem
-from tapetui.core.errors import TapeDrift, TapeError, TapeMiss, TapeStale, ToolDriftError, TooDeep
+from tapetui.core.errors import TapeDrift, TapeError, TapeMiss, TapeStale, TooDeep, ToolDriftError
 from tapetui.core.fingerprint import FORMS, LATEST_FORM, explain_manifest_change, in_form, redact_manifest_line
 from tapetui.core.jsondiff import diff_values
 from tapetui.core.locks import LockBusy, RecordingLock, gate, recording_lock
@@ -89,8 +89,10 @@ def _check_tool_name(tool: Any, path: Path) -> None:
     try:
         tool.encode("utf-8")
     except UnicodeEncodeError as e:
-        raise TapeError(f"{path}: tool name {tool!r} is not valid UTF-8 text ({e.reason} at character "
-                        f"{e.start}); a tape holds UTF-8") from None
+        raise TapeError(
+            f"{path}: tool name {tool!r} is not valid UTF-8 text ({e.reason} at character "
+            f"{e.start}); a tape holds UTF-8"
+        ) from None
 
 
 def _raise_recorded(error: dict[str, Any], tool: str, seq: int) -> None:
@@ -144,8 +146,17 @@ class Tape:
         self._redactor: Redactor = self.config.redactor()
         self._seq = 0
         self._overrides: dict[int, tuple[Any, BaseException | None]] = {}
-        self._counts = {"tape_hits": 0, "tape_misses": 0, "live_tool_calls": 0, "real_side_effects": 0,
-                        "drift_events": 0, "fingerprint_changes": 0, "stale": 0, "overrides": 0, "unused": 0}
+        self._counts = {
+            "tape_hits": 0,
+            "tape_misses": 0,
+            "live_tool_calls": 0,
+            "real_side_effects": 0,
+            "drift_events": 0,
+            "fingerprint_changes": 0,
+            "stale": 0,
+            "overrides": 0,
+            "unused": 0,
+        }
         self._allowed_fp: set[str] = set()
         self._fp_ok: dict[str, str] = {}  # tool → recorded fingerprint that matched the live one
         self._index: TapeIndex | None = None
@@ -170,12 +181,23 @@ class Tape:
             self._release()
             raise
         # event times in seconds with 6 decimals; the real clock's path avoids datetime and round()
-        stamp = (lambda: time.time_ns() // 1000 / 1e6) if clock is utcnow else \
-            (lambda: round(self._clock().timestamp(), 6))
-        self._log = RunLog(runlog_path(self.path), {"mode": mode, "tape": self.path.name,
-                                                    "started": iso(self._clock()),
-                                                    "golden_sha256": self._golden_sha256()},
-                           clock=stamp) if run_log else None
+        stamp = (
+            (lambda: time.time_ns() // 1000 / 1e6) if clock is utcnow else (lambda: round(self._clock().timestamp(), 6))
+        )
+        self._log = (
+            RunLog(
+                runlog_path(self.path),
+                {
+                    "mode": mode,
+                    "tape": self.path.name,
+                    "started": iso(self._clock()),
+                    "golden_sha256": self._golden_sha256(),
+                },
+                clock=stamp,
+            )
+            if run_log
+            else None
+        )
 
     # ---- context manager ---------------------------------------------------------
     def __enter__(self) -> Tape:
@@ -220,8 +242,7 @@ class Tape:
         if self.mode == "record":
             return self._live(seq, tool, args, args_json, key, requested_tool, write=True)
         if policy.live:
-            self._emit("live", seq=seq, tool=tool, key=key, policy="live",
-                       fingerprint=self._tool(tool).fingerprint)
+            self._emit("live", seq=seq, tool=tool, key=key, policy="live", fingerprint=self._tool(tool).fingerprint)
             return self._live(seq, tool, args, args_json, key, requested_tool, write=False)
 
         index = self._index
@@ -237,11 +258,14 @@ class Tape:
                 self._counts["stale"] += 1
                 self._emit("stale", seq=seq, tool=tool, key=key, expires_at=index.expires[i], policy=stale)
                 if stale == "error":
-                    raise TapeStale(f"{self.path}: step {seq} ({tool}) expired at {index.expires[i]} "
-                                    f"(stale policy 'error'; re-record it with mode='fill' after expiring)")
+                    raise TapeStale(
+                        f"{self.path}: step {seq} ({tool}) expired at {index.expires[i]} "
+                        f"(stale policy 'error'; re-record it with mode='fill' after expiring)"
+                    )
                 if stale == "miss":
-                    return self._miss(seq, tool, args, redacted, args_json, key, requested_tool, reason="expired",
-                                      near=i)
+                    return self._miss(
+                        seq, tool, args, redacted, args_json, key, requested_tool, reason="expired", near=i
+                    )
             self._consumed[i] = 1
             self._counts["tape_hits"] += 1
             if self._log is not None:
@@ -265,12 +289,26 @@ class Tape:
                 recorded_args = self._redactor.redact(recorded.args)
                 changes = diff_values(canon(recorded_args), canon(redacted))
                 self._counts["drift_events"] += 1
-                self._emit("drift", seq=seq, tool=tool, key=key, recorded_key=recorded.key,
-                           recorded_args=recorded_args, args=redacted,
-                           changes=[[c.path, _jsonable(c.old), _jsonable(c.new)] for c in changes])
-                raise TapeDrift(path=str(self.path), seq=seq, tool=tool, recorded_key=recorded.key, new_key=key,
-                                recorded_args=recorded_args, new_args=redacted,
-                                changes=[tuple(c) for c in changes])
+                self._emit(
+                    "drift",
+                    seq=seq,
+                    tool=tool,
+                    key=key,
+                    recorded_key=recorded.key,
+                    recorded_args=recorded_args,
+                    args=redacted,
+                    changes=[[c.path, _jsonable(c.old), _jsonable(c.new)] for c in changes],
+                )
+                raise TapeDrift(
+                    path=str(self.path),
+                    seq=seq,
+                    tool=tool,
+                    recorded_key=recorded.key,
+                    new_key=key,
+                    recorded_args=recorded_args,
+                    new_args=redacted,
+                    changes=[tuple(c) for c in changes],
+                )
         return self._miss(seq, tool, args, redacted, args_json, key, requested_tool)
 
     def stats(self) -> dict[str, Any]:
@@ -280,9 +318,13 @@ class Tape:
         not be written (a read-only checkout): the run went on without it, with a ``RunLogWarning``.
         """
         log = self._log
-        return {"mode": self.mode, "steps": self._seq, **self._counts,
-                "fingerprint_checks_off": sorted(self._allowed_fp),
-                "run_log": "off" if log is None else (f"failed: {log.problem}" if log.problem else "written")}
+        return {
+            "mode": self.mode,
+            "steps": self._seq,
+            **self._counts,
+            "fingerprint_checks_off": sorted(self._allowed_fp),
+            "run_log": "off" if log is None else (f"failed: {log.problem}" if log.problem else "written"),
+        }
 
     @property
     def unused_steps(self) -> list[int]:
@@ -302,8 +344,12 @@ class Tape:
                 unused = [i for i, used in enumerate(self._consumed) if not used] if 0 in self._consumed else []
                 self._counts["unused"] = len(unused)
                 if self._log is not None and unused:
-                    self._log.emit_many([{"event": "unused", "seq": idx.seqs[i], "tool": idx.tools[i],
-                                          "key": idx.keys[i]} for i in unused])
+                    self._log.emit_many(
+                        [
+                            {"event": "unused", "seq": idx.seqs[i], "tool": idx.tools[i], "key": idx.keys[i]}
+                            for i in unused
+                        ]
+                    )
             if self._log is not None:
                 end: dict[str, Any] = {"stats": self.stats()}
                 if error is not None:
@@ -316,8 +362,10 @@ class Tape:
     def _open_session(self, mode: str) -> None:
         """Take the session's locks (see :mod:`tapetui.core.locks`) and open or claim its files."""
         if mode != "replay" and len(os.fsencode(self.path.name)) > MAX_NAME:
-            raise TapeError(f"{self.path}: a tape name of {len(os.fsencode(self.path.name))} bytes is too long: its "
-                            f"candidate, journal and lock files need room beside it; keep it within {MAX_NAME} bytes")
+            raise TapeError(
+                f"{self.path}: a tape name of {len(os.fsencode(self.path.name))} bytes is too long: its "
+                f"candidate, journal and lock files need room beside it; keep it within {MAX_NAME} bytes"
+            )
         if mode != "replay":  # a recording makes its folder, as the README's first example expects
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -344,7 +392,7 @@ class Tape:
             raise TapeError(f"{self.path}: {e.strerror or e}") from None
         if exists:
             self._index = read_index(self.path, keep_bytes=True)
-            self._fh = open(self.path, "rb")
+            self._fh = open(self.path, "rb")  # noqa: SIM115 -- held for the tape's life, closed by _release
             self._fd = self._fh.fileno()
             self._consumed = bytearray(len(self._index))
             cand = candidate_path(self.path)
@@ -381,11 +429,10 @@ class Tape:
         The first recording of a session creates the golden; any later one (while a golden exists)
         writes the candidate, moving a pending candidate into ``NAME.samples/`` first.
         """
-        if origin != "fill" or self._index is None:
-            if not self._has_golden():
-                self.target = self.path
-                self._start_target(origin, body)
-                return
+        if (origin != "fill" or self._index is None) and not self._has_golden():
+            self.target = self.path
+            self._start_target(origin, body)
+            return
         moved = rotate_candidate(self.path)
         if moved is not None:
             note = f"{self.path}: a pending candidate nobody reviewed was moved to {moved}"
@@ -417,8 +464,12 @@ class Tape:
 
     def _start_target(self, origin: str, body: bytes = b"") -> None:
         assert self.target is not None
-        header: dict[str, Any] = {"type": "session", "v": FORMAT_VERSION, "created_at": iso(self._clock()),
-                                  "origin": origin}
+        header: dict[str, Any] = {
+            "type": "session",
+            "v": FORMAT_VERSION,
+            "created_at": iso(self._clock()),
+            "origin": origin,
+        }
         if self.labels:
             header["labels"] = self._redactor.redact(self.labels)
         atomic_write(self.target, dump_line(header) + body)
@@ -489,8 +540,10 @@ class Tape:
             return
         form = self._index.fp_forms.get(recorded, 1)
         if form not in FORMS:
-            raise TapeError(f"{self.path}:{self._index.lines[i]}: {tool} was recorded with fingerprint form {form}, "
-                            f"which this version of tapetui does not know (it knows {', '.join(map(str, FORMS))})")
+            raise TapeError(
+                f"{self.path}:{self._index.lines[i]}: {tool} was recorded with fingerprint form {form}, "
+                f"which this version of tapetui does not know (it knows {', '.join(map(str, FORMS))})"
+            )
         expected = live.manifest_for(form, self._redactor)
         if expected.fingerprint == recorded:
             self._fp_ok[tool] = recorded
@@ -499,22 +552,50 @@ class Tape:
         old = old if old and old.fingerprint == recorded else None
         explanation = explain_manifest_change(old, expected, self._redactor)
         r = self._redactor
-        if form == 1 and old is not None and old.form == 1 and \
-                in_form(old, LATEST_FORM, r).fingerprint == live.manifest_for(LATEST_FORM, r).fingerprint:
-            explanation.append("only secret-looking values changed: this tape was recorded in fingerprint form 1, which "
-                               "hashes them verbatim; `tapetui scrub` (or re-recording) moves it to form 2, where "
-                               "rotating a key is not a contract change")
+        if (
+            form == 1
+            and old is not None
+            and old.form == 1
+            and in_form(old, LATEST_FORM, r).fingerprint == live.manifest_for(LATEST_FORM, r).fingerprint
+        ):
+            explanation.append(
+                "only secret-looking values changed: this tape was recorded in fingerprint form 1, which "
+                "hashes them verbatim; `tapetui scrub` (or re-recording) moves it to form 2, where "
+                "rotating a key is not a contract change"
+            )
         self._counts["fingerprint_changes"] += 1
         if not policy.check_fingerprint:
             self._allowed_fp.add(tool)
-            self._emit("fingerprint", seq=seq, tool=tool, recorded=recorded, live=expected.fingerprint, allowed=True,
-                       explanation=explanation, form=form)
+            self._emit(
+                "fingerprint",
+                seq=seq,
+                tool=tool,
+                recorded=recorded,
+                live=expected.fingerprint,
+                allowed=True,
+                explanation=explanation,
+                form=form,
+            )
             return
         self._counts["drift_events"] += 1
-        self._emit("fingerprint", seq=seq, tool=tool, recorded=recorded, live=expected.fingerprint, allowed=False,
-                   explanation=explanation, form=form)
-        raise ToolDriftError(path=str(self.path), seq=seq, tool=tool, recorded=recorded, live=expected.fingerprint,
-                             explanation=explanation)
+        self._emit(
+            "fingerprint",
+            seq=seq,
+            tool=tool,
+            recorded=recorded,
+            live=expected.fingerprint,
+            allowed=False,
+            explanation=explanation,
+            form=form,
+        )
+        raise ToolDriftError(
+            path=str(self.path),
+            seq=seq,
+            tool=tool,
+            recorded=recorded,
+            live=expected.fingerprint,
+            explanation=explanation,
+        )
 
     def _override(self, seq: int, tool: str, key: str, i: int | None) -> Any:
         if i is not None:
@@ -545,15 +626,41 @@ class Tape:
         rec = idx.record(best, self._fh)
         return rec.seq, [tuple(c) for c in diff_values(canon(self._redactor.redact(rec.args)), canon(redacted))]
 
-    def _miss(self, seq: int, tool: str, args: Any, redacted: Any, args_json: bytes, key: str,
-              requested_tool: str | None, reason: str = "", near: int | None = None) -> Any:
+    def _miss(
+        self,
+        seq: int,
+        tool: str,
+        args: Any,
+        redacted: Any,
+        args_json: bytes,
+        key: str,
+        requested_tool: str | None,
+        reason: str = "",
+        near: int | None = None,
+    ) -> Any:
         self._counts["tape_misses"] += 1
         nearest, changes = self._nearest(tool, seq, redacted, near)
-        self._emit("miss", seq=seq, tool=tool, key=key, args=redacted, nearest=nearest, reason=reason or None,
-                   changes=[[p, _jsonable(o), _jsonable(n)] for p, o, n in changes])
+        self._emit(
+            "miss",
+            seq=seq,
+            tool=tool,
+            key=key,
+            args=redacted,
+            nearest=nearest,
+            reason=reason or None,
+            changes=[[p, _jsonable(o), _jsonable(n)] for p, o, n in changes],
+        )
         if self.mode == "replay":
-            raise TapeMiss(path=str(self.path), seq=seq, tool=tool, key=key, args=redacted, nearest_seq=nearest,
-                           changes=changes, reason=reason)
+            raise TapeMiss(
+                path=str(self.path),
+                seq=seq,
+                tool=tool,
+                key=key,
+                args=redacted,
+                nearest_seq=nearest,
+                changes=changes,
+                reason=reason,
+            )
         if reason and self._alt is not None:  # an expired entry an earlier fill already re-recorded
             served, result = self._alt_hit(seq, tool, key)
             if served:
@@ -620,8 +727,9 @@ class Tape:
             raise_recorded(error, tool, seq)
         return True, result
 
-    def _live(self, seq: int, tool: str, args: Any, args_json: bytes, key: str, requested_tool: str | None,
-              *, write: bool) -> Any:
+    def _live(
+        self, seq: int, tool: str, args: Any, args_json: bytes, key: str, requested_tool: str | None, *, write: bool
+    ) -> Any:
         """Run the tool; with ``write``, append its call line (``args_json``: the redacted, canonical arguments)."""
         t = self._tool(tool)
         policy = self.config.policy(tool)
@@ -659,13 +767,23 @@ class Tape:
             problem = ""
             try:
                 if error is not None:  # every field through the redactor: the message, and what may join it
-                    err = self._redactor.redact({"type": type(error).__name__, "module": type(error).__module__,
-                                                 "message": str(error)})
-                line = call_line(seq=seq, tool=tool, key=key, fingerprint=t.fingerprint, side_effect=t.side_effect,
-                                 ms=ms, expires_at=expires, recorded_at=stamp,
-                                 args=orjson.Fragment(args_json),
-                                 result=None if err else self._redactor.redact(result), error=err,
-                                 requested_tool=requested_tool)
+                    err = self._redactor.redact(
+                        {"type": type(error).__name__, "module": type(error).__module__, "message": str(error)}
+                    )
+                line = call_line(
+                    seq=seq,
+                    tool=tool,
+                    key=key,
+                    fingerprint=t.fingerprint,
+                    side_effect=t.side_effect,
+                    ms=ms,
+                    expires_at=expires,
+                    recorded_at=stamp,
+                    args=orjson.Fragment(args_json),
+                    result=None if err else self._redactor.redact(result),
+                    error=err,
+                    requested_tool=requested_tool,
+                )
             except Exception as e:  # noqa: BLE001 - whatever it is, the call is not lost
                 problem = _unrecordable(e, error, result)
             if line is None:
@@ -673,39 +791,75 @@ class Tape:
                     problem = self._redactor.redact_text(problem)  # it may name result paths (dict keys)
                 except Exception:  # noqa: BLE001
                     problem = "its outcome cannot be recorded"
-                err = {"type": "TapeError", "module": "tapetui.core.errors", "message": f"{tool} (step {seq}) {problem}"}
-                line = call_line(seq=seq, tool=tool, key=key, fingerprint=t.fingerprint, side_effect=t.side_effect,
-                                 ms=ms, expires_at=expires, recorded_at=stamp, args=orjson.Fragment(args_json),
-                                 error=err, requested_tool=requested_tool)
+                err = {
+                    "type": "TapeError",
+                    "module": "tapetui.core.errors",
+                    "message": f"{tool} (step {seq}) {problem}",
+                }
+                line = call_line(
+                    seq=seq,
+                    tool=tool,
+                    key=key,
+                    fingerprint=t.fingerprint,
+                    side_effect=t.side_effect,
+                    ms=ms,
+                    expires_at=expires,
+                    recorded_at=stamp,
+                    args=orjson.Fragment(args_json),
+                    error=err,
+                    requested_tool=requested_tool,
+                )
             self._writer.append(manifest + line)
-            self._emit("record" if self.mode == "record" else "live", seq=seq, tool=tool, key=key,
-                       fingerprint=t.fingerprint, ms=ms, side_effect=t.side_effect, error=err is not None)
+            self._emit(
+                "record" if self.mode == "record" else "live",
+                seq=seq,
+                tool=tool,
+                key=key,
+                fingerprint=t.fingerprint,
+                ms=ms,
+                side_effect=t.side_effect,
+                error=err is not None,
+            )
             if problem:
                 raise TapeError(f"{tool} (step {seq}) {problem}; the call was recorded with this as its error")
         if error is not None:
             raise error
         return result
 
-    def _line_metadata(self, seq: int, tool: str, t: Tool, policy: ToolPolicy, recorded_at: datetime, key: str,
-                       requested_tool: str | None) -> tuple[str, str | None]:
+    def _line_metadata(
+        self,
+        seq: int,
+        tool: str,
+        t: Tool,
+        policy: ToolPolicy,
+        recorded_at: datetime,
+        key: str,
+        requested_tool: str | None,
+    ) -> tuple[str, str | None]:
         """``recorded_at`` and ``expires_at`` of a call line, and a check that its other fields can be written;
         a TapeError before the tool runs when they cannot (an absurd ttl, a name that is not valid text)."""
         ttl = policy.ttl if policy.ttl is not None else t.ttl
         problem = ttl_problem(ttl) if ttl is not None else None
         if problem:
-            raise TapeError(f"{tool} (step {seq}): {problem} (tapes.toml [tools.{tool}] or the tool's registration); "
-                            "the tool was not run")
+            raise TapeError(
+                f"{tool} (step {seq}): {problem} (tapes.toml [tools.{tool}] or the tool's registration); "
+                "the tool was not run"
+            )
         try:
             stamp = iso(recorded_at)
             expires = iso(recorded_at + timedelta(seconds=ttl)) if ttl is not None else None
         except Exception as e:  # noqa: BLE001 - a date past year 9999, a clock that is not a datetime
-            raise TapeError(f"{tool} (step {seq}): cannot compute the call's recorded_at/expires_at "
-                            f"({type(e).__name__}: {e}); the tool was not run") from None
+            raise TapeError(
+                f"{tool} (step {seq}): cannot compute the call's recorded_at/expires_at "
+                f"({type(e).__name__}: {e}); the tool was not run"
+            ) from None
         try:
             orjson.dumps([tool, key, t.fingerprint, requested_tool])
         except TypeError as e:
-            raise TapeError(f"{tool!r} (step {seq}): the tool name or requested_tool cannot be written as JSON "
-                            f"({e}); the tool was not run") from None
+            raise TapeError(
+                f"{tool!r} (step {seq}): the tool name or requested_tool cannot be written as JSON "
+                f"({e}); the tool was not run"
+            ) from None
         return stamp, expires
 
 
@@ -741,7 +895,7 @@ class _Filled:
             index = read_index(cand)
             if (index.header or {}).get("origin") != "fill":
                 return None
-            fh = open(cand, "rb")
+            fh = open(cand, "rb")  # noqa: SIM115 -- handed to the _Filled source, which closes it
         except (TapeError, OSError):
             return None  # an unreadable candidate is check's to report; this fill just runs its misses
         try:
@@ -784,4 +938,3 @@ def _jsonable(v: Any) -> Any:
     from tapetui.core.jsondiff import MISSING
 
     return "(absent)" if v is MISSING else v
-

@@ -15,6 +15,7 @@ the next open loads it and scans only the lines appended since.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import re
@@ -33,8 +34,20 @@ from tapetui.core.errors import TapeError
 from tapetui.core.files import open_regular, read_regular
 from tapetui.core.fingerprint import ToolManifest
 
-__all__ = ["MAX_LINE", "Appender", "CallRecord", "TapeIndex", "TornTail", "atomic_write", "call_line", "dump_line",
-           "open_regular", "read_index", "read_regular", "torn_path"]
+__all__ = [
+    "MAX_LINE",
+    "Appender",
+    "CallRecord",
+    "TapeIndex",
+    "TornTail",
+    "atomic_write",
+    "call_line",
+    "dump_line",
+    "open_regular",
+    "read_index",
+    "read_regular",
+    "torn_path",
+]
 
 FORMAT_VERSION = 1
 _CHUNK = 16 * 1024 * 1024
@@ -62,14 +75,33 @@ def dump_line(record: dict[str, Any]) -> bytes:
 
 
 def call_line(
-    *, seq: int, tool: str, key: str, fingerprint: str, side_effect: bool, ms: float,
-    expires_at: str | None, recorded_at: str, args: Any, result: Any = None, error: dict[str, Any] | None = None,
-    requested_tool: str | None = None, extra: dict[str, Any] | None = None,
+    *,
+    seq: int,
+    tool: str,
+    key: str,
+    fingerprint: str,
+    side_effect: bool,
+    ms: float,
+    expires_at: str | None,
+    recorded_at: str,
+    args: Any,
+    result: Any = None,
+    error: dict[str, Any] | None = None,
+    requested_tool: str | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> bytes:
     """Serialise a call record. The leading fields keep a fixed order: the index reads them without a parse."""
     rec: dict[str, Any] = {
-        "type": "call", "seq": seq, "tool": tool, "key": key, "fingerprint": fingerprint,
-        "side_effect": side_effect, "ms": ms, "expires_at": expires_at, "recorded_at": recorded_at, "args": args,
+        "type": "call",
+        "seq": seq,
+        "tool": tool,
+        "key": key,
+        "fingerprint": fingerprint,
+        "side_effect": side_effect,
+        "ms": ms,
+        "expires_at": expires_at,
+        "recorded_at": recorded_at,
+        "args": args,
     }
     if error is not None:
         rec["error"] = error
@@ -103,10 +135,8 @@ def atomic_write(path: Path, data: bytes | Iterable[Any], *, mode: int | None = 
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
     fsync_dir(path.parent)
 
@@ -147,7 +177,7 @@ class Appender:
             if n != len(data):  # a short write (a full disk, a signal): finish the line
                 view = memoryview(data)[n:]
                 while view:
-                    view = view[os.write(fd, view):]
+                    view = view[os.write(fd, view) :]
             self._end = size + len(data)  # under the lock, with O_APPEND, our bytes end the file
             if self.fsync:
                 os.fsync(fd)
@@ -325,7 +355,7 @@ class TapeIndex:
         descriptor) or the path."""
         off, n = self.offsets[i], self.lengths[i]
         if self.data is not None:
-            return self.data[off:off + n]
+            return self.data[off : off + n]
         if isinstance(fh, int):
             return os.pread(fh, n, off)
         if fh is not None:
@@ -353,7 +383,7 @@ class TapeIndex:
         off, n = self.offsets[i], self.lengths[i]
         data = self.data
         try:
-            obj = orjson.loads(data[off:off + n] if data is not None else os.pread(fd, n, off))
+            obj = orjson.loads(data[off : off + n] if data is not None else os.pread(fd, n, off))
         except orjson.JSONDecodeError as e:
             raise self._invalid(i, e) from None
         if type(obj) is not dict:
@@ -373,8 +403,10 @@ class TapeIndex:
 
     def _changed(self, i: int) -> TapeError:
         indexcache.forget(self.path)
-        return TapeError(f"{self.path}:{self.lines[i]}: the tape changed after it was opened (this line is not "
-                         f"the call indexed there); open it again")
+        return TapeError(
+            f"{self.path}:{self.lines[i]}: the tape changed after it was opened (this line is not "
+            f"the call indexed there); open it again"
+        )
 
     def records(self) -> Iterator[CallRecord]:
         """Every call, decoded, in file order."""
@@ -383,8 +415,19 @@ class TapeIndex:
                 yield self.record(i, fh)
 
     # ---- building ----------------------------------------------------------------
-    def _add(self, seq: int, tool: str, key: str, fp: str, se: bool, ms: float, expires: str | None,
-             offset: int, length: int, line: int) -> None:
+    def _add(
+        self,
+        seq: int,
+        tool: str,
+        key: str,
+        fp: str,
+        se: bool,
+        ms: float,
+        expires: str | None,
+        offset: int,
+        length: int,
+        line: int,
+    ) -> None:
         i = len(self.seqs)
         self.seqs.append(seq)
         self.tools.append(tool)
@@ -423,13 +466,20 @@ def _call_from_obj(obj: Any, path: Path, line: int) -> CallRecord:
     ms = obj.get("ms", 0)
     exp = obj.get("expires_at")
     return CallRecord(
-        seq=seq, tool=tool, key=key, args=obj.get("args"), result=obj.get("result"), error=err,
+        seq=seq,
+        tool=tool,
+        key=key,
+        args=obj.get("args"),
+        result=obj.get("result"),
+        error=err,
         ms=float(ms) if isinstance(ms, (int, float)) and not isinstance(ms, bool) else 0.0,
-        side_effect=bool(obj.get("side_effect", False)), fingerprint=str(obj.get("fingerprint") or ""),
+        side_effect=bool(obj.get("side_effect", False)),
+        fingerprint=str(obj.get("fingerprint") or ""),
         recorded_at=obj.get("recorded_at") if isinstance(obj.get("recorded_at"), str) else None,
         expires_at=exp if isinstance(exp, str) else None,
         requested_tool=obj.get("requested_tool") if isinstance(obj.get("requested_tool"), str) else None,
-        line=line, raw=obj,
+        line=line,
+        raw=obj,
     )
 
 
@@ -498,15 +548,17 @@ def _scan_file(idx: TapeIndex, fh: Any, size: int, validate: bool, keep_bytes: b
                 continue
             length = chunk_at + nl + 1 - long_from
             if length > MAX_LINE:
-                raise TapeError(f"{idx.path}:{line_no + 1}: line is {length:,} bytes long, more than the "
-                                f"{MAX_LINE:,} a tapetui file line may have")
+                raise TapeError(
+                    f"{idx.path}:{line_no + 1}: line is {length:,} bytes long, more than the "
+                    f"{MAX_LINE:,} a tapetui file line may have"
+                )
             line = _read_at(fh, idx.path, long_from, length)
             if not line.endswith(b"\n"):
                 raise TapeError(f"{idx.path}:{line_no + 1}: the file changed while it was read; open it again")
             line_no = _scan(idx, line, length, long_from, line_no, validate)
             del line
             base, long_from, long_blank = long_from + length, -1, True
-            chunk = chunk[nl + 1:]
+            chunk = chunk[nl + 1 :]
             if not chunk:
                 continue
         buf = carry + chunk if carry else chunk
@@ -628,10 +680,23 @@ def _parse_line(idx: TapeIndex, raw: bytes, offset: int, length: int, line_no: i
         raise TapeError(f"{path}:{line_no}: expected a JSON object, got {type(obj).__name__}")
     kind = obj.get("type")
     if kind == "call" or (kind is None and "seq" in obj and "tool" in obj):
-        seq, tool, key, ms, exp = obj.get("seq"), obj.get("tool"), obj.get("key"), obj.get("ms", 0), obj.get("expires_at")
-        if (type(seq) is not int or not 1 <= seq < 2**63 or type(tool) is not str or not tool or type(key) is not str
-                or type(ms) not in (int, float) or (exp is not None and type(exp) is not str)
-                or not isinstance(obj.get("error", {}), dict)):
+        seq, tool, key, ms, exp = (
+            obj.get("seq"),
+            obj.get("tool"),
+            obj.get("key"),
+            obj.get("ms", 0),
+            obj.get("expires_at"),
+        )
+        if (
+            type(seq) is not int
+            or not 1 <= seq < 2**63
+            or type(tool) is not str
+            or not tool
+            or type(key) is not str
+            or type(ms) not in (int, float)
+            or (exp is not None and type(exp) is not str)
+            or not isinstance(obj.get("error", {}), dict)
+        ):
             rec = _call_from_obj(obj, path, line_no)  # names the problem, or fills in a missing key
             seq, tool, key, ms, exp = rec.seq, rec.tool, rec.key, rec.ms, rec.expires_at
         if key is obj.get("key"):  # a stored key, not one filled in: it must be the key of the stored arguments
@@ -642,8 +707,18 @@ def _parse_line(idx: TapeIndex, raw: bytes, offset: int, length: int, line_no: i
                 same = False
             if not same:
                 _verify_key(idx, seq, tool, key, args, line_no)
-        idx._add(seq, tool, key, str(obj.get("fingerprint") or ""), bool(obj.get("side_effect", False)), float(ms),
-                 exp, offset, length, line_no)
+        idx._add(
+            seq,
+            tool,
+            key,
+            str(obj.get("fingerprint") or ""),
+            bool(obj.get("side_effect", False)),
+            float(ms),
+            exp,
+            offset,
+            length,
+            line_no,
+        )
     elif kind == "tool":
         name = obj.get("name")
         if not isinstance(name, str) or not name:

@@ -1,1 +1,4 @@
-"""The review workflow over tapes: compare, check, the crash journal and recover, accept/reject/expire/undo, re-record, scrub."""
+"""The review workflow over tapes.
+
+Compare, check, the crash journal and recover, accept/reject/expire/undo, re-record, scrub.
+"""

@@ -38,8 +38,11 @@ class Entry:
 
     def redacted(self, redactor: Redactor = DEFAULT_REDACTOR) -> Entry:
         """The entry with its details and rationale redacted (what any file may hold of it)."""
-        return replace(self, details=tuple(redactor.redact_text(d) for d in self.details),
-                       rationale=None if self.rationale is None else redactor.redact_text(self.rationale))
+        return replace(
+            self,
+            details=tuple(redactor.redact_text(d) for d in self.details),
+            rationale=None if self.rationale is None else redactor.redact_text(self.rationale),
+        )
 
     def render(self, redactor: Redactor = DEFAULT_REDACTOR) -> str:
         """The entry as Markdown. Text from tapes and people (session names, tool names in the details,
@@ -78,8 +81,10 @@ def _open_changelog(changelog: Path, flags: int) -> int:
         fd = os.open(changelog, flags | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
     except OSError as e:
         if e.errno == errno.ELOOP:
-            raise TapeError(f"{changelog}: the changelog is a symlink; tapetui does not write through links "
-                            "(point tapes.toml's 'changelog' at the real file)") from None
+            raise TapeError(
+                f"{changelog}: the changelog is a symlink; tapetui does not write through links "
+                "(point tapes.toml's 'changelog' at the real file)"
+            ) from None
         raise
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
@@ -116,7 +121,7 @@ def append_entry(changelog: Path, entry: Entry, redactor: Redactor = DEFAULT_RED
         view = memoryview(text.encode("utf-8"))
         try:
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             os.fsync(fd)
         except OSError:
             os.ftruncate(fd, size)
@@ -135,4 +140,3 @@ def read_entries(changelog: Path) -> list[str]:
         text = fh.read().decode("utf-8", errors="replace")
     parts = text.split("\n## ")
     return ["## " + p.strip() for p in parts[1:]]
-

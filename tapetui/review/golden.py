@@ -18,6 +18,7 @@ either fully done or never happened.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import os
@@ -35,7 +36,6 @@ import orjson
 from rapidfuzz.distance import Levenshtein
 
 from tapetui.core.canon import canon
-from tapetui.review.changelog import Entry, append_entry, has_entry
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError, TooDeep
 from tapetui.core.fingerprint import LATEST_FORM, ToolManifest, explain_manifest_change, in_form
@@ -43,13 +43,37 @@ from tapetui.core.jsondiff import Change, IgnoreRules, diff_values, format_chang
 from tapetui.core.locks import reading, session_lock, try_session_lock
 from tapetui.core.registry import ToolRegistry
 from tapetui.core.runlog import RunLogReader, event_problem, read_run_log
-from tapetui.core.store import (candidate_path, golden_of, iter_goldens, journal_path, refuse_links_out, runlog_path,
-                           session_name)
+from tapetui.core.store import (
+    candidate_path,
+    golden_of,
+    iter_goldens,
+    journal_path,
+    refuse_links_out,
+    runlog_path,
+    session_name,
+)
 from tapetui.core.tape import iso, key_of, parse_iso, utcnow
 from tapetui.core.tapefile import CallRecord, TapeIndex, atomic_write, call_line, dump_line, fsync_dir, read_index
+from tapetui.review.changelog import Entry, append_entry, has_entry
 
-__all__ = ["AlreadyExpired", "Comparison", "Finding", "SessionReport", "StepDiff", "accept", "check", "compare",
-           "compare_run", "expire", "pending", "recover", "rerecord", "reject", "restore", "restore_candidate"]
+__all__ = [
+    "AlreadyExpired",
+    "Comparison",
+    "Finding",
+    "SessionReport",
+    "StepDiff",
+    "accept",
+    "check",
+    "compare",
+    "compare_run",
+    "expire",
+    "pending",
+    "recover",
+    "rerecord",
+    "reject",
+    "restore",
+    "restore_candidate",
+]
 
 
 # ---- loading ------------------------------------------------------------------------
@@ -131,9 +155,12 @@ class StepDiff:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "kind": self.kind, "tool": self.tool, "seq": self.seq,
+            "kind": self.kind,
+            "tool": self.tool,
+            "seq": self.seq,
             "new_seq": self.new.seq if self.new else None,
-            "old_key": self.old.key if self.old else None, "new_key": self.new.key if self.new else None,
+            "old_key": self.old.key if self.old else None,
+            "new_key": self.new.key if self.new else None,
             "arg_changes": [_change_json(c) for c in self.arg_changes],
             "result_changes": [_change_json(c) for c in self.result_changes],
             "fingerprint": list(self.fingerprint),
@@ -176,11 +203,15 @@ class Comparison:
     def lines(self) -> list[str]:
         out = []
         if self.edit_distance:
-            out.append(f"[TOOLS] executed sequence changed (edit distance {self.edit_distance}): "
-                       f"{list(self.old_tools)} → {list(self.new_tools)}")
+            out.append(
+                f"[TOOLS] executed sequence changed (edit distance {self.edit_distance}): "
+                f"{list(self.old_tools)} → {list(self.new_tools)}"
+            )
         if self.requested_distance and (self.old_requested != self.old_tools or self.new_requested != self.new_tools):
-            out.append(f"[TOOLS] model-requested sequence (edit distance {self.requested_distance}): "
-                       f"{list(self.old_requested)} → {list(self.new_requested)}")
+            out.append(
+                f"[TOOLS] model-requested sequence (edit distance {self.requested_distance}): "
+                f"{list(self.old_requested)} → {list(self.new_requested)}"
+            )
         for tool, (old, new, why) in sorted(self.contracts.items()):
             out.append(f"[CONTRACT] {tool}  fingerprint {old} → {new}")
             out += [f"[CONTRACT] {tool}  {line}" for line in why]
@@ -190,10 +221,14 @@ class Comparison:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "golden": str(self.golden), "other": str(self.other),
+            "golden": str(self.golden),
+            "other": str(self.other),
             "tools": {"old": list(self.old_tools), "new": list(self.new_tools), "edit_distance": self.edit_distance},
-            "requested": {"old": list(self.old_requested), "new": list(self.new_requested),
-                          "edit_distance": self.requested_distance},
+            "requested": {
+                "old": list(self.old_requested),
+                "new": list(self.new_requested),
+                "edit_distance": self.requested_distance,
+            },
             "contracts": {t: {"old": o, "new": n, "explanation": list(w)} for t, (o, n, w) in self.contracts.items()},
             "steps": [s.to_json() for s in self.changed_steps],
         }
@@ -213,7 +248,7 @@ def compare(golden: Path | LoadedTape, other: Path | LoadedTape, config: Config 
         refuse_links_out(config.tapes_dir, *(p for p in (golden, other) if not isinstance(p, LoadedTape)))
     g = golden if isinstance(golden, LoadedTape) else load(Path(golden))
     o = other if isinstance(other, LoadedTape) else load(Path(other))
-    rules = (config.ignore_rules() if config else IgnoreRules())
+    rules = config.ignore_rules() if config else IgnoreRules()
     old_tools = tuple(c.tool for c in g.calls)
     new_tools = tuple(c.tool for c in o.calls)
     contracts: dict[str, tuple[str, str, tuple[str, ...]]] = {}
@@ -227,24 +262,29 @@ def compare(golden: Path | LoadedTape, other: Path | LoadedTape, config: Config 
             contracts[tool] = (old_fp, new_fp, tuple(explain_manifest_change(gm, om, redactor)))
     steps: list[StepDiff] = []
     for op in Levenshtein.opcodes(list(old_tools), list(new_tools)):
-        olds = g.calls[op.src_start:op.src_end]
-        news = o.calls[op.dest_start:op.dest_end]
+        olds = g.calls[op.src_start : op.src_end]
+        news = o.calls[op.dest_start : op.dest_end]
         if op.tag == "equal":
-            steps += [_pair(a, b, rules, contracts, (g.path, o.path), same) for a, b in zip(olds, news)]
+            steps += [_pair(a, b, rules, contracts, (g.path, o.path), same) for a, b in zip(olds, news, strict=False)]
         elif op.tag == "replace":
-            steps += [StepDiff("replaced", a, b) for a, b in zip(olds, news)]
-            steps += [StepDiff("skipped", a, None) for a in olds[len(news):]]
-            steps += [StepDiff("added", None, b) for b in news[len(olds):]]
+            steps += [StepDiff("replaced", a, b) for a, b in zip(olds, news, strict=False)]
+            steps += [StepDiff("skipped", a, None) for a in olds[len(news) :]]
+            steps += [StepDiff("added", None, b) for b in news[len(olds) :]]
         elif op.tag == "delete":
             steps += [StepDiff("skipped", a, None) for a in olds]
         elif op.tag == "insert":
             steps += [StepDiff("added", None, b) for b in news]
     return Comparison(
-        golden=g.path, other=o.path, old_tools=old_tools, new_tools=new_tools,
+        golden=g.path,
+        other=o.path,
+        old_tools=old_tools,
+        new_tools=new_tools,
         edit_distance=Levenshtein.distance(list(old_tools), list(new_tools)),
-        old_requested=_requested(g.calls), new_requested=_requested(o.calls),
+        old_requested=_requested(g.calls),
+        new_requested=_requested(o.calls),
         requested_distance=Levenshtein.distance(list(_requested(g.calls)), list(_requested(o.calls))),
-        steps=tuple(steps), contracts=contracts,
+        steps=tuple(steps),
+        contracts=contracts,
     )
 
 
@@ -261,10 +301,8 @@ def _same_contract(g: LoadedTape, o: LoadedTape, config: Config | None) -> Calla
     def form2(t: LoadedTape) -> dict[str, str]:
         out = {}
         for m in t.manifests.values():
-            try:
+            with contextlib.suppress(ValueError):  # a form this version does not know: compared as it is
                 out[m.fingerprint] = in_form(m, LATEST_FORM, redactor).fingerprint
-            except ValueError:  # a form this version does not know: compared as it is
-                pass
         return out
 
     cache: dict[int, dict[str, str]] = {}
@@ -282,16 +320,27 @@ def _same_contract(g: LoadedTape, o: LoadedTape, config: Config | None) -> Calla
     return same
 
 
-def _pair(a: CallRecord, b: CallRecord, rules: IgnoreRules, contracts: dict[str, Any], where: tuple[Path, Path],
-          same: Callable[[str, str], bool] | None = None) -> StepDiff:
+def _pair(
+    a: CallRecord,
+    b: CallRecord,
+    rules: IgnoreRules,
+    contracts: dict[str, Any],
+    where: tuple[Path, Path],
+    same: Callable[[str, str], bool] | None = None,
+) -> StepDiff:
     try:
         return _pair_diff(a, b, rules, contracts, same)
     except TooDeep:
         raise TooDeep(f"{where[0]}:{a.line} and {where[1]}:{b.line}: step {a.seq} ({a.tool})") from None
 
 
-def _pair_diff(a: CallRecord, b: CallRecord, rules: IgnoreRules, contracts: dict[str, Any],
-               same: Callable[[str, str], bool] | None = None) -> StepDiff:
+def _pair_diff(
+    a: CallRecord,
+    b: CallRecord,
+    rules: IgnoreRules,
+    contracts: dict[str, Any],
+    same: Callable[[str, str], bool] | None = None,
+) -> StepDiff:
     differs = a.fingerprint != b.fingerprint and not (same is not None and same(a.fingerprint, b.fingerprint))
     fp = tuple(contracts[a.tool][2]) if differs and a.tool in contracts else ()
     if differs and not fp:
@@ -318,15 +367,27 @@ class Finding:
     warning: bool = False  # shown, but does not fail check
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "seq": self.seq, "tool": self.tool, "text": self.text, "warning": self.warning,
-                **self.data}
+        return {
+            "kind": self.kind,
+            "seq": self.seq,
+            "tool": self.tool,
+            "text": self.text,
+            "warning": self.warning,
+            **self.data,
+        }
 
 
 _REPLAY_ERRORS = ("TapeDrift", "TapeMiss", "ToolDriftError", "TapeStale")
 
 
-def compare_run(golden: TapeIndex, events: list[dict[str, Any]], config: Config | None = None, *,
-                log: Path | None = None, checked: bool = False) -> list[Finding]:
+def compare_run(
+    golden: TapeIndex,
+    events: list[dict[str, Any]],
+    config: Config | None = None,
+    *,
+    log: Path | None = None,
+    checked: bool = False,
+) -> list[Finding]:
     """What a run log says went wrong against its golden.
 
     Never silent about a run that did not replay cleanly: a run log with no ``end`` (the replay
@@ -359,9 +420,11 @@ def compare_run(golden: TapeIndex, events: list[dict[str, Any]], config: Config 
             line = ev.get("line") if type(ev) is dict else None
             raise TapeError(f"{where}:{line}: {problem}" if type(line) is int else f"{where}: event {n}: {problem}")
         kind, seq, tool = ev.get("event"), ev.get("seq"), ev.get("tool")
-        if kind in ("hit", "drift", "miss", "live", "fingerprint", "record") and isinstance(tool, str):
-            if kind != "fingerprint" or not ev.get("allowed"):
-                executed.append(tool)
+        executes = kind in ("hit", "drift", "miss", "live", "record") or (
+            kind == "fingerprint" and not ev.get("allowed")
+        )
+        if executes and isinstance(tool, str):
+            executed.append(tool)
         if kind in ("hit", "drift", "miss", "live", "fingerprint", "record", "stale") and seq is not None:
             last_seq, last_tool = seq, tool
         if kind == "drift":
@@ -372,9 +435,16 @@ def compare_run(golden: TapeIndex, events: list[dict[str, Any]], config: Config 
                 # The call key still differed (ignore rules only hide paths from diffs): the replay raised here.
                 paths = ", ".join(_arg_paths(changes)) or "no path shown"
                 hidden_at = len(out)
-                out.append(Finding("drift", f"{tool}  step {seq}  drift only in ignored paths ({paths}); they are "
-                                   "still part of the call key, so the replay raised TapeDrift", seq, tool,
-                                   {**data, "ignored_paths": _arg_paths(changes)}))
+                out.append(
+                    Finding(
+                        "drift",
+                        f"{tool}  step {seq}  drift only in ignored paths ({paths}); they are "
+                        "still part of the call key, so the replay raised TapeDrift",
+                        seq,
+                        tool,
+                        {**data, "ignored_paths": _arg_paths(changes)},
+                    )
+                )
                 continue
             hidden_at = None
             for line in format_changes(shown, prefix="args"):
@@ -383,56 +453,113 @@ def compare_run(golden: TapeIndex, events: list[dict[str, Any]], config: Config 
             near = ev.get("nearest")
             detail = "; ".join(format_changes([Change(p, o, n) for p, o, n in ev.get("changes") or []], "args"))
             why = f" ({ev['reason']})" if ev.get("reason") else ""
-            text = (f"{tool}  step {seq}  miss{why}: {ev.get('key')} not on tape"
-                    + ((f"; nearest is step {near}: {detail}" if detail else f"; recorded at step {near}")
-                       if near else f"; no recorded {tool} call"))
+            text = f"{tool}  step {seq}  miss{why}: {ev.get('key')} not on tape" + (
+                (f"; nearest is step {near}: {detail}" if detail else f"; recorded at step {near}")
+                if near
+                else f"; no recorded {tool} call"
+            )
             out.append(Finding("miss", text, seq, tool, {"key": ev.get("key")}))
         elif kind == "fingerprint" and not ev.get("allowed"):
-            out.append(Finding("fingerprint", f"{tool}  step {seq}  [CONTRACT] fingerprint {ev.get('recorded')} → "
-                               f"{ev.get('live')}", seq, tool))
-            out += [Finding("fingerprint", f"{tool}  step {seq}  [CONTRACT] {line}", seq, tool)
-                    for line in ev.get("explanation") or []]
+            out.append(
+                Finding(
+                    "fingerprint",
+                    f"{tool}  step {seq}  [CONTRACT] fingerprint {ev.get('recorded')} → {ev.get('live')}",
+                    seq,
+                    tool,
+                )
+            )
+            out += [
+                Finding("fingerprint", f"{tool}  step {seq}  [CONTRACT] {line}", seq, tool)
+                for line in ev.get("explanation") or []
+            ]
         elif kind == "unused":
             unused.append(ev)
         elif kind == "stale":
-            out.append(Finding("stale", f"{tool}  step {seq}  expired at {ev.get('expires_at')} "
-                               f"(stale policy {ev.get('policy')})", seq, tool, warning=ev.get("policy") == "warn"))
+            out.append(
+                Finding(
+                    "stale",
+                    f"{tool}  step {seq}  expired at {ev.get('expires_at')} (stale policy {ev.get('policy')})",
+                    seq,
+                    tool,
+                    warning=ev.get("policy") == "warn",
+                )
+            )
         elif kind == "end":
             end = ev
             err = ev.get("error")
             if err is not None and err.get("type") not in _REPLAY_ERRORS:  # an error object is an error, even {}
-                out.append(Finding("error", f"run ended with {err.get('type') or 'an error'}: "
-                                   f"{_first_line(err.get('message'))}", data={"error": err.get("type")}))
+                out.append(
+                    Finding(
+                        "error",
+                        f"run ended with {err.get('type') or 'an error'}: {_first_line(err.get('message'))}",
+                        data={"error": err.get("type")},
+                    )
+                )
     if end is None:
-        out.append(Finding("error", f"run log has no end: the replay was killed or is still running "
-                                    f"({len(events)} events)", data={"events": len(events)}))
+        out.append(
+            Finding(
+                "error",
+                f"run log has no end: the replay was killed or is still running ({len(events)} events)",
+                data={"events": len(events)},
+            )
+        )
     err = end.get("error") if end is not None else None
     if err is not None and err.get("type") in _REPLAY_ERRORS:
         etype = err["type"]
         if etype == "TapeDrift" and hidden_at is not None and hidden_at == len(out) - 1:
             old = out[hidden_at]  # the run stopped at that drift: say so in its words
-            out[hidden_at] = Finding("drift", f"{old.tool}  step {old.seq}  run ended with TapeDrift at step {old.seq}; "
-                                     f"the changed paths are ignored in diffs but still part of the call key "
-                                     f"({', '.join(old.data['ignored_paths']) or 'no path shown'})",
-                                     old.seq, old.tool, {**old.data, "error": etype})
+            out[hidden_at] = Finding(
+                "drift",
+                f"{old.tool}  step {old.seq}  run ended with TapeDrift at step {old.seq}; "
+                f"the changed paths are ignored in diffs but still part of the call key "
+                f"({', '.join(old.data['ignored_paths']) or 'no path shown'})",
+                old.seq,
+                old.tool,
+                {**old.data, "error": etype},
+            )
         elif not any(not f.warning for f in out):  # nothing above says why the run stopped
             at = f" at step {last_seq}" if last_seq is not None else ""
-            out.append(Finding("error", f"run ended with {etype}{at}: {_first_line(err.get('message'))}",
-                               last_seq, last_tool, {"error": etype}))
+            out.append(
+                Finding(
+                    "error",
+                    f"run ended with {etype}{at}: {_first_line(err.get('message'))}",
+                    last_seq,
+                    last_tool,
+                    {"error": etype},
+                )
+            )
     stopped = end is not None and end.get("error") is not None
     if stopped and unused:
         # The run stopped at a drift or miss: the steps after it were not reached, not skipped.
         steps = ", ".join(str(e.get("seq")) for e in unused)
-        out.append(Finding("unused", f"run stopped at step {len(executed)} ({end['error'].get('type')}); "
-                           f"step(s) {steps} not reached", data={"steps": [e.get("seq") for e in unused]}))
+        out.append(
+            Finding(
+                "unused",
+                f"run stopped at step {len(executed)} ({end['error'].get('type')}); step(s) {steps} not reached",
+                data={"steps": [e.get("seq") for e in unused]},
+            )
+        )
     else:
-        out += [Finding("unused", f"{e.get('tool')}  step {e.get('seq')}  unused: recorded but never called",
-                        e.get("seq"), e.get("tool")) for e in unused]
+        out += [
+            Finding(
+                "unused",
+                f"{e.get('tool')}  step {e.get('seq')}  unused: recorded but never called",
+                e.get("seq"),
+                e.get("tool"),
+            )
+            for e in unused
+        ]
     recorded = list(golden.tools)
     dist = Levenshtein.distance(recorded, executed)
     if dist and end is not None and not stopped:
-        out.insert(0, Finding("tools", f"[TOOLS] executed sequence changed (edit distance {dist}): "
-                              f"{recorded} → {executed}", data={"edit_distance": dist}))
+        out.insert(
+            0,
+            Finding(
+                "tools",
+                f"[TOOLS] executed sequence changed (edit distance {dist}): {recorded} → {executed}",
+                data={"edit_distance": dist},
+            ),
+        )
     return out
 
 
@@ -461,9 +588,14 @@ class SessionReport:
         return self.error is None and not any(not f.warning for f in self.findings)
 
     def to_json(self) -> dict[str, Any]:
-        return {"session": self.session, "golden": str(self.golden), "ok": self.ok, "error": self.error,
-                "findings": [f.to_json() for f in self.findings],
-                "candidate": self.comparison.to_json() if self.comparison else None}
+        return {
+            "session": self.session,
+            "golden": str(self.golden),
+            "ok": self.ok,
+            "error": self.error,
+            "findings": [f.to_json() for f in self.findings],
+            "candidate": self.comparison.to_json() if self.comparison else None,
+        }
 
 
 def check_session(golden: Path, config: Config) -> SessionReport:
@@ -510,8 +642,11 @@ def _check_session_once(golden: Path, config: Config) -> SessionReport:
         if idx is not None:
             rep.findings += _key_findings(idx)
         if idx is not None and idx.torn is not None:
-            rep.findings.append(Finding("torn", f"torn last line {idx.torn.line} ({idx.torn.size:,} bytes); "
-                                        "the next append sets it aside"))
+            rep.findings.append(
+                Finding(
+                    "torn", f"torn last line {idx.torn.line} ({idx.torn.size:,} bytes); the next append sets it aside"
+                )
+            )
         if idx is not None:
             reader = RunLogReader(log)
             events = reader.poll()[1]
@@ -531,8 +666,9 @@ def _check_session_once(golden: Path, config: Config) -> SessionReport:
                 cmp = compare(LoadedTape(golden, idx, tuple(idx.records())), c, config)
                 rep.comparison = cmp
                 n = len(cmp.changed_steps)
-                rep.findings.append(Finding("pending", f"pending candidate {cand.name}: {n} step(s) differ",
-                                            data={"clean": cmp.clean}))
+                rep.findings.append(
+                    Finding("pending", f"pending candidate {cand.name}: {n} step(s) differ", data={"clean": cmp.clean})
+                )
                 rep.findings += [Finding("candidate", line) for line in cmp.lines()]
     except TapeError as e:
         rep.error = str(e)
@@ -561,18 +697,27 @@ def run_log_stale(golden: Path, events: list[dict[str, Any]], data: bytes | None
         return None
     if recorded == golden_sha256(golden, data):
         return None
-    return ("last run predates the golden (it ran against an earlier version of it); run the replay again "
-            "(p in the app) to check the golden as it is now")
+    return (
+        "last run predates the golden (it ran against an earlier version of it); run the replay again "
+        "(p in the app) to check the golden as it is now"
+    )
 
 
 def _key_findings(idx: TapeIndex) -> list[Finding]:
     """A call whose stored key is not the key of its stored arguments was edited by hand: replay would
     look it up by the key of the arguments it is called with, so the golden is not what it says."""
-    return [Finding("key", f"{idx.path}:{line}: {tool} step {seq}: stored key {key} is not the key of the "
-                    f"arguments on the line ({computed or 'none: they cannot be encoded'}); edited after it was "
-                    "recorded? re-record the step, or put the arguments back", seq, tool,
-                    {"line": line, "stored_key": key, "computed_key": computed})
-            for line, seq, tool, key, computed in idx.key_mismatches]
+    return [
+        Finding(
+            "key",
+            f"{idx.path}:{line}: {tool} step {seq}: stored key {key} is not the key of the "
+            f"arguments on the line ({computed or 'none: they cannot be encoded'}); edited after it was "
+            "recorded? re-record the step, or put the arguments back",
+            seq,
+            tool,
+            {"line": line, "stored_key": key, "computed_key": computed},
+        )
+        for line, seq, tool, key, computed in idx.key_mismatches
+    ]
 
 
 def no_tapes_message(tapes_dir: Path, config: Config) -> str:
@@ -632,12 +777,21 @@ def _commit(config: Config, golden: Path, data: bytes | None, entry: Entry, remo
         _recover_session(config, golden, strict=True)
         tmp = _tmp_of(golden)
         entry = entry.redacted(config.redactor())  # the journal is on disk too: no secret in it either
-        journal = {"id": entry.id, "golden": golden.name, "tmp": tmp.name if data is not None else None,
-                   "sha256": hashlib.sha256(data).hexdigest() if data is not None else None,
-                   "remove_candidate": remove_candidate,
-                   "entry": {"when": entry.when, "action": entry.action, "session": entry.session,
-                             "steps": list(entry.steps), "details": list(entry.details),
-                             "rationale": entry.rationale}}
+        journal = {
+            "id": entry.id,
+            "golden": golden.name,
+            "tmp": tmp.name if data is not None else None,
+            "sha256": hashlib.sha256(data).hexdigest() if data is not None else None,
+            "remove_candidate": remove_candidate,
+            "entry": {
+                "when": entry.when,
+                "action": entry.action,
+                "session": entry.session,
+                "steps": list(entry.steps),
+                "details": list(entry.details),
+                "rationale": entry.rationale,
+            },
+        }
         try:
             if data is not None:
                 _write_new(tmp, data)
@@ -648,8 +802,10 @@ def _commit(config: Config, golden: Path, data: bytes | None, entry: Entry, remo
         try:
             _finish(config, golden, journal)
         except OSError as e:
-            raise TapeError(f"{e.filename or golden}: {e.strerror}: the change of {golden.name} is journaled but not "
-                            "finished; run `tapetui recover` once this is fixed") from None
+            raise TapeError(
+                f"{e.filename or golden}: {e.strerror}: the change of {golden.name} is journaled but not "
+                "finished; run `tapetui recover` once this is fixed"
+            ) from None
 
 
 def _write_new(path: Path, data: bytes) -> None:
@@ -658,7 +814,7 @@ def _write_new(path: Path, data: bytes) -> None:
     try:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -726,18 +882,23 @@ def _finish(config: Config, golden: Path, journal: dict[str, Any], *, verify: bo
         TapeError: the files do not match the journal (nothing is done; the journal is left in place).
     """
     e = journal["entry"]
-    entry = Entry(journal["id"], e["when"], e["action"], e["session"], tuple(e["steps"]), tuple(e["details"]),
-                  e["rationale"])
+    entry = Entry(
+        journal["id"], e["when"], e["action"], e["session"], tuple(e["steps"]), tuple(e["details"]), e["rationale"]
+    )
     tmp = golden.with_name(journal["tmp"]) if journal.get("tmp") else None
     rename = tmp is not None and os.path.lexists(tmp)
     if verify and tmp is not None:
         want = journal["sha256"]
         if rename and _sha256_file(tmp) != want:
-            raise TapeError(f"{tmp}: does not match its journal's sha256; the golden was not changed "
-                            f"(inspect {journal_path(golden).name}, then remove it and {tmp.name})")
+            raise TapeError(
+                f"{tmp}: does not match its journal's sha256; the golden was not changed "
+                f"(inspect {journal_path(golden).name}, then remove it and {tmp.name})"
+            )
         if not rename and _sha256_file(golden) != want:
-            raise TapeError(f"{journal_path(golden)}: its temp golden is gone and the golden is not the journaled "
-                            "one; nothing was done (inspect and remove the journal)")
+            raise TapeError(
+                f"{journal_path(golden)}: its temp golden is gone and the golden is not the journaled "
+                "one; nothing was done (inspect and remove the journal)"
+            )
     if not has_entry(config.changelog, entry.id):
         append_entry(config.changelog, entry, config.redactor())
     if tmp is not None and rename:
@@ -787,8 +948,9 @@ def _recover_session(config: Config, golden: Path, *, strict: bool = False) -> l
         if problem is None:
             try:
                 _finish(config, golden, journal, verify=True)
-                notes.append(f"{golden}: completed an interrupted {journal['entry']['action']} "
-                             f"(changelog entry {journal['id']})")
+                notes.append(
+                    f"{golden}: completed an interrupted {journal['entry']['action']} (changelog entry {journal['id']})"
+                )
             except TapeError as e:
                 problem = str(e)
         else:
@@ -828,7 +990,7 @@ def recover(config: Config) -> list[str]:
             if f.endswith(".jsonl.journal"):
                 found.add(here / f[: -len(".journal")])
             elif f.startswith(".") and f.endswith(".jsonl.next"):
-                found.add(here / f[1: -len(".next")])
+                found.add(here / f[1 : -len(".next")])
             elif f.startswith(".") and f.endswith(".tmp"):
                 g = golden_of(here / f[1:-4].rpartition(".")[0])
                 if g is not None:
@@ -845,10 +1007,18 @@ def recover(config: Config) -> list[str]:
     return notes
 
 
-def _entry(action: str, config: Config, golden: Path, steps: Iterable[int], details: list[str],
-           rationale: str | None) -> Entry:
-    return Entry(secrets.token_hex(6), _now(), action, session_name(golden, config.tapes_dir),
-                 tuple(sorted(set(steps))), tuple(details), rationale)
+def _entry(
+    action: str, config: Config, golden: Path, steps: Iterable[int], details: list[str], rationale: str | None
+) -> Entry:
+    return Entry(
+        secrets.token_hex(6),
+        _now(),
+        action,
+        session_name(golden, config.tapes_dir),
+        tuple(sorted(set(steps))),
+        tuple(details),
+        rationale,
+    )
 
 
 def _require_why(why: str | None, action: str) -> str:
@@ -869,7 +1039,7 @@ def _rebuild(index: TapeIndex, replace: dict[int, bytes], extra_manifests: list[
     parts += extra_manifests
     pos = first_call
     for i in sorted(replace):
-        parts.append(data[pos:index.offsets[i]])
+        parts.append(data[pos : index.offsets[i]])
         parts.append(replace[i])
         pos = index.offsets[i] + index.lengths[i]
     parts.append(data[pos:])
@@ -895,8 +1065,14 @@ def _accept_locked(config: Config, golden: Path, cand: Path, why: str, steps: It
         raise TapeError(f"{golden}: no pending candidate to accept")
     c = load(cand)
     if not golden.exists():
-        entry = _entry("accept (new session)", config, golden, [x.seq for x in c.calls],
-                       [f"new session with {len(c.calls)} steps: {[x.tool for x in c.calls]}"], why)
+        entry = _entry(
+            "accept (new session)",
+            config,
+            golden,
+            [x.seq for x in c.calls],
+            [f"new session with {len(c.calls)} steps: {[x.tool for x in c.calls]}"],
+            why,
+        )
         _commit(config, golden, _complete_bytes(c), entry, remove_candidate=True)
         return entry
     g = load(golden)
@@ -914,8 +1090,9 @@ def _accept_locked(config: Config, golden: Path, cand: Path, why: str, steps: It
     for n in wanted:
         sd = by_seq.get(n)
         if sd is None or sd.new is None:
-            raise TapeError(f"{golden}: step {n} does not line up with a step of the candidate; accept the whole "
-                            "candidate instead")
+            raise TapeError(
+                f"{golden}: step {n} does not line up with a step of the candidate; accept the whole candidate instead"
+            )
         assert sd.old is not None
         chosen.append(sd)
         raw = dict(sd.new.raw)
@@ -976,8 +1153,15 @@ def reject(config: Config, golden: Path, why: str | None = None) -> Entry | None
         return entry
 
 
-def expire(config: Config, golden: Path, steps: Iterable[int] | None = None, *, all_time_sensitive: bool = False,
-           why: str | None = None, now: datetime | None = None) -> Entry:
+def expire(
+    config: Config,
+    golden: Path,
+    steps: Iterable[int] | None = None,
+    *,
+    all_time_sensitive: bool = False,
+    why: str | None = None,
+    now: datetime | None = None,
+) -> Entry:
     """Mark entries expired (``expires_at`` = now) so the next ``fill`` re-records them."""
     golden = Path(golden)
     refuse_links_out(config.tapes_dir, golden)
@@ -989,8 +1173,14 @@ class AlreadyExpired(TapeError):
     """Every entry asked for has expired already: nothing was changed and no changelog entry written."""
 
 
-def _expire_locked(config: Config, golden: Path, steps: Iterable[int] | None, all_time_sensitive: bool,
-                   why: str | None, now: datetime | None) -> Entry:
+def _expire_locked(
+    config: Config,
+    golden: Path,
+    steps: Iterable[int] | None,
+    all_time_sensitive: bool,
+    why: str | None,
+    now: datetime | None,
+) -> Entry:
     g = load(golden)
     when = iso((now or utcnow()).replace(microsecond=0))
     wanted = set(steps or ())
@@ -1010,21 +1200,29 @@ def _expire_locked(config: Config, golden: Path, steps: Iterable[int] | None, al
     done = [i for i in targets if (d := parse_iso(g.calls[i].expires_at or "")) is not None and d <= instant]
     if len(done) == len(targets):  # pressing x again must not move an expiry later, nor log a change
         steps_text = ", ".join(f"{g.calls[i].seq} (at {g.calls[i].expires_at})" for i in done)
-        raise AlreadyExpired(f"{golden}: already expired: step {steps_text}; nothing to do (the next fill "
-                             "re-records expired steps)")
+        raise AlreadyExpired(
+            f"{golden}: already expired: step {steps_text}; nothing to do (the next fill re-records expired steps)"
+        )
     targets = [i for i in targets if i not in done]
     replace = {}
     details = []
     for i in targets:
         raw = dict(g.calls[i].raw)
         old = raw.get("expires_at")
-        details.append(f"step {g.calls[i].seq} {g.calls[i].tool}: "
-                       + (f"expires_at {old} → {when}" if isinstance(old, str) else f"marked expired at {when} "
-                          "(it had no expiry)"))
+        details.append(
+            f"step {g.calls[i].seq} {g.calls[i].tool}: "
+            + (f"expires_at {old} → {when}" if isinstance(old, str) else f"marked expired at {when} (it had no expiry)")
+        )
         raw["expires_at"] = when
         replace[i] = dump_line(raw)
-    entry = _entry("expire", config, golden, [g.calls[i].seq for i in targets], details,
-                   why.strip() if why and why.strip() else None)
+    entry = _entry(
+        "expire",
+        config,
+        golden,
+        [g.calls[i].seq for i in targets],
+        details,
+        why.strip() if why and why.strip() else None,
+    )
     _commit(config, golden, _rebuild(g.index, replace, []), entry)
     return entry
 
@@ -1079,8 +1277,9 @@ def load_registry(config: Config) -> ToolRegistry:
     return obj
 
 
-def rerecord(config: Config, golden: Path, seq: int, *, yes: bool = False,
-             registry: ToolRegistry | None = None) -> Path:
+def rerecord(
+    config: Config, golden: Path, seq: int, *, yes: bool = False, registry: ToolRegistry | None = None
+) -> Path:
     """Run step ``seq``'s tool live with its recorded arguments; the result becomes a pending candidate.
 
     Raises:
@@ -1093,8 +1292,9 @@ def rerecord(config: Config, golden: Path, seq: int, *, yes: bool = False,
         return _rerecord_locked(config, golden, cand, seq, yes, registry)
 
 
-def _rerecord_locked(config: Config, golden: Path, cand: Path, seq: int, yes: bool,
-                     registry: ToolRegistry | None) -> Path:
+def _rerecord_locked(
+    config: Config, golden: Path, cand: Path, seq: int, yes: bool, registry: ToolRegistry | None
+) -> Path:
     base = load(cand) if cand.exists() else load(golden)
     try:
         pos = next(i for i, c in enumerate(base.calls) if c.seq == seq)
@@ -1124,12 +1324,21 @@ def _rerecord_locked(config: Config, golden: Path, cand: Path, seq: int, yes: bo
     from datetime import timedelta
 
     try:
-        line = call_line(seq=rec.seq, tool=rec.tool, key=key_of(rec.tool, redactor.redact(args)),
-                         fingerprint=manifest.fingerprint, side_effect=tool.side_effect, ms=ms,
-                         expires_at=iso(started + timedelta(seconds=ttl)) if ttl else None,
-                         recorded_at=iso(started), args=canon(redactor.redact(args)),
-                         result=None if error else redactor.redact(result), error=error,
-                         requested_tool=rec.requested_tool, extra={"rerecorded": True})
+        line = call_line(
+            seq=rec.seq,
+            tool=rec.tool,
+            key=key_of(rec.tool, redactor.redact(args)),
+            fingerprint=manifest.fingerprint,
+            side_effect=tool.side_effect,
+            ms=ms,
+            expires_at=iso(started + timedelta(seconds=ttl)) if ttl else None,
+            recorded_at=iso(started),
+            args=canon(redactor.redact(args)),
+            result=None if error else redactor.redact(result),
+            error=error,
+            requested_tool=rec.requested_tool,
+            extra={"rerecorded": True},
+        )
     except TypeError as e:
         raise TapeError(f"{rec.tool} returned a value that cannot be recorded: {e}") from None
     manifests = []
@@ -1161,9 +1370,14 @@ def stats_of(golden: Path) -> dict[str, Any]:
     now = utcnow()
     expired = sum(1 for e in idx.expires.values() if (d := parse_iso(e)) is not None and d <= now)
     out: dict[str, Any] = {
-        "steps": len(idx), "tools": sorted(set(idx.tools)), "side_effect_steps": sum(idx.side_effects),
-        "time_sensitive": len(idx.expires), "expired": expired, "recorded_ms": round(sum(idx.ms), 3),
-        "pending_candidate": candidate_path(golden).exists(), "torn_tail": idx.torn is not None,
+        "steps": len(idx),
+        "tools": sorted(set(idx.tools)),
+        "side_effect_steps": sum(idx.side_effects),
+        "time_sensitive": len(idx.expires),
+        "expired": expired,
+        "recorded_ms": round(sum(idx.ms), 3),
+        "pending_candidate": candidate_path(golden).exists(),
+        "torn_tail": idx.torn is not None,
     }
     log = runlog_path(golden)
     if log.exists():

@@ -48,8 +48,22 @@ from tapetui.core.tapefile import atomic_write, dump_line, torn_path
 __all__ = ["FileScrub", "ScrubReport", "scrub"]
 
 # Call-line fields that are structure, not data: never redacted (the others are).
-_CALL_FIELDS = frozenset({"type", "seq", "tool", "key", "fingerprint", "side_effect", "ms", "expires_at",
-                          "recorded_at", "args", "result", "error"})
+_CALL_FIELDS = frozenset(
+    {
+        "type",
+        "seq",
+        "tool",
+        "key",
+        "fingerprint",
+        "side_effect",
+        "ms",
+        "expires_at",
+        "recorded_at",
+        "args",
+        "result",
+        "error",
+    }
+)
 _TOOL_FIELDS = frozenset({"type", "name", "version", "fingerprint", "form", "params", "schema", "side_effect"})
 
 
@@ -81,8 +95,15 @@ class FileScrub:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        return {"session": self.session, "path": str(self.path), "kind": self.kind, "lines": self.lines,
-                "rules": dict(sorted(self.rules.items())), "rekeyed_steps": self.rekeyed, "form2_tools": self.forms}
+        return {
+            "session": self.session,
+            "path": str(self.path),
+            "kind": self.kind,
+            "lines": self.lines,
+            "rules": dict(sorted(self.rules.items())),
+            "rekeyed_steps": self.rekeyed,
+            "form2_tools": self.forms,
+        }
 
 
 @dataclass
@@ -110,15 +131,23 @@ class ScrubReport:
         return bool(self.files) or self.cache_dropped > 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"tapes_dir": str(self.tapes_dir), "dry_run": self.dry_run, "ok": not self.errors,
-                "sessions_checked": self.sessions, "sessions_changed": self.changed_sessions,
-                "files": [f.to_json() for f in self.files], "removed_by_rule": dict(sorted(self.rules.items())),
-                "changelog_entries": self.entries, "cache_entries_dropped": self.cache_dropped,
-                "errors": self.errors}
+        return {
+            "tapes_dir": str(self.tapes_dir),
+            "dry_run": self.dry_run,
+            "ok": not self.errors,
+            "sessions_checked": self.sessions,
+            "sessions_changed": self.changed_sessions,
+            "files": [f.to_json() for f in self.files],
+            "removed_by_rule": dict(sorted(self.rules.items())),
+            "changelog_entries": self.entries,
+            "cache_entries_dropped": self.cache_dropped,
+            "errors": self.errors,
+        }
 
 
-def scrub(config: Config, tapes_dir: Path | None = None, *, dry_run: bool = False,
-          redactor: Redactor | None = None) -> ScrubReport:
+def scrub(
+    config: Config, tapes_dir: Path | None = None, *, dry_run: bool = False, redactor: Redactor | None = None
+) -> ScrubReport:
     """Re-redact every session under ``tapes_dir`` (default: the config's) with the current rules.
 
     Args:
@@ -179,8 +208,14 @@ def _scrub_session(config: Config, golden: Path, r: Redactor, report: ScrubRepor
         g = next((f for f in changed if f.path == golden), None)
         details = [f.summary() for f in changed]
         rekeyed = g.rekeyed if g is not None else []
-        entry = review._entry("scrub", config, golden, rekeyed, details,
-                              "tapetui scrub: re-redacted with the redaction rules in force now")
+        entry = review._entry(
+            "scrub",
+            config,
+            golden,
+            rekeyed,
+            details,
+            "tapetui scrub: re-redacted with the redaction rules in force now",
+        )
         review._commit(config, golden, g.data if g is not None else None, entry)
         report.entries[name] = entry.id
         for f in changed:
@@ -291,9 +326,14 @@ def _tool_line(obj: dict[str, Any], f: FileScrub, r: Redactor, fps: dict[tuple[s
         new = in_form(m, LATEST_FORM, r)
         if new.fingerprint != m.fingerprint or form == 1:
             fps[(m.name, m.fingerprint)] = new.fingerprint
-            rec = {**{k: v for k, v in rec.items() if k not in ("params", "schema", "side_effect")},
-                   "fingerprint": new.fingerprint, "form": LATEST_FORM, "params": list(new.params),
-                   "schema": new.schema, "side_effect": obj.get("side_effect", False)}
+            rec = {
+                **{k: v for k, v in rec.items() if k not in ("params", "schema", "side_effect")},
+                "fingerprint": new.fingerprint,
+                "form": LATEST_FORM,
+                "params": list(new.params),
+                "schema": new.schema,
+                "side_effect": obj.get("side_effect", False),
+            }
             f.forms.append(m.name)
             changed = True
     _collect(c, f)
@@ -305,8 +345,9 @@ def _ordered_tool(rec: dict[str, Any]) -> dict[str, Any]:
     return {**{k: rec[k] for k in head if k in rec}, **{k: v for k, v in rec.items() if k not in head}}
 
 
-def _call_line(obj: dict[str, Any], f: FileScrub, r: Redactor, fps: dict[tuple[str, str], str], line: int
-               ) -> bytes | None:
+def _call_line(
+    obj: dict[str, Any], f: FileScrub, r: Redactor, fps: dict[tuple[str, str], str], line: int
+) -> bytes | None:
     c = _counting(r, f)
     rec = dict(obj)
     changed = False

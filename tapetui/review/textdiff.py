@@ -76,8 +76,9 @@ class _Budget:
 
     @property
     def out(self) -> bool:
-        if not self.hit and ((self.deadline is not None and time.monotonic() > self.deadline)
-                             or (self.stop is not None and self.stop())):
+        if not self.hit and (
+            (self.deadline is not None and time.monotonic() > self.deadline) or (self.stop is not None and self.stop())
+        ):
             self.hit = True
         return self.hit
 
@@ -88,14 +89,14 @@ def _prefix(a: str, i: int, b: str, j: int) -> int:
     k, step = 0, 64
     while k < n:
         s = min(step, n - k)
-        if a[i + k:i + k + s] == b[j + k:j + k + s]:
+        if a[i + k : i + k + s] == b[j + k : j + k + s]:
             k += s
             step = min(step * 2, 1 << 16)
             continue
         lo, hi = k, k + s  # a[i:i+lo] == b[j:j+lo]; the first mismatch is in [lo, hi)
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if a[i + lo:i + mid] == b[j + lo:j + mid]:
+            if a[i + lo : i + mid] == b[j + lo : j + mid]:
                 lo = mid
             else:
                 hi = mid
@@ -115,14 +116,14 @@ def _suffix(a: str, i1: int, i2: int, b: str, j1: int, j2: int) -> int:
     k, step = 0, 64
     while k < n:
         s = min(step, n - k)
-        if a[i2 - k - s:i2 - k] == b[j2 - k - s:j2 - k]:
+        if a[i2 - k - s : i2 - k] == b[j2 - k - s : j2 - k]:
             k += s
             step = min(step * 2, 1 << 16)
             continue
         lo, hi = k, k + s
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if a[i2 - mid:i2 - lo] == b[j2 - mid:j2 - lo]:
+            if a[i2 - mid : i2 - lo] == b[j2 - mid : j2 - lo]:
                 lo = mid
             else:
                 hi = mid
@@ -136,7 +137,8 @@ def _resync(a: str, i: int, b: str, j: int, window: int, budget: _Budget) -> tup
     Windows of ``window`` units are taken at every unit for the first ``4 * window`` units past
     ``i`` in ``a``, then every ``window`` units, and looked up in ``b`` (and the other way round),
     within :data:`RADIUS`; the pair with the smallest ``(i2 - i) + (j2 - j)`` wins (a small
-    substitution in repetitive text is found as one, not as an insertion and a deletion). When nothing is found near, the two windows right at the
+    substitution in repetitive text is found as one, not as an insertion and a deletion). When nothing is found
+    near, the two windows right at the
     mismatch are looked up anywhere ahead (one big insertion or deletion).
     """
     n, m = len(a), len(b)
@@ -147,19 +149,19 @@ def _resync(a: str, i: int, b: str, j: int, window: int, budget: _Budget) -> tup
         if d % (16 * window) == 0 and budget.out:
             return None
         if i + d + window <= n:  # a's window at d, looked up in b
-            pos = b.find(a[i + d:i + d + window], j, min(m, j + best_sum - d - 1 + window, j + RADIUS + window))
+            pos = b.find(a[i + d : i + d + window], j, min(m, j + best_sum - d - 1 + window, j + RADIUS + window))
             if pos >= 0 and d + pos - j < best_sum and (d, pos) != (0, j):
                 best, best_sum = (i + d, pos), d + pos - j
         if j + d + window <= m and d < best_sum:  # b's window at d, looked up in a
-            pos = a.find(b[j + d:j + d + window], i, min(n, i + best_sum - d - 1 + window, i + RADIUS + window))
+            pos = a.find(b[j + d : j + d + window], i, min(n, i + best_sum - d - 1 + window, i + RADIUS + window))
             if pos >= 0 and d + pos - i < best_sum and (pos, d) != (i, 0):
                 best, best_sum = (pos, j + d), d + pos - i
         if i + d + window > n and j + d + window > m:
             break
         d += 1 if d < 4 * window else window
     if best is None:
-        ins = b.find(a[i:i + window], j) if i + window <= n else -1
-        dele = a.find(b[j:j + window], i) if j + window <= m else -1
+        ins = b.find(a[i : i + window], j) if i + window <= n else -1
+        dele = a.find(b[j : j + window], i) if j + window <= m else -1
         if ins > j and (dele <= i or ins - j <= dele - i):
             best = (i, ins)
         elif dele > i:
@@ -176,8 +178,14 @@ def _changed(i1: int, i2: int, j1: int, j2: int) -> Op:
     return ("replace" if i1 < i2 and j1 < j2 else "delete" if i1 < i2 else "insert", i1, i2, j1, j2)
 
 
-def _align(a: str, b: str, window: int, budget: _Budget, exact_budget: int,
-           refine: Callable[[int, int, int, int], list[Op] | None]) -> tuple[list[Op], bool]:
+def _align(
+    a: str,
+    b: str,
+    window: int,
+    budget: _Budget,
+    exact_budget: int,
+    refine: Callable[[int, int, int, int], list[Op] | None],
+) -> tuple[list[Op], bool]:
     """Opcodes for ``a`` → ``b`` (strings of units) and whether some changed region was left whole.
 
     ``refine(i1, i2, j1, j2)`` aligns a region too big for :func:`_exact`; None leaves it whole.
@@ -277,8 +285,7 @@ def _words(a: str, b: str, i0: int, j0: int, budget: _Budget) -> tuple[list[Op],
     return [(t, pa[i1] + i0, pa[i2] + i0, pb[j1] + j0, pb[j2] + j0) for t, i1, i2, j1, j2 in ops], whole
 
 
-def diff_text(a: str, b: str, *, deadline: float | None = None,
-              stop: Callable[[], bool] | None = None) -> TextDiff:
+def diff_text(a: str, b: str, *, deadline: float | None = None, stop: Callable[[], bool] | None = None) -> TextDiff:
     """Character opcodes for ``a`` → ``b``: exact for small strings and small changed parts, by words
     for big changed parts, whole blocks beyond (see the module docstring)."""
     budget = _Budget(deadline, stop)
@@ -299,8 +306,9 @@ def diff_text(a: str, b: str, *, deadline: float | None = None,
     return TextDiff(tuple(ops), level, budget.hit)
 
 
-def diff_lines(a: Sequence[str], b: Sequence[str], *, deadline: float | None = None,
-               stop: Callable[[], bool] | None = None) -> TextDiff:
+def diff_lines(
+    a: Sequence[str], b: Sequence[str], *, deadline: float | None = None, stop: Callable[[], bool] | None = None
+) -> TextDiff:
     """Line opcodes for ``a`` → ``b``: exact (``lines``) unless a changed part was too big to
     align, then that part is one replaced block (``blocks``)."""
     budget = _Budget(deadline, stop)

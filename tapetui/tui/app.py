@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import subprocess
 import threading
@@ -18,13 +19,13 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Header, Input, Log, Tree
 
-from tapetui.review import golden as review
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
 from tapetui.core.runlog import RunLogReader, RunSummary
 from tapetui.core.store import candidate_path, golden_of, iter_goldens, refuse_links_out, runlog_path, session_name
 from tapetui.core.tapefile import read_regular
 from tapetui.core.textsafe import safe_text
+from tapetui.review import golden as review
 from tapetui.tui.messages import FilesChanged, RunEvents, SummariesReady
 from tapetui.tui.model import Session, StepSummary, comparison_lines, step_lines
 from tapetui.tui.screens.confirm import ConfirmScreen
@@ -92,8 +93,9 @@ class TapeApp(App[None]):
     # ---- layout -----------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Input(placeholder="filter: tool:NAME  status:drift|miss|stale|pending|error  or text — esc closes",
-                    id="filter")
+        yield Input(
+            placeholder="filter: tool:NAME  status:drift|miss|stale|pending|error  or text — esc closes", id="filter"
+        )
         with Horizontal(id="main"):
             yield SessionTree(str(self.config.tapes_dir), id="tree")
             with Vertical(id="right"):
@@ -165,17 +167,22 @@ class TapeApp(App[None]):
         else:
             here = Path.cwd().resolve()
             top = next((d for d in (here, *here.parents) if (d / ".git").exists()), None)
-            looked = (f"looked for tapes.toml in {here}" + (f" and the folders above it up to {top}" if top and top != here
-                                                            else " and the folders above it") + ": none found")
-        return (f"No tapes found in {cfg.tapes_dir}\n({looked})\n\n"
-                "What to do next:\n"
-                "• record a session: pytest --tape-mode=record\n"
-                "  (or Tape(path, mode=\"record\") in code)\n"
-                "• open the folder that holds the tapes: tapetui DIR\n"
-                "  (or set [tapes] dir in tapes.toml)\n"
-                "• try the samples: python -m tapetui.sample_agent\n"
-                "  regenerate sample_tapes, then tapetui sample_tapes\n\n"
-                "Tapes that appear here show up by themselves. q quits.")
+            looked = (
+                f"looked for tapes.toml in {here}"
+                + (f" and the folders above it up to {top}" if top and top != here else " and the folders above it")
+                + ": none found"
+            )
+        return (
+            f"No tapes found in {cfg.tapes_dir}\n({looked})\n\n"
+            "What to do next:\n"
+            "• record a session: pytest --tape-mode=record\n"
+            '  (or Tape(path, mode="record") in code)\n'
+            "• open the folder that holds the tapes: tapetui DIR\n"
+            "  (or set [tapes] dir in tapes.toml)\n"
+            "• try the samples: python -m tapetui.sample_agent\n"
+            "  regenerate sample_tapes, then tapetui sample_tapes\n\n"
+            "Tapes that appear here show up by themselves. q quits."
+        )
 
     def _show_no_tapes(self) -> None:
         self.detail.show(Text(safe_text(self.no_tapes_text()), "yellow"))
@@ -189,8 +196,11 @@ class TapeApp(App[None]):
                 out.append(s)
             elif q.startswith("status:"):
                 want = q[7:].strip()
-                if want in s.statuses or (want == "contract" and "contract" in s.summary.status.values()) \
-                        or (want == "error" and (s.error or s.recorded_error)):
+                if (
+                    want in s.statuses
+                    or (want == "contract" and "contract" in s.summary.status.values())
+                    or (want == "error" and (s.error or s.recorded_error))
+                ):
                     out.append(s)
             elif q.startswith("tool:"):
                 try:
@@ -206,8 +216,13 @@ class TapeApp(App[None]):
         shown = self.visible()
         self.tree.populate(self.config.tapes_dir, shown)
         if not shown:  # an empty tree says why (the right pane says more)
-            self.tree.root.add_leaf(Text("no session matches the filter" if self.filter_text.strip()
-                                         else "no tapes in this folder", "dim italic"), data=None)
+            self.tree.root.add_leaf(
+                Text(
+                    "no session matches the filter" if self.filter_text.strip() else "no tapes in this folder",
+                    "dim italic",
+                ),
+                data=None,
+            )
 
     # ---- background: summaries and watching ---------------------------------------
     # Two threads share the incremental run-log readers (each byte is read once) but never at the same time:
@@ -239,8 +254,9 @@ class TapeApp(App[None]):
         """Watch the folder; run-log appends become RunEvents, other changes FilesChanged."""
         from watchfiles import watch
 
-        for changes in watch(self.config.tapes_dir, stop_event=self._stop, debounce=25, step=10,
-                             rust_timeout=200, yield_on_timeout=True):
+        for changes in watch(
+            self.config.tapes_dir, stop_event=self._stop, debounce=25, step=10, rust_timeout=200, yield_on_timeout=True
+        ):
             self._watching.set()  # the first yield, even an empty one, proves the watch is in place
             if not changes:
                 continue
@@ -318,9 +334,7 @@ class TapeApp(App[None]):
         for g in goldens:
             exists = g.exists() or candidate_path(g).exists()
             s = self.sessions.get(g)
-            if s is None and exists:
-                structural = True
-            elif s is not None and not exists:
+            if s is None and exists or s is not None and not exists:
                 structural = True
             elif s is not None:
                 s.pending = candidate_path(g).exists()
@@ -351,8 +365,7 @@ class TapeApp(App[None]):
         """Redraw the footer's keys only when what they allow changed: rebuilding it is the costliest part
         of a cursor move (its key widgets are recomposed and restyled), and j/k over similar items
         change nothing there."""
-        allowed = tuple(self.check_action(b.action, ()) for b in self.BINDINGS
-                        if isinstance(b, Binding) and b.show)
+        allowed = tuple(self.check_action(b.action, ()) for b in self.BINDINGS if isinstance(b, Binding) and b.show)
         if allowed != self._footer_allows:
             self._footer_allows = allowed
             self.refresh_bindings()
@@ -418,15 +431,15 @@ class TapeApp(App[None]):
             message = str(e)  # `e` is unbound once the except block ends; the lambda runs later
             self.call_from_thread(self._if_current, token, lambda: self.detail.show_error(message))
             return
-        self.call_from_thread(self._if_current, token,
-                              lambda: self.detail.show_step(s, rec, sd, ev, contract, lines=lines))
+        self.call_from_thread(
+            self._if_current, token, lambda: self.detail.show_step(s, rec, sd, ev, contract, lines=lines)
+        )
 
     def _show_log(self, s: Session, events: list[dict[str, Any]]) -> None:
         """The selected session's latest run, in the live panel (new events keep arriving there)."""
         log = self.query_one("#live", Log)
         log.clear()
-        log.write_line(f"── {safe_text(s.name, newlines=False)} ──"
-                       + ("" if events else "  no run yet (p starts one)"))
+        log.write_line(f"── {safe_text(s.name, newlines=False)} ──" + ("" if events else "  no run yet (p starts one)"))
         log.write_lines([_event_line(e) for e in events])
 
     def _if_current(self, token: int, fn: Callable[[], None]) -> None:
@@ -476,24 +489,31 @@ class TapeApp(App[None]):
     def _filter_problem(self) -> str | None:
         q = self.filter_text.strip().lower()
         if q.startswith("status:") and q[7:].strip() not in FILTER_STATUSES:
-            return (f"Unknown status {q[7:].strip()!r}. Valid: "
-                    + ", ".join(f"status:{x}" for x in FILTER_STATUSES)
-                    + "; or tool:NAME, or any part of a session's name. esc clears the filter.")
+            return (
+                f"Unknown status {q[7:].strip()!r}. Valid: "
+                + ", ".join(f"status:{x}" for x in FILTER_STATUSES)
+                + "; or tool:NAME, or any part of a session's name. esc clears the filter."
+            )
         return None
 
     def _after_filter(self) -> None:
         """The cursor stays on a visible row (its detail shown); with no row, the pane says why."""
         q = self.filter_text.strip().lower()
-        if q.startswith("status:") and q[7:].strip() == "error" and \
-                any(s.recorded_error is None and s.error is None for s in self.sessions.values()):
+        if (
+            q.startswith("status:")
+            and q[7:].strip() == "error"
+            and any(s.recorded_error is None and s.error is None for s in self.sessions.values())
+        ):
             self._scan_recorded_errors()  # the tree fills in as tapes are read
         problem = self._filter_problem()
         if problem is not None or not self.tree.session_nodes:
             self._detail_token += 1  # a detail still being read for the old cursor is not shown
             self.live_session = None
-            text = problem or (f"No session matches {self.filter_text.strip()!r}"
-                               + (" (looking for recorded errors…)" if self._errors_scanning else "")
-                               + ". esc clears the filter.")
+            text = problem or (
+                f"No session matches {self.filter_text.strip()!r}"
+                + (" (looking for recorded errors…)" if self._errors_scanning else "")
+                + ". esc clears the filter."
+            )
             self.detail.show(Text(safe_text(text), "yellow" if problem else "dim"))
         else:
             node = self.tree.node_at_cursor()  # after a rebuild the tree's own cursor node may be stale
@@ -512,10 +532,8 @@ class TapeApp(App[None]):
             for s in list(self.sessions.values()):
                 if self._stop.is_set():
                     return
-                try:
+                with contextlib.suppress(TapeError, OSError):  # unreadable: s.error says so; status:error matches it
                     s.scan_recorded_error()
-                except (TapeError, OSError):
-                    pass  # unreadable: s.error says so, and status:error matches it anyway
         finally:
             self._errors_scanning = False
         self.call_from_thread(self._errors_scanned)
@@ -559,8 +577,11 @@ class TapeApp(App[None]):
                 out.append(((i, -1), s, None))
             node = self.tree.session_nodes.get(s.golden)
             if node is not None and node.is_expanded:
-                out += [((i, c.data.index), s, c) for c in node.children if isinstance(c.data, StepRef)
-                        and s.summary.status.get(c.data.seq) in REVIEW_STATUSES]
+                out += [
+                    ((i, c.data.index), s, c)
+                    for c in node.children
+                    if isinstance(c.data, StepRef) and s.summary.status.get(c.data.seq) in REVIEW_STATUSES
+                ]
         return out
 
     def _cursor_key(self) -> tuple[int, int]:
@@ -624,17 +645,24 @@ class TapeApp(App[None]):
     def action_accept(self) -> None:
         s, step = self._cursor()
         if s is None or not s.pending:
-            self.notify("Nothing to accept here: no pending candidate. Record or fill a run first.",
-                        severity="warning", markup=False)
+            self.notify(
+                "Nothing to accept here: no pending candidate. Record or fill a run first.",
+                severity="warning",
+                markup=False,
+            )
             return
-        what = (f"{s.name}: step {step.seq} ({step.tool}) from the candidate" if step is not None
-                else f"{s.name}: the whole candidate")
+        what = (
+            f"{s.name}: step {step.seq} ({step.tool}) from the candidate"
+            if step is not None
+            else f"{s.name}: the whole candidate"
+        )
         steps = [step.seq] if step is not None else None
         self.push_screen(RationaleScreen(what), lambda why: why and self._accept([s], why, steps))
 
     def action_accept_all(self) -> None:
-        chosen = [s for s in self.visible() if s.marked and s.pending] or \
-                 ([s for s in self.visible() if s.pending] if self.filter_text else [])
+        chosen = [s for s in self.visible() if s.marked and s.pending] or (
+            [s for s in self.visible() if s.pending] if self.filter_text else []
+        )
         if not chosen:
             self.notify("Mark sessions with space (or filter them) to accept them together.", markup=False)
             return
@@ -654,8 +682,11 @@ class TapeApp(App[None]):
             self.undo_stack.append(("accept", s.golden, before, cand, entry.id))
             s.marked = False
             if steps:  # one step of the candidate: say so, and whether the rest still waits for review
-                rest = ("the candidate stays pending: other steps still differ" if candidate_path(s.golden).exists()
-                        else "nothing else differed: the candidate is done")
+                rest = (
+                    "the candidate stays pending: other steps still differ"
+                    if candidate_path(s.golden).exists()
+                    else "nothing else differed: the candidate is done"
+                )
                 what = f"step{'s' if len(steps) != 1 else ''} {', '.join(map(str, steps))} of {s.name}; {rest}"
             else:
                 what = s.name
@@ -701,9 +732,13 @@ class TapeApp(App[None]):
             return
         self.undo_stack.append(("expire", s.golden, before, None, entry.id))
         n = len(entry.steps)
-        self.call_from_thread(self._done, s, f"Expired step{'s' if n != 1 else ''} "
-                                             f"{', '.join(map(str, entry.steps))} of {s.name}; the next fill "
-                                             "re-records them.")
+        self.call_from_thread(
+            self._done,
+            s,
+            f"Expired step{'s' if n != 1 else ''} "
+            f"{', '.join(map(str, entry.steps))} of {s.name}; the next fill "
+            "re-records them.",
+        )
 
     def action_undo(self) -> None:
         if not self.undo_stack:
@@ -717,8 +752,10 @@ class TapeApp(App[None]):
         reverts = f"changelog entry {entry_id}" if entry_id else "no changelog entry"
         why = f"undo of {kind} made in tapetui" + (f" (reverts changelog entry {entry_id})" if entry_id else "")
         if kind != "reject" and before is None:
-            self.call_from_thread(self._error, TapeError(
-                f"cannot undo the first accept of a new session (there was no golden before; {reverts})"))
+            self.call_from_thread(
+                self._error,
+                TapeError(f"cannot undo the first accept of a new session (there was no golden before; {reverts})"),
+            )
             return
         try:
             if kind == "reject":
@@ -749,13 +786,14 @@ class TapeApp(App[None]):
         except TapeError as e:
             self._error(e)
             return
-        body = (f"Step {rec.seq} ({rec.tool}) will run live with its recorded arguments.\n"
-                f"tapetui will import the registry {self.config.registry or '(none configured)'} "
-                f"from {self.config.root} to do it.")
+        body = (
+            f"Step {rec.seq} ({rec.tool}) will run live with its recorded arguments.\n"
+            f"tapetui will import the registry {self.config.registry or '(none configured)'} "
+            f"from {self.config.root} to do it."
+        )
         if rec.side_effect:
             body += f"\n\n{rec.tool} HAS SIDE EFFECTS: it will really run."
-        self.push_screen(ConfirmScreen("Re-record this step?", body),
-                         lambda ok: ok and self._rerecord(s, rec.seq))
+        self.push_screen(ConfirmScreen("Re-record this step?", body), lambda ok: ok and self._rerecord(s, rec.seq))
 
     @work(thread=True, group="write")
     def _rerecord(self, s: Session, seq: int) -> None:
@@ -782,8 +820,14 @@ class TapeApp(App[None]):
         cmd = (self.config.replay_command or "").replace("{tape}", shlex.quote(str(s.golden)))
         self.call_from_thread(self.notify, safe_text(f"Replaying {s.name}…"), markup=False)
         try:
-            proc = subprocess.run(shlex.split(cmd), cwd=self.config.root, capture_output=True, text=True,
-                                  stdin=subprocess.DEVNULL, timeout=3600)
+            proc = subprocess.run(
+                shlex.split(cmd),
+                cwd=self.config.root,
+                capture_output=True,
+                text=True,
+                stdin=subprocess.DEVNULL,
+                timeout=3600,
+            )
         except (OSError, subprocess.TimeoutExpired) as e:
             self.call_from_thread(self._error, e)
             return
@@ -791,9 +835,14 @@ class TapeApp(App[None]):
             tail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or [""]
             self.call_from_thread(self.notify, safe_text(f"Replay of {s.name} exited 0: {tail[0]}"), markup=False)
         else:  # the cause, not only the last line: a failure's message often spans several
-            self.call_from_thread(self.notify, f"Replay of {safe_text(s.name, newlines=False)} exited "
-                                  f"{proc.returncode}:\n{failure_tail(proc.stdout, proc.stderr)}",
-                                  severity="warning", markup=False, timeout=15)
+            self.call_from_thread(
+                self.notify,
+                f"Replay of {safe_text(s.name, newlines=False)} exited "
+                f"{proc.returncode}:\n{failure_tail(proc.stdout, proc.stderr)}",
+                severity="warning",
+                markup=False,
+                timeout=15,
+            )
 
     # -- helpers
     def _error(self, e: BaseException) -> None:
@@ -828,8 +877,11 @@ class TapeApp(App[None]):
             assert isinstance(b, Binding)
             if b.action in ("quit", "back"):
                 continue
-            yield SystemCommand(f"{b.description} ({self.get_key_display(b)})", _COMMAND_HELP.get(b.action, ""),
-                                getattr(self, f"action_{b.action}"))
+            yield SystemCommand(
+                f"{b.description} ({self.get_key_display(b)})",
+                _COMMAND_HELP.get(b.action, ""),
+                getattr(self, f"action_{b.action}"),
+            )
 
 
 _COMMAND_HELP = {
@@ -870,9 +922,10 @@ def failure_tail(stdout: str, stderr: str) -> str:
     start = max(0, len(lines) - 4)
     while start > 0 and lines[start][:1].isspace() and len(lines) - start < TAIL_LINES:
         start -= 1  # the message this indented line belongs to
-    kept = lines[max(start, len(lines) - TAIL_LINES):]
-    return "\n".join(safe_text(ln if len(ln) <= TAIL_LINE_CHARS else ln[:TAIL_LINE_CHARS] + "…", newlines=False)
-                     for ln in kept)
+    kept = lines[max(start, len(lines) - TAIL_LINES) :]
+    return "\n".join(
+        safe_text(ln if len(ln) <= TAIL_LINE_CHARS else ln[:TAIL_LINE_CHARS] + "…", newlines=False) for ln in kept
+    )
 
 
 def _events(s: Session) -> list[dict[str, Any]]:
@@ -894,8 +947,10 @@ def _event_line(ev: dict[str, Any]) -> str:
         extra = f"  {ev.get('recorded')} → {ev.get('live')}"
     elif kind == "end":
         st = ev.get("stats") or {}
-        extra = (f"  {st.get('tape_hits', 0)} hits, {st.get('tape_misses', 0)} misses, "
-                 f"{st.get('drift_events', 0)} drift, {st.get('unused', 0)} unused")
+        extra = (
+            f"  {st.get('tape_hits', 0)} hits, {st.get('tape_misses', 0)} misses, "
+            f"{st.get('drift_events', 0)} drift, {st.get('unused', 0)} unused"
+        )
     elif kind == "start":
         extra = f"  mode {ev.get('mode')}"
     head = f"{kind:<11}" + (f" step {seq:<4} {tool}" if seq is not None else "")

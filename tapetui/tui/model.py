@@ -14,11 +14,11 @@ import orjson
 
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
-from tapetui.review.golden import Comparison, StepDiff, compare
 from tapetui.core.jsondiff import Change
 from tapetui.core.runlog import RunSummary, event_problem
 from tapetui.core.store import candidate_path, refuse_links_out, samples_of
 from tapetui.core.tapefile import TapeIndex, open_regular, read_index
+from tapetui.review.golden import Comparison, StepDiff, compare
 from tapetui.review.textdiff import common_prefix
 
 CLIP = 2000  # a changed string longer than this is cut near its first difference before it is formatted
@@ -35,7 +35,7 @@ def _clipped(changes: tuple[Change, ...]) -> tuple[Change, ...]:
         if isinstance(c.old, str) and isinstance(c.new, str) and max(len(c.old), len(c.new)) > CLIP:
             p = common_prefix(c.old, c.new)
             lo = max(0, p - CLIP // 4)
-            c = Change(c.path, c.old[lo:p + CLIP // 4], c.new[lo:p + CLIP // 4])
+            c = Change(c.path, c.old[lo : p + CLIP // 4], c.new[lo : p + CLIP // 4])
         out.append(c)
     return tuple(out)
 
@@ -47,8 +47,10 @@ def step_lines(sd: StepDiff) -> list[str]:
 
 def comparison_lines(cmp: Comparison) -> list[str]:
     """``cmp.lines()``, the same text, quick for megabyte strings (see _clipped)."""
-    steps = tuple(replace(sd, arg_changes=_clipped(sd.arg_changes), result_changes=_clipped(sd.result_changes))
-                  for sd in cmp.steps)
+    steps = tuple(
+        replace(sd, arg_changes=_clipped(sd.arg_changes), result_changes=_clipped(sd.result_changes))
+        for sd in cmp.steps
+    )
     return replace(cmp, steps=steps).lines()
 
 
@@ -58,8 +60,17 @@ def _stamp(path: Path) -> tuple[int, int]:
     return st.st_mtime_ns, st.st_size
 
 
-GLYPH = {"hit": "✓", "drift": "≠", "miss": "?", "stale": "⌛", "unused": "∅", "contract": "⚡", "error": "✗",
-         "pending": "●", "": "·"}
+GLYPH = {
+    "hit": "✓",
+    "drift": "≠",
+    "miss": "?",
+    "stale": "⌛",
+    "unused": "∅",
+    "contract": "⚡",
+    "error": "✗",
+    "pending": "●",
+    "": "·",
+}
 
 # A step's status when the last run said several things of it (stale, then missed, then unused): the
 # first of these it was given. What asks most of the reviewer wins; each step is counted once.
@@ -183,8 +194,14 @@ class Session:
     @property
     def statuses(self) -> set[str]:
         s = self.summary
-        flags = {"drift": s.drift, "miss": s.misses, "stale": s.stale, "pending": self.pending, "error": self.error,
-                 "unused": s.unused}
+        flags = {
+            "drift": s.drift,
+            "miss": s.misses,
+            "stale": s.stale,
+            "pending": self.pending,
+            "error": self.error,
+            "unused": s.unused,
+        }
         return {name for name, on in flags.items() if on}
 
     @property

@@ -53,7 +53,9 @@ LEGEND: list[tuple[str, str]] = [
     ("▣", "marked with space: A accepts every marked session"),
 ]
 
-GLANCE = "✓ hit  ≠ drift  ⚡ contract  ? miss  ⌛ stale  ∅ unused  ✗ error  · not replayed  ● pending  ▶ running  ▣ marked"
+GLANCE = (
+    "✓ hit  ≠ drift  ⚡ contract  ? miss  ⌛ stale  ∅ unused  ✗ error  · not replayed  ● pending  ▶ running  ▣ marked"
+)
 
 
 class HelpScreen(ModalScreen[None]):
@@ -88,8 +90,9 @@ class HelpScreen(ModalScreen[None]):
         if legend:
             if keys:
                 t.add_row(Text(""), Text(""))
-            t.add_row(Text("glyph", "bold"), Text("in the tree: a step's status (one each), a session's counts",
-                                                  "bold"))
+            t.add_row(
+                Text("glyph", "bold"), Text("in the tree: a step's status (one each), a session's counts", "bold")
+            )
             for glyph, what in legend:
                 t.add_row(Text(glyph), Text(what))
         return t

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import orjson
@@ -14,10 +15,10 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
-from tapetui.review.golden import Comparison, StepDiff
 from tapetui.core.jsondiff import format_changes
 from tapetui.core.tapefile import CallRecord
 from tapetui.core.textsafe import safe_json_text, safe_text
+from tapetui.review.golden import Comparison, StepDiff
 from tapetui.tui.model import Session
 from tapetui.tui.widgets import diff_view
 from tapetui.tui.widgets.diff_view import DiffResult, size_text
@@ -29,12 +30,15 @@ PENDING_NOTE_AFTER = 0.15  # seconds a diff may take before a line says it is be
 def json_block(value: Any) -> RenderableType:
     raw = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS, default=repr)
     if len(raw) <= SHOWN_CHARS:
-        return Syntax(safe_json_text(raw.decode()), "json", theme="ansi_dark", word_wrap=True,
-                      background_color="default")
+        return Syntax(
+            safe_json_text(raw.decode()), "json", theme="ansi_dark", word_wrap=True, background_color="default"
+        )
     # highlighting and wrapping a megabyte would hold the screen for seconds: the start is enough here
     head = safe_json_text(raw[:SHOWN_CHARS].decode(errors="ignore"))  # a cut character is dropped, not shown
-    return Group(Syntax(head, "json", theme="ansi_dark", word_wrap=True, background_color="default"),
-                 Text(f"… (the first {SHOWN_CHARS:,} bytes of {size_text(len(raw))} are shown)", "italic dim"))
+    return Group(
+        Syntax(head, "json", theme="ansi_dark", word_wrap=True, background_color="default"),
+        Text(f"… (the first {SHOWN_CHARS:,} bytes of {size_text(len(raw))} are shown)", "italic dim"),
+    )
 
 
 def lines_text(lines: list[str], style: str = "") -> Text:
@@ -47,8 +51,10 @@ def kv_table(rows: list[tuple[str, Any]]) -> Table:
     t.add_column()
     for k, v in rows:
         # both cells are Text: a str cell would be parsed as markup (label keys come from the tape)
-        t.add_row(Text(safe_text(str(k), newlines=False)),
-                  v if isinstance(v, Text) else Text(safe_text(str(v), newlines=False)))
+        t.add_row(
+            Text(safe_text(str(k), newlines=False)),
+            v if isinstance(v, Text) else Text(safe_text(str(v), newlines=False)),
+        )
     return t
 
 
@@ -115,20 +121,31 @@ class DetailView(VerticalScroll):
     # ---- a folder ---------------------------------------------------------------
     def show_folder(self, name: str, sessions: list[Session]) -> None:
         loaded = [s for s in sessions if s.loaded]
-        count = (lambda pred: f"{sum(1 for s in sessions if pred(s)):,}")  # noqa: E731
+        count = lambda pred: f"{sum(1 for s in sessions if pred(s)):,}"  # noqa: E731
         rows: list[tuple[str, Any]] = [
-            ("folder", name), ("sessions", f"{len(sessions):,}"),
-            ("to review", count(lambda s: s.needs_review)), ("pending", count(lambda s: s.pending)),
-            ("with drift", count(lambda s: s.summary.drift)), ("with misses", count(lambda s: s.summary.misses)),
-            ("with stale", count(lambda s: s.summary.stale)), ("unreadable", count(lambda s: s.error)),
+            ("folder", name),
+            ("sessions", f"{len(sessions):,}"),
+            ("to review", count(lambda s: s.needs_review)),
+            ("pending", count(lambda s: s.pending)),
+            ("with drift", count(lambda s: s.summary.drift)),
+            ("with misses", count(lambda s: s.summary.misses)),
+            ("with stale", count(lambda s: s.summary.stale)),
+            ("unreadable", count(lambda s: s.error)),
         ]
         if len(loaded) < len(sessions):
             rows.append(("run logs", f"{len(loaded):,} of {len(sessions):,} read so far"))
         self.show(kv_table(rows), Text("\nenter opens the folder · n goes to the next item to review", "dim"))
 
     # ---- a session --------------------------------------------------------------
-    def show_session(self, s: Session, header: dict[str, Any] | None, steps: int, cmp: Comparison | None,
-                     notes: list[str], lines: list[str] | None = None) -> None:
+    def show_session(
+        self,
+        s: Session,
+        header: dict[str, Any] | None,
+        steps: int,
+        cmp: Comparison | None,
+        notes: list[str],
+        lines: list[str] | None = None,
+    ) -> None:
         """``lines``: ``cmp.lines()`` when the caller computed them already (in a worker)."""
         self._step_shown = False  # an overview: its own rows come first, whatever the pane's height
         sm = s.summary
@@ -137,24 +154,33 @@ class DetailView(VerticalScroll):
             for k, v in sorted((header.get("labels") or {}).items()):
                 rows.append((f"label {k}", v))
             rows.append(("created", header.get("created_at", "")))
-        run = (f"{sm.hits} hit{'s' * (sm.hits != 1)}, {sm.misses} miss{'es' * (sm.misses != 1)}, {sm.drift} drift, "
-               f"{sm.stale} stale, {sm.unused} unused"
-               + (" — running" if sm.running else "")) if (sm.ended or sm.running) else "no run yet (p starts one)"
+        run = (
+            (
+                f"{sm.hits} hit{'s' * (sm.hits != 1)}, {sm.misses} miss{'es' * (sm.misses != 1)}, {sm.drift} drift, "
+                f"{sm.stale} stale, {sm.unused} unused" + (" — running" if sm.running else "")
+            )
+            if (sm.ended or sm.running)
+            else "no run yet (p starts one)"
+        )
         if sm.outdated:
             run = "predates the golden (it ran against an earlier version): press p to run the replay again"
         rows.append(("last run", run))
         rows.append(("candidate", "pending review (a accept · r reject · enter to see steps)" if s.pending else "none"))
         older = s.older_candidates()
         if older:
-            rows.append(("older candidates",
-                         f"{len(older)} displaced by newer recordings, kept in {older[0].parent.name}/"))
+            rows.append(
+                ("older candidates", f"{len(older)} displaced by newer recordings, kept in {older[0].parent.name}/")
+            )
         parts: list[RenderableType] = [kv_table(rows)]
         if notes:
             parts += [Rule("run log", style="red"), lines_text(notes, "red")]
         self.show(*parts)
         self.subject = ("session", s.golden)
         if cmp is not None:
-            self._tail = [Rule("candidate vs golden", style="magenta"), lines_text((cmp.lines() if lines is None else lines) or ["no differences"])]
+            self._tail = [
+                Rule("candidate vs golden", style="magenta"),
+                lines_text((cmp.lines() if lines is None else lines) or ["no differences"]),
+            ]
             for sd in cmp.changed_steps:
                 if sd.old is not None and sd.new is not None and sd.kind == "changed":
                     if sd.arg_changes:
@@ -165,42 +191,69 @@ class DetailView(VerticalScroll):
             self._start_diffs()
 
     # ---- a step -----------------------------------------------------------------
-    def show_step(self, s: Session, rec: CallRecord, sd: StepDiff | None, drift: dict[str, Any] | None,
-                  contract: list[str], lines: list[str] | None = None) -> None:
+    def show_step(
+        self,
+        s: Session,
+        rec: CallRecord,
+        sd: StepDiff | None,
+        drift: dict[str, Any] | None,
+        contract: list[str],
+        lines: list[str] | None = None,
+    ) -> None:
         """``lines``: ``sd.lines()`` when the caller computed them already (in a worker)."""
         self._step_shown = True
         status = s.summary.status.get(rec.seq, "")
         rows: list[tuple[str, Any]] = [
-            ("step", f"{rec.seq}  {rec.tool}" + (f"  (model asked for {rec.requested_tool})"
-                                                  if rec.requested_tool and rec.requested_tool != rec.tool else "")),
+            (
+                "step",
+                f"{rec.seq}  {rec.tool}"
+                + (
+                    f"  (model asked for {rec.requested_tool})"
+                    if rec.requested_tool and rec.requested_tool != rec.tool
+                    else ""
+                ),
+            ),
             ("status", status or "not replayed yet"),
-            ("key", rec.key), ("fingerprint", rec.fingerprint),
+            ("key", rec.key),
+            ("fingerprint", rec.fingerprint),
             ("side effect", "yes — runs only when recorded or filled" if rec.side_effect else "no"),
-            ("duration", f"{rec.ms:.3f} ms"), ("recorded", rec.recorded_at or "-"),
+            ("duration", f"{rec.ms:.3f} ms"),
+            ("recorded", rec.recorded_at or "-"),
             ("expires", rec.expires_at or "never (not time-sensitive)"),
         ]
         if rec.error is not None:
-            rows.append(("error", Text(safe_text(f"{rec.error.get('type')}: {rec.error.get('message')}",
-                                                 newlines=False), "bold red")))
+            rows.append(
+                (
+                    "error",
+                    Text(safe_text(f"{rec.error.get('type')}: {rec.error.get('message')}", newlines=False), "bold red"),
+                )
+            )
         parts: list[RenderableType] = [kv_table(rows)]
         if contract:
             parts += [Rule("contract changed", style="red"), lines_text(contract, "yellow")]
-        rest: list[RenderableType] = [Rule("arguments"), json_block(rec.args),
-                                      Rule("result" if rec.error is None else "error"),
-                                      json_block(rec.result if rec.error is None else rec.error)]
+        rest: list[RenderableType] = [
+            Rule("arguments"),
+            json_block(rec.args),
+            Rule("result" if rec.error is None else "error"),
+            json_block(rec.result if rec.error is None else rec.error),
+        ]
         self.show(*parts, rest=rest)
         self.subject = ("step", s.golden, rec.seq)
         if sd is not None and sd.old is not None and sd.new is not None:
-            self._tail = [Rule(Text(safe_text(f"candidate differs ({sd.kind})", newlines=False)), style="magenta"),
-                          lines_text(sd.lines() if lines is None else lines, "magenta")]
+            self._tail = [
+                Rule(Text(safe_text(f"candidate differs ({sd.kind})", newlines=False)), style="magenta"),
+                lines_text(sd.lines() if lines is None else lines, "magenta"),
+            ]
             if sd.arg_changes:
                 self._wanted.append(("arguments: recorded | candidate", sd.old.args, sd.new.args))
             if sd.result_changes:
                 self._wanted.append(("result: recorded | candidate", _res(sd.old), _res(sd.new)))
         elif drift is not None and drift.get("event") == "drift":
             changes = [tuple(c) for c in drift.get("changes") or []]
-            self._tail = [Rule("argument drift in the last run", style="red"),
-                          lines_text(format_changes(changes, prefix="args"), "red")]  # type: ignore[arg-type]
+            self._tail = [
+                Rule("argument drift in the last run", style="red"),
+                lines_text(format_changes(changes, prefix="args"), "red"),
+            ]  # type: ignore[arg-type]
             self._wanted.append(("arguments: recorded | last run", drift.get("recorded_args"), drift.get("args")))
         self._render_diffs()
         self._start_diffs()
@@ -216,8 +269,13 @@ class DetailView(VerticalScroll):
         wanted = list(self._wanted)
         # run_worker with a description of its own: @work would describe the worker by the repr() of its
         # arguments, a megabyte value turned into text on the screen's thread at every step selected
-        self.run_worker(lambda: self._compute_diffs(gen, wanted), thread=True, exclusive=True, group="diff",
-                        description=f"diff of {len(wanted)} value pair(s)")
+        self.run_worker(
+            lambda: self._compute_diffs(gen, wanted),
+            thread=True,
+            exclusive=True,
+            group="diff",
+            description=f"diff of {len(wanted)} value pair(s)",
+        )
         self.set_timer(PENDING_NOTE_AFTER, lambda: self._note_slow(gen))
 
     def _note_slow(self, gen: int) -> None:
@@ -238,10 +296,8 @@ class DetailView(VerticalScroll):
                 return
             out.append((title, diff_view.build_diff(old, new, stop=stop)))
         if not stop():
-            try:
+            with contextlib.suppress(RuntimeError):  # the app closed meanwhile
                 self.app.call_from_thread(self._diffs_ready, gen, out)
-            except RuntimeError:  # the app closed meanwhile
-                pass
 
     def _diffs_ready(self, gen: int, diffs: list[tuple[str, DiffResult]]) -> None:
         if gen != self._gen:
@@ -270,9 +326,15 @@ class DetailView(VerticalScroll):
             parts.append(Text("computing the diff… (keys keep working)", "italic dim"))
         for title, d in self.diffs:
             # the title names the tool: literal Text (a str title is markup) with control characters escaped
-            parts.append(Rule(Text(safe_text(title, newlines=False)
-                                   + ("  (unified)" if self.unified else "  (t: unified · ]/[ next/prev)")),
-                              style="bold"))
+            parts.append(
+                Rule(
+                    Text(
+                        safe_text(title, newlines=False)
+                        + ("  (unified)" if self.unified else "  (t: unified · ]/[ next/prev)")
+                    ),
+                    style="bold",
+                )
+            )
             parts.append(d.render(self.unified))
         self._update_part(self.diff_body, parts)
 

@@ -12,8 +12,8 @@ from rich.table import Table
 from rich.text import Text
 
 from tapetui.core.jsondiff import MISSING
-from tapetui.review.textdiff import diff_lines, diff_text
 from tapetui.core.textsafe import safe_json_text
+from tapetui.review.textdiff import diff_lines, diff_text
 
 DIFF_SECONDS = 0.3  # time cap of one diff; past it what is left is shown coarser, and said so
 CONTEXT = 8  # equal lines kept next to a change; more collapse into one "⋯ N equal lines" row
@@ -38,8 +38,11 @@ def pretty(value: Any) -> list[str]:
     return safe_json_text(text).splitlines()
 
 
-LEVEL_WORDS = {"words": "words", "lines": "lines (no highlight inside lines past the time cap)",
-               "blocks": "whole blocks"}
+LEVEL_WORDS = {
+    "words": "words",
+    "lines": "lines (no highlight inside lines past the time cap)",
+    "blocks": "whole blocks",
+}
 _LEVEL_RANK = {"chars": 0, "words": 1, "lines": 2, "blocks": 3}
 
 
@@ -61,7 +64,7 @@ def _piece(s: str, style: str, head: int, tail: int) -> Text:
     last ``tail`` characters are kept around a note of how many were left out."""
     if len(s) <= head + tail + 20:
         return Text(s, style)
-    return Text.assemble(Text(s[:head], style), _elided(len(s) - head - tail), Text(s[len(s) - tail:], style))
+    return Text.assemble(Text(s[:head], style), _elided(len(s) - head - tail), Text(s[len(s) - tail :], style))
 
 
 def _line(s: str, style: str = "") -> Text:
@@ -71,8 +74,9 @@ def _line(s: str, style: str = "") -> Text:
     return Text.assemble(Text(s[:LINE_CHARS], style), _elided(len(s) - LINE_CHARS))
 
 
-def _inline(a: str, b: str, deadline: float | None = None,
-            stop: Callable[[], bool] | None = None) -> tuple[Text, Text, str]:
+def _inline(
+    a: str, b: str, deadline: float | None = None, stop: Callable[[], bool] | None = None
+) -> tuple[Text, Text, str]:
     """Both lines with what changed highlighted, long equal stretches elided; and how fine the
     alignment was (``chars``, ``words`` or ``blocks``)."""
     d = diff_text(a, b, deadline=deadline, stop=stop)
@@ -94,8 +98,9 @@ def _inline(a: str, b: str, deadline: float | None = None,
     return left, right, d.level
 
 
-def build_diff(old: Any, new: Any, *, seconds: float = DIFF_SECONDS,
-               stop: Callable[[], bool] | None = None) -> DiffResult:
+def build_diff(
+    old: Any, new: Any, *, seconds: float = DIFF_SECONDS, stop: Callable[[], bool] | None = None
+) -> DiffResult:
     """The diff of two JSON values, bounded in time (run it in a worker: it may take ``seconds``)."""
     return DiffResult(old, new, deadline=time.monotonic() + seconds, stop=stop)
 
@@ -109,8 +114,9 @@ class DiffResult:
     stretches inside a line are elided, and at most MAX_ROWS rows are kept.
     """
 
-    def __init__(self, old: Any, new: Any, *, deadline: float | None = None,
-                 stop: Callable[[], bool] | None = None) -> None:
+    def __init__(
+        self, old: Any, new: Any, *, deadline: float | None = None, stop: Callable[[], bool] | None = None
+    ) -> None:
         a = pretty(old)
         time.sleep(0)  # in a worker: let the screen's thread in between the long steps
         b = pretty(new)
@@ -148,8 +154,10 @@ class DiffResult:
                     self._row(left, right)
                     self.unified += [Text("- ") + left, Text("+ ") + right]
                 else:
-                    self._row(_line(o, OLD_STYLE) if o is not None else Text(""),
-                              _line(n_, NEW_STYLE) if n_ is not None else Text(""))
+                    self._row(
+                        _line(o, OLD_STYLE) if o is not None else Text(""),
+                        _line(n_, NEW_STYLE) if n_ is not None else Text(""),
+                    )
                     if o is not None:
                         self.unified.append(Text("- ") + _line(o, OLD_STYLE))
                     if n_ is not None:
@@ -184,8 +192,11 @@ class DiffResult:
         if first and last or n <= keep_head + keep_tail + 1:
             shown = [(i, True) for i in range(i1, i2)]
         else:
-            shown = [(i, True) for i in range(i1, i1 + keep_head)] + [(-1, False)] + \
-                    [(i, True) for i in range(i2 - keep_tail, i2)]
+            shown = (
+                [(i, True) for i in range(i1, i1 + keep_head)]
+                + [(-1, False)]
+                + [(i, True) for i in range(i2 - keep_tail, i2)]
+            )
         for i, real in shown:
             if not real:
                 gap = Text(f"⋯ {n - keep_head - keep_tail:,} equal lines", "italic dim")
@@ -212,8 +223,7 @@ class DiffResult:
             parts.append(Text("⚠ " + self.note, "bold yellow"))
         parts.append(body)
         if self.truncated:
-            parts.append(Text(f"(only the first {MAX_ROWS:,} rows are shown; {self.truncated:,} more)",
-                              "italic dim"))
+            parts.append(Text(f"(only the first {MAX_ROWS:,} rows are shown; {self.truncated:,} more)", "italic dim"))
         return parts[0] if len(parts) == 1 else Group(*parts)
 
 

@@ -48,8 +48,14 @@ NodeData = FolderRef | Session | StepRef | MoreRef | None
 
 
 _COUNT_ORDER = ("hit", "miss", "drift", "contract", "stale", "unused")
-_COUNT_STYLE = {"hit": "green", "miss": "bold yellow", "drift": "bold red", "contract": "bold red", "stale": "yellow",
-                "unused": "dim"}
+_COUNT_STYLE = {
+    "hit": "green",
+    "miss": "bold yellow",
+    "drift": "bold red",
+    "contract": "bold red",
+    "stale": "yellow",
+    "unused": "dim",
+}
 
 
 def session_label(s: Session, width: int | None = None) -> Text:
@@ -65,8 +71,10 @@ def session_label(s: Session, width: int | None = None) -> Text:
     t = _session_label(s, compact=True)
     state = len(_state_parts(s))
     if state and width < _name_cells(s) + 2 + sum(len(x) + 1 for x, _ in _state_parts(s)):
-        t = Text.assemble(*((x.split(" ", 1)[0] + " ", style) for x, style in _state_parts(s)),
-                          _session_label(s, compact=True, states=False))
+        t = Text.assemble(
+            *((x.split(" ", 1)[0] + " ", style) for x, style in _state_parts(s)),
+            _session_label(s, compact=True, states=False),
+        )
     t.truncate(width, overflow="ellipsis")
     return t
 
@@ -116,8 +124,15 @@ def step_label(s: Session, seq: int, tool: str, ms: float, has_error: bool) -> T
     status = s.summary.status.get(seq, "")
     if has_error and status in ("", "hit"):
         status = "error"
-    style = {"hit": "green", "drift": "bold red", "miss": "bold yellow", "stale": "yellow", "unused": "dim",
-             "contract": "bold red", "error": "red"}.get(status, "")
+    style = {
+        "hit": "green",
+        "drift": "bold red",
+        "miss": "bold yellow",
+        "stale": "yellow",
+        "unused": "dim",
+        "contract": "bold red",
+        "error": "red",
+    }.get(status, "")
     t = Text()
     t.append(f"{seq:>4} ", "dim")
     t.append(GLYPH[status] + " ", style)
@@ -188,8 +203,9 @@ class SessionTree(Tree[NodeData]):
         elif isinstance(cursor, FolderRef) and cursor.rel in self.folder_nodes:
             self.go_to(self.folder_nodes[cursor.rel])
 
-    def _fill(self, rel: Path, start: int, open_folders: set[Path] | None,
-              expanded: frozenset[Path] | set[Path] = frozenset()) -> None:
+    def _fill(
+        self, rel: Path, start: int, open_folders: set[Path] | None, expanded: frozenset[Path] | set[Path] = frozenset()
+    ) -> None:
         """Add entries ``start…start+SESSION_PAGE`` of folder ``rel``; open_folders None opens every folder."""
         node = self.folder_nodes[rel]
         for child in list(node.children):
@@ -211,8 +227,9 @@ class SessionTree(Tree[NodeData]):
                 if e.golden in expanded:
                     sn.expand()
         if end < len(entries):
-            node.add_leaf(Text(f"… {len(entries) - end:,} more (enter to load)", "italic"),
-                          data=MoreRef(None, end, rel))
+            node.add_leaf(
+                Text(f"… {len(entries) - end:,} more (enter to load)", "italic"), data=MoreRef(None, end, rel)
+            )
 
     def _folder_label(self, rel: Path) -> None:
         sessions = self.sessions_under(rel)
@@ -357,8 +374,11 @@ class SessionTree(Tree[NodeData]):
         fitted = session_label(node.data, avail) if isinstance(node.data, Session) else label.copy()
         fitted.truncate(max(avail, 1), overflow="ellipsis")
         fitted.stylize(style)
-        prefix = ((self.ICON_NODE_EXPANDED if node.is_expanded else self.ICON_NODE), base_style + TOGGLE_STYLE) \
-            if node.allow_expand else ("", base_style)
+        prefix = (
+            ((self.ICON_NODE_EXPANDED if node.is_expanded else self.ICON_NODE), base_style + TOGGLE_STYLE)
+            if node.allow_expand
+            else ("", base_style)
+        )
         return Text.assemble(prefix, fitted)
 
     def _on_tree_node_expanded(self, event: Tree.NodeExpanded[NodeData]) -> None:
