@@ -20,7 +20,7 @@ from pathlib import Path
 
 import orjson
 
-from tapetui.core.tape import key_of
+from tapetui.core.keys import key_of
 from tapetui.core.tapefile import call_line, dump_line
 
 

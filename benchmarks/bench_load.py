@@ -91,7 +91,7 @@ async def measure(d: Path, goldens: list[Path], events: int, interval: float) ->
     async with app.run_test(size=(140, 44)):
         driver = app._driver
         assert driver is not None
-        while not (app._watching.is_set() and app._summarised.is_set()):
+        while not (app.feed.watching.is_set() and app.feed.summarised.is_set()):
             await asyncio.sleep(0.05)
         base_rss = rss_mb()
         writers = []
@@ -109,12 +109,12 @@ async def measure(d: Path, goldens: list[Path], events: int, interval: float) ->
         t_start = time.monotonic()
         key = "j"
         while any(w.poll() is None for w in writers):
-            before = app.tree.cursor_line
+            before = app.session_tree.cursor_line
             drawn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             t0 = time.perf_counter()
             # as a terminal does: the driver hands the key to the app's queue, behind whatever is waiting there
             driver.send_message(Key(key, key))
-            while app.tree.cursor_line == before:
+            while app.session_tree.cursor_line == before:
                 await asyncio.sleep(0.001)
             app.call_after_refresh(lambda f=drawn: f.done() or f.set_result(None))
             await drawn  # the moved cursor has been drawn

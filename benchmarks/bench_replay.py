@@ -127,7 +127,7 @@ def make_big(path: Path, n: int) -> None:
 
     reg = registry()
     tool = reg["lookup"]
-    from tapetui.core.tape import key_of
+    from tapetui.core.keys import key_of
 
     with open(path, "wb") as fh:
         fh.write(dump_line({"type": "session", "v": 1}))

@@ -39,7 +39,7 @@ async def first_screen(d: Path, expand: bool) -> tuple[float, float]:
         if expand:
             await pilot.press("enter")
             await pilot.pause()
-            assert app.tree.cursor_node is not None and app.tree.cursor_node.children
+            assert app.session_tree.cursor_node is not None and app.session_tree.cursor_node.children
         while app.first_paint is None:
             await asyncio.sleep(0.01)
         paint = (time.monotonic() if expand else app.first_paint) - t0
@@ -84,7 +84,7 @@ def big_values(d: Path, size: int = 1_000_000, places: int = 3) -> str:
     candidate; step 2 is small. Returns the session's name."""
     import random
 
-    from tapetui.core.tape import key_of
+    from tapetui.core.keys import key_of
     from tapetui.core.tapefile import call_line, dump_line
 
     rnd = random.Random(7)
@@ -151,7 +151,7 @@ async def big_diff(d: Path, rounds: int = 30) -> tuple[list[float], list[tuple[s
 
         def on_step(seq: int) -> bool:
             """The cursor is on step ``seq`` and the detail pane shows it."""
-            node = app.tree.cursor_node
+            node = app.session_tree.cursor_node
             return (
                 node is not None
                 and isinstance(node.data, StepRef)

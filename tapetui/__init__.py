@@ -3,7 +3,7 @@
 The public API is what this module exports; everything else may move.
 """
 
-from tapetui.core.canon import call_key, canon
+from tapetui.core.canon import canon
 from tapetui.core.config import Config, ToolPolicy, load_config
 from tapetui.core.errors import (
     ConfigError,
@@ -15,6 +15,7 @@ from tapetui.core.errors import (
     ToolDriftError,
 )
 from tapetui.core.fingerprint import ToolManifest, tool_fingerprint, tool_manifest
+from tapetui.core.keys import call_key
 from tapetui.core.redact import Redactor
 from tapetui.core.registry import Tool, ToolRegistry
 from tapetui.core.runlog import RunLogWarning

@@ -10,40 +10,37 @@ and a tapes folder that does not exist or holds no tapes.
 from __future__ import annotations
 
 import argparse
-import os
+import subprocess
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-import orjson
-
+import tapetui.review as review
+from tapetui.cli_output import Out, ProgressBar, plural, print_json
 from tapetui.core.config import Config, find_config, load_config
 from tapetui.core.errors import TapeError
-from tapetui.core.textsafe import safe_json_text, safe_text
+from tapetui.core.store import candidate_path, golden_of, iter_goldens, safe_path, samples_dir, samples_of, session_name
+from tapetui.review.scrub import scrub
+from tapetui.review.sessions import FilterError, select
 
 __all__ = ["main"]
 
-SUBCOMMANDS = ("check", "diff", "stats", "pending", "accept", "reject", "expire", "rerecord", "recover", "scrub")
-
-
-class _Out:
-    """Human output: escaped text, colour only on a terminal without NO_COLOR."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
-        self.color = stream.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
-
-    def line(self, text: str = "", style: str | None = None) -> None:
-        text = safe_text(text, newlines=False)
-        if self.color and style:
-            code = {"bold": "1", "red": "31", "green": "32", "yellow": "33", "dim": "2", "cyan": "36"}[style]
-            text = f"\x1b[{code}m{text}\x1b[0m"
-        self.stream.write(text + "\n")
-
-
-def _json(obj: Any) -> None:
-    sys.stdout.write(safe_json_text(orjson.dumps(obj, option=orjson.OPT_INDENT_2, default=str).decode()) + "\n")
+SUBCOMMANDS = (
+    "check",
+    "diff",
+    "stats",
+    "pending",
+    "accept",
+    "reject",
+    "expire",
+    "undo",
+    "rerecord",
+    "replay",
+    "recover",
+    "scrub",
+)
 
 
 def _config(args: argparse.Namespace, tapes_dir: str | None = None, *, must_exist: bool = True) -> Config:
@@ -51,16 +48,18 @@ def _config(args: argparse.Namespace, tapes_dir: str | None = None, *, must_exis
         cfg = load_config(args.config)
     else:
         found = find_config(Path.cwd())
-        cfg = load_config(found) if found else None
+        near = load_config(found) if found else None
         if tapes_dir is not None:
             d = Path(tapes_dir).resolve()
-            if cfg is None or cfg.tapes_dir != d:
-                from dataclasses import replace
-
-                base = Config.for_dir(d)
-                cfg = replace(cfg, tapes_dir=d, changelog=base.changelog, root=d) if cfg else base
-        elif cfg is None:  # the pytest plugin's default too, so every command names a session the same way
+            base = Config.for_dir(d)
+            if near is None:
+                cfg = base
+            else:
+                cfg = near if near.tapes_dir == d else replace(near, tapes_dir=d, changelog=base.changelog, root=d)
+        elif near is None:  # the pytest plugin's default too, so every command names a session the same way
             cfg = Config.for_dir(Path.cwd() / "tapes" if (Path.cwd() / "tapes").is_dir() else Path.cwd())
+        else:
+            cfg = near
     if must_exist and tapes_dir is not None and not Path(tapes_dir).is_dir():
         raise TapeError(
             f"no tapes found in {tapes_dir}: no such folder (tapes.toml: {cfg.path or 'none found'}); "
@@ -75,53 +74,37 @@ def _tape(cfg: Config, name: str) -> Path:
         p = p.with_suffix(".jsonl")
     if not p.is_absolute() and not p.exists():
         p = cfg.tapes_dir / p
-    from tapetui.core.store import golden_of, safe_path
-
     full = safe_path(cfg.tapes_dir, p.resolve())  # ../ escapes, absolute paths elsewhere, symlinks out: refused
     g = golden_of(full) or full
-    if not g.exists() and not (g.with_name(g.name[:-6] + ".candidate.jsonl")).exists():
+    if not g.exists() and not candidate_path(g).exists():
         raise TapeError(f"{name}: no such tape")
     return g
 
 
-def _recover(cfg: Config, out: _Out) -> None:
-    from tapetui.review.golden import recover
-
-    for note in recover(cfg):
+def _recover(cfg: Config, out: Out) -> None:
+    for note in review.recover(cfg):
         out.line(f"tapetui: {note}", "yellow")
 
 
 # ---- commands -----------------------------------------------------------------------
 def cmd_check(args: argparse.Namespace) -> int:
-    from tapetui.core.store import iter_goldens
-    from tapetui.review.golden import check_session, no_tapes_message, recover
-
     cfg = _config(args, args.dir, must_exist=False)
-    err = _Out(sys.stderr)
-    for note in recover(cfg):
-        err.line(f"tapetui: {note}", "yellow")
-    goldens = list(iter_goldens(cfg.tapes_dir))
-    if not goldens:  # a folder that does not exist or holds no tapes: a misconfigured CI job must not go green
-        raise TapeError(no_tapes_message(Path(args.dir) if args.dir else cfg.tapes_dir, cfg))
-    reports = []
-    progress = None
-    if sys.stderr.isatty() and len(goldens) > 50 and not args.json:
-        from rich.console import Console
-        from rich.progress import Progress
-
-        progress = Progress(console=Console(stderr=True), transient=True)
-    if progress is not None:
-        with progress:
-            task = progress.add_task("checking tapes", total=len(goldens))
-            for g in goldens:
-                reports.append(check_session(g, cfg))
-                progress.advance(task)
-    else:
-        reports = [check_session(g, cfg) for g in goldens]
+    err = Out(sys.stderr)
+    bar = ProgressBar(sys.stderr.isatty() and not args.json)
+    try:
+        # a folder that does not exist or holds no tapes raises: a misconfigured CI job must not go green
+        reports = review.check(
+            Path(args.dir) if args.dir else cfg.tapes_dir,
+            cfg,
+            progress=bar,
+            on_note=lambda note: err.line(f"tapetui: {note}", "yellow"),
+        )
+    finally:
+        bar.close()
     unreadable = [r for r in reports if r.error]
     failing = [r for r in reports if not r.ok]
     if args.json:
-        _json(
+        print_json(
             {
                 "ok": not failing,
                 "sessions": len(reports),
@@ -130,7 +113,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             }
         )
     else:
-        out = _Out(sys.stdout)
+        out = Out(sys.stdout)
         for r in reports:
             if r.ok and not r.findings:
                 continue
@@ -149,75 +132,45 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from tapetui.core.runlog import read_run_log
-    from tapetui.core.store import candidate_path, runlog_path
-    from tapetui.core.tapefile import read_index
-    from tapetui.review.golden import Finding, compare, compare_run, run_log_stale
-
     cfg = _config(args)
-    a = _tape(cfg, args.a)
-    other = Path(args.b).resolve() if args.b else candidate_path(a)
-    if not args.b and not other.exists():
-        other = runlog_path(a)
-    if not other.exists():
-        raise TapeError(f"{a}: nothing to compare with (no candidate and no run log; name one as B)")
-    out = _Out(sys.stdout)
-    if other.name.endswith(".run.jsonl"):
-        events = read_run_log(other)
-        stale = run_log_stale(a, events)
-        findings = (
-            [Finding("stale_run", stale)]
-            if stale
-            else compare_run(read_index(a, validate=True), events, cfg, log=other, checked=True)
-        )
-        if args.json:
-            _json({"golden": str(a), "run_log": str(other), "findings": [f.to_json() for f in findings]})
-        else:
-            out.line(f"{a.name} ⟷ {other.name} (run log)", "bold")
-            for f in findings:
-                out.line(f"  {f.text}", "yellow" if f.warning else "red")
-            if not findings:
-                out.line("  no differences", "green")
-        return 1 if any(not f.warning for f in findings) else 0
-    cmp = compare(a, other, cfg)
+    d = review.diff(cfg, _tape(cfg, args.a), Path(args.b).resolve() if args.b else None)
     if args.json:
-        _json(cmp.to_json())
+        print_json(d.to_json())
     else:
-        out.line(f"{a.name} ⟷ {other.name}", "bold")
-        for line in cmp.lines() or ["no differences"]:
-            out.line(f"  {line}", "green" if cmp.clean else "red")
-    return 0 if cmp.clean else 1
+        out = Out(sys.stdout)
+        out.line(d.title, "bold")
+        style = {"differs": "red", "warning": "yellow", "clean": "green"}
+        for text, level in d.rows():
+            out.line(f"  {text}", style[level])
+    return 1 if d.differs else 0
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from tapetui.core.store import iter_goldens, session_name
-    from tapetui.review.golden import stats_of
-
     cfg = _config(args)
     target = Path(args.target) if args.target else cfg.tapes_dir
     goldens = list(iter_goldens(target)) if target.is_dir() else [_tape(cfg, str(target))]
-    rows = {session_name(g, cfg.tapes_dir): stats_of(g) for g in goldens if g.exists()}
+    rows = {session_name(g, cfg.tapes_dir): review.stats_of(g) for g in goldens if g.exists()}
     if args.json:
-        _json(rows)
+        print_json(rows)
         return 0
-    out = _Out(sys.stdout)
+    out = Out(sys.stdout)
     for name, s in rows.items():
         last = s.get("last_run") or {}
         run = (
             (
-                f"last run: {_n(last.get('tape_hits', 0), 'hit')}, {_n(last.get('tape_misses', 0), 'miss')}, "
+                f"last run: {plural(last.get('tape_hits', 0), 'hit')}, {plural(last.get('tape_misses', 0), 'miss')}, "
                 f"{last.get('drift_events', 0)} drift, {last.get('unused', 0)} unused"
             )
             if last
             else "no run yet"
         )
         timed = (
-            f"{s['expired']} of {_n(s['time_sensitive'], 'time-sensitive entry')} expired"
+            f"{s['expired']} of {plural(s['time_sensitive'], 'time-sensitive entry')} expired"
             if s["time_sensitive"]
             else "no time-sensitive entries"
         )
         out.line(
-            f"{name}: {_n(s['steps'], 'step')}, {_n(len(s['tools']), 'tool')}, "
+            f"{name}: {plural(s['steps'], 'step')}, {plural(len(s['tools']), 'tool')}, "
             f"{s['side_effect_steps']} with side effects, {timed}; {run}"
             + ("; candidate pending" if s["pending_candidate"] else "")
         )
@@ -225,13 +178,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_pending(args: argparse.Namespace) -> int:
-    from tapetui.core.store import samples_dir, samples_of, session_name
-    from tapetui.review.golden import compare, pending
-
     cfg = _config(args)
-    _recover(cfg, _Out(sys.stderr))
+    _recover(cfg, Out(sys.stderr))
     items = []
-    for g, c in pending(cfg):
+    for g, c in review.pending(cfg):
         item: dict[str, Any] = {
             "session": session_name(g, cfg.tapes_dir),
             "golden": str(g),
@@ -239,15 +189,15 @@ def cmd_pending(args: argparse.Namespace) -> int:
             "older_candidates": [str(p) for p in samples_of(g)],
         }
         if g.exists():
-            cmp = compare(g, c, cfg)
+            cmp = review.compare(g, c, cfg)
             item["changed_steps"] = [s.seq for s in cmp.changed_steps]
             item["edit_distance"] = cmp.edit_distance
             item["contracts"] = sorted(cmp.contracts)
         items.append(item)
     if args.json:
-        _json(items)
+        print_json(items)
     else:
-        out = _Out(sys.stdout)
+        out = Out(sys.stdout)
         for it in items:
             older = len(it["older_candidates"])
             changed = it.get("changed_steps")
@@ -256,7 +206,7 @@ def cmd_pending(args: argparse.Namespace) -> int:
                 if changed is None
                 else "no step"
                 if not changed
-                else f"{_n(len(changed), 'step', name_only=True)} {', '.join(map(str, changed))}"
+                else f"{plural(len(changed), 'step', name_only=True)} {', '.join(map(str, changed))}"
             )
             out.line(
                 f"{it['session']}: {what} differ{'s' if changed is not None and len(changed) == 1 else ''}"
@@ -273,42 +223,95 @@ def cmd_pending(args: argparse.Namespace) -> int:
 
 
 def cmd_accept(args: argparse.Namespace) -> int:
-    from tapetui.review.golden import accept
-
     cfg = _config(args)
-    entry = accept(cfg, _tape(cfg, args.tape), args.why, args.step or None)
-    _Out(sys.stdout).line(
+    if args.all:
+        return _accept_all(args, cfg)
+    if args.filter is not None:
+        raise _Usage("--filter goes with --all")
+    if args.tape is None:
+        raise _Usage("accept needs a TAPE, or --all")
+    entry = review.accept(cfg, _tape(cfg, args.tape), args.why, args.step or None)
+    Out(sys.stdout).line(
         f"accepted {entry.session}"
-        + (f" {_n(len(entry.steps), 'step', name_only=True)} {', '.join(map(str, entry.steps))}" if args.step else "")
+        + (
+            f" {plural(len(entry.steps), 'step', name_only=True)} {', '.join(map(str, entry.steps))}"
+            if args.step
+            else ""
+        )
         + f"; changelog entry {entry.id} in {cfg.changelog}",
         "green",
     )
     return 0
 
 
-def cmd_reject(args: argparse.Namespace) -> int:
-    from tapetui.review.golden import reject
+def _accept_all(args: argparse.Namespace, cfg: Config) -> int:
+    """``accept --all [--filter F]``: the app's accept of marked or filtered sessions (A), for scripts."""
+    if args.tape is not None or args.step:
+        raise _Usage("--all accepts whole candidates of every session: give no TAPE and no --step")
+    if args.why is None or not args.why.strip():  # before anything is read: nothing is accepted without one
+        raise TapeError("accept needs a rationale (--why TEXT): the changelog records why a golden changed")
+    _recover(cfg, Out(sys.stderr))
+    try:
+        chosen = [s.golden for s in select(cfg, args.filter, pending_only=True)]
+    except FilterError as e:
+        raise _Usage(str(e)) from None
+    out, err = Out(sys.stdout), Out(sys.stderr)
+    if not chosen:
+        out.line("no pending candidates" + (f" match {args.filter!r}" if args.filter else ""))
+        return 0
+    results = review.accept_all(cfg, args.why, chosen)
+    for r in results:
+        name = session_name(r.golden, cfg.tapes_dir)
+        if r.entry is not None:
+            out.line(f"accepted {name}; changelog entry {r.entry.id}", "green")
+        else:
+            err.line(f"tapetui: {name}: {r.error}", "red")
+    ok = sum(r.ok for r in results)
+    out.line(f"{ok} of {len(results)} candidate(s) accepted; changelog: {cfg.changelog}", "green" if ok else "red")
+    return 0 if ok == len(results) else 2
 
+
+def cmd_undo(args: argparse.Namespace) -> int:
     cfg = _config(args)
     tape = _tape(cfg, args.tape)
-    reject(cfg, tape, args.why)
-    _Out(sys.stdout).line(f"rejected the candidate of {tape.name}", "green")
+    entry = review.undo(cfg, tape)
+    reverted = entry.details[0] if entry.details else "reverted the last change"
+    Out(sys.stdout).line(f"undid a change of {entry.session}: {reverted}; changelog entry {entry.id}", "green")
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """Run tapes.toml's replay_command for one session (the app's p); exit with the command's code."""
+    cfg = _config(args)
+    argv = review.replay_argv(cfg, _tape(cfg, args.tape))
+    Out(sys.stderr).line(f"tapetui: running {' '.join(argv)} in {cfg.root}")
+    try:
+        return subprocess.run(argv, cwd=cfg.root, stdin=subprocess.DEVNULL).returncode
+    except OSError as e:
+        raise TapeError(f"{argv[0]}: cannot run the replay_command: {e.strerror or e}") from None
+
+
+def cmd_reject(args: argparse.Namespace) -> int:
+    cfg = _config(args)
+    tape = _tape(cfg, args.tape)
+    review.reject(cfg, tape, args.why)
+    Out(sys.stdout).line(f"rejected the candidate of {tape.name}", "green")
     return 0
 
 
 def cmd_expire(args: argparse.Namespace) -> int:
-    from tapetui.review.golden import AlreadyExpired, expire
-
     cfg = _config(args)
     if not args.step and not args.all_time_sensitive:
         raise _Usage("expire needs --step N or --all-time-sensitive")
     try:
-        entry = expire(cfg, _tape(cfg, args.tape), args.step, all_time_sensitive=args.all_time_sensitive, why=args.why)
-    except AlreadyExpired as e:  # nothing changed and nothing is wrong
-        _Out(sys.stdout).line(str(e))
+        entry = review.expire(
+            cfg, _tape(cfg, args.tape), args.step, all_time_sensitive=args.all_time_sensitive, why=args.why
+        )
+    except review.AlreadyExpired as e:  # nothing changed and nothing is wrong
+        Out(sys.stdout).line(str(e))
         return 0
     steps = ", ".join(map(str, entry.steps))
-    _Out(sys.stdout).line(
+    Out(sys.stdout).line(
         f"expired {entry.session} step{'s' if len(entry.steps) != 1 else ''} {steps}; the next fill re-records them",
         "green",
     )
@@ -316,28 +319,24 @@ def cmd_expire(args: argparse.Namespace) -> int:
 
 
 def cmd_rerecord(args: argparse.Namespace) -> int:
-    from tapetui.review.golden import rerecord
-
     cfg = _config(args)
     tape = _tape(cfg, args.tape)
     if cfg.registry:  # without one, rerecord says what to configure
-        _Out(sys.stderr).line(f"tapetui: importing the registry {cfg.registry} to run the live tool")
-    cand = rerecord(cfg, tape, args.step, yes=args.yes)
-    _Out(sys.stdout).line(f"re-recorded step {args.step}; review it: tapetui diff {tape.name} {cand.name}", "green")
+        Out(sys.stderr).line(f"tapetui: importing the registry {cfg.registry} to run the live tool")
+    cand = review.rerecord(cfg, tape, args.step, yes=args.yes)
+    Out(sys.stdout).line(f"re-recorded step {args.step}; review it: tapetui diff {tape.name} {cand.name}", "green")
     return 0
 
 
 def cmd_scrub(args: argparse.Namespace) -> int:
     """Re-redact every session with the current rules. Exit 0 when done (whether or not anything held a
     secret), 1 with ``--dry-run`` when something would be removed, 2 when a session could not be scrubbed."""
-    from tapetui.review.scrub import scrub
-
     cfg = _config(args, args.dir)
     report = scrub(cfg, Path(args.dir) if args.dir else None, dry_run=args.dry_run)
     if args.json:
-        _json(report.to_json())
+        print_json(report.to_json())
     else:
-        out = _Out(sys.stdout)
+        out = Out(sys.stdout)
         verb = "would remove" if args.dry_run else "removed"
         for f in report.files:
             out.line(f"{f.session}: {f.summary()}", "yellow")
@@ -357,7 +356,7 @@ def cmd_scrub(args: argparse.Namespace) -> int:
             summary += f"; {n} changelog entr{'y' if n == 1 else 'ies'} in {cfg.changelog}"
         out.line(summary, "green" if not report.errors else "red")
     if report.errors:
-        err = _Out(sys.stderr)
+        err = Out(sys.stderr)
         for e in report.errors:
             err.line(f"tapetui: {e}", "red")
         return 2
@@ -365,11 +364,9 @@ def cmd_scrub(args: argparse.Namespace) -> int:
 
 
 def cmd_recover(args: argparse.Namespace) -> int:
-    from tapetui.review.golden import recover
-
     cfg = _config(args)
-    notes = recover(cfg)
-    out = _Out(sys.stdout)
+    notes = review.recover(cfg)
+    out = Out(sys.stdout)
     for n in notes:
         out.line(n)
     if not notes:
@@ -381,41 +378,35 @@ class _Usage(Exception):
     pass
 
 
-def _n(count: int, word: str, *, name_only: bool = False) -> str:
-    """``1 step``, ``2 steps``, ``1 miss``, ``3 misses``, ``2 entries`` (``name_only``: the word alone)."""
-    if count == 1:
-        plural = word
-    elif word.endswith(("s", "sh", "ch", "x")):
-        plural = word + "es"
-    elif word.endswith("y") and word[-2:-1] not in "aeiou":
-        plural = word[:-1] + "ies"
-    else:
-        plural = word + "s"
-    return plural if name_only else f"{count} {plural}"
-
-
 _EXITS = {
     "check": "0 every session matches; 1 findings (drift, misses, unused steps, contract changes, stale or "
     "unfinished runs, pending candidates); 2 bad input or no tapes found",
     "diff": "0 no differences; 1 differences; 2 bad input",
     "default": "0 done; 2 bad input, or nothing was changed because of an error (the message says which)",
     "scrub": "0 done; 1 (--dry-run) something would be removed; 2 bad input or a session could not be scrubbed",
+    "accept": "0 done; 2 bad input, or (--all) a candidate that could not be accepted (the others are)",
+    "replay": "the replay command's own exit code; 2 no replay_command, or it cannot be run",
 }
 
 
 def _sub(sub: Any, name: str, summary: str, details: str = "") -> argparse.ArgumentParser:
     """A subcommand whose --help page has a description and its exit codes."""
-    return sub.add_parser(
+    parser: argparse.ArgumentParser = sub.add_parser(
         name,
         help=summary,
         description=summary[0].upper() + summary[1:] + "." + (f"\n\n{details}" if details else ""),
         epilog=f"exit codes: {_EXITS.get(name, _EXITS['default'])}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    return parser
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="tapetui", description="Record, replay and review agent tool calls.")
+    ap = argparse.ArgumentParser(
+        prog="tapetui",
+        description="Record, replay and review agent tool calls. `tapetui [DIR]` opens the app on a tapes "
+        "folder; a folder named like a command opens with a path: `tapetui ./undo`.",
+    )
     ap.add_argument("--config", help="tapes.toml to use (default: the nearest one above the current folder)")
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     json_help = "one JSON document on stdout (for scripts)"
@@ -449,8 +440,19 @@ def _parser() -> argparse.ArgumentParser:
         "The golden never changes without its changelog entry; a crash at any point leaves the old\n"
         "golden, or the new one with its entry.",
     )
-    p.add_argument("tape", help=tape_help)
+    p.add_argument("tape", nargs="?", help=tape_help + " (not with --all)")
     p.add_argument("--why", help="the rationale, written to the changelog (required)")
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="accept every pending candidate whole (the app's A), or those --filter matches",
+    )
+    p.add_argument(
+        "--filter",
+        metavar="FILTER",
+        help="with --all: the app's / filter: tool:NAME, status:drift|contract|miss|stale|unused|pending|error, "
+        "or any part of a session's name",
+    )
     p.add_argument(
         "--step",
         type=int,
@@ -478,6 +480,16 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_expire)
     p = _sub(
         sub,
+        "undo",
+        "revert the newest accept, reject or expire of a session (the app's u), from any process",
+        "The golden and candidate get back the exact bytes they had before it (kept under .tapetui/history/\n"
+        "in the project folder, the last 20 changes per session); the undo is a changelog entry naming the\n"
+        "entry it reverts. Run it again to revert the change before.",
+    )
+    p.add_argument("tape", help=tape_help)
+    p.set_defaults(fn=cmd_undo)
+    p = _sub(
+        sub,
         "rerecord",
         "run one step's tool live; the result becomes a candidate",
         "Imports the registry named in tapes.toml ([tapes] registry = 'module:attribute').",
@@ -486,6 +498,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--step", type=int, required=True, metavar="N", help="the step to run again")
     p.add_argument("--yes", action="store_true", help="confirm running a side-effecting tool")
     p.set_defaults(fn=cmd_rerecord)
+    p = _sub(
+        sub,
+        "replay",
+        "run tapes.toml's replay_command for a session (the app's p)",
+        "{tape} in the command becomes the session's golden; it runs in the folder of tapes.toml.",
+    )
+    p.add_argument("tape", help=tape_help)
+    p.set_defaults(fn=cmd_replay)
     p = _sub(
         sub,
         "recover",
@@ -510,9 +530,14 @@ def _ui(argv: Sequence[str]) -> int:
     ap = argparse.ArgumentParser(
         prog="tapetui",
         description="Open the review app on a tapes folder. "
-        f"Subcommands: {', '.join(SUBCOMMANDS)} (tapetui COMMAND --help).",
+        f"Subcommands: {', '.join(SUBCOMMANDS)} (tapetui COMMAND --help). "
+        "A folder named like a subcommand opens with a path: tapetui ./undo",
     )
-    ap.add_argument("dir", nargs="?", help="tapes folder (default: the tapes dir of ./tapes.toml)")
+    ap.add_argument(
+        "dir",
+        nargs="?",
+        help="tapes folder (default: the tapes dir of ./tapes.toml); one named like a subcommand: ./NAME",
+    )
     ap.add_argument("--config", help="tapes.toml to use")
     args = ap.parse_args(argv)
     cfg = _config(args, args.dir)
@@ -524,6 +549,7 @@ def _ui(argv: Sequence[str]) -> int:
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise _Usage("no terminal: the app needs an interactive terminal (try `tapetui check` in scripts)")
     try:
+        # deferred: textual is heavy, and only the app needs it (scripts and CI never load it)
         from tapetui.tui.app import TapeApp
     except ImportError as e:  # pragma: no cover - textual is a base dependency
         raise TapeError(f"the terminal UI cannot start: {e}") from None
@@ -533,7 +559,7 @@ def _ui(argv: Sequence[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    err = _Out(sys.stderr)
+    err = Out(sys.stderr)
     try:
         first = next((a for a in argv if not a.startswith("-")), None)
         if first in SUBCOMMANDS or any(a in ("-h", "--help") for a in argv[:1]) and first in SUBCOMMANDS:

@@ -9,7 +9,7 @@ report (paths that changed, both values), not only an exception's repr.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +70,7 @@ def tape(request: pytest.FixtureRequest, tape_config: Config, tape_registry: Any
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
     outcome = yield
     report = outcome.get_result()
     if call.excinfo is not None and isinstance(call.excinfo.value, TapeError):

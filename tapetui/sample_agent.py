@@ -16,12 +16,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from tapetui.core.config import Config
+from tapetui.core.config import Config, ToolPolicy, find_config, load_config
 from tapetui.core.errors import TapeError
 from tapetui.core.registry import ToolRegistry
 from tapetui.core.store import candidate_path, runlog_path
@@ -53,7 +53,7 @@ def fetch_doc(doc_id: str) -> dict[str, Any]:
 
 def search_index(query: str, top_k: int = 3) -> list[dict[str, Any]]:
     words = set(query.lower().split())
-    scored = []
+    scored: list[dict[str, Any]] = []
     for doc_id, (title, text) in sorted(DOCS.items()):
         score = sum(text.lower().count(w) for w in words)
         scored.append({"doc_id": doc_id, "title": title, "score": score})
@@ -193,7 +193,6 @@ SESSIONS: dict[str, tuple[AgentParams, AgentParams, bool]] = {
         False,
     ),
 }
-SAMPLE_CONFIG_TOOLS = {"quote_price"}
 EPOCH = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 
 
@@ -218,10 +217,6 @@ def regenerate(out_dir: Path) -> list[Path]:
     """Rebuild every sample session in ``out_dir``: the same bytes on every run."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    from dataclasses import replace
-
-    from tapetui.core.config import ToolPolicy
-
     # The same policy as the repository's tapes.toml: an expired quote is re-recorded by fill.
     config = replace(Config.for_dir(out_dir), tools={"quote_price": ToolPolicy(ttl=3600, stale_policy="miss")})
     written = []
@@ -291,8 +286,6 @@ def regenerate(out_dir: Path) -> list[Path]:
 
 def replay(tape_path: Path, mode: str = "replay", delay: float = 0.0) -> int:
     """Replay one sample session as the agent behaves today; exit status 0 clean, 1 otherwise."""
-    from tapetui.core.config import find_config, load_config
-
     name = Path(tape_path).name.removesuffix(".jsonl")
     _, now, _ = SESSIONS.get(name, (None, AgentParams(), False))
     cfg_path = find_config(Path(tape_path).parent)

@@ -12,7 +12,6 @@ import pytest
 from hypothesis import settings
 
 from tapetui import Config, ToolRegistry
-from tapetui.core.config import ToolPolicy
 
 # Fuzzing budgets: CI runs a fixed, repeatable set; HYPOTHESIS_PROFILE=fuzz hunts longer with fresh inputs.
 settings.register_profile("ci", max_examples=120, derandomize=True, database=None, deadline=None)
@@ -126,7 +125,3 @@ def sample_dir(tmp_path: Path, _committed_samples: Path) -> Path:
     d = tmp_path / "proj"
     shutil.copytree(_committed_samples, d)
     return d
-
-
-def policy(**kw: Any) -> ToolPolicy:
-    return ToolPolicy(**kw)

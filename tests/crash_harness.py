@@ -87,7 +87,7 @@ def candidate_with_op(golden: Path, op: int) -> bytes:
     """The golden's bytes with step 1's args carrying ``op`` (a distinct candidate per op)."""
     import orjson
 
-    from tapetui.core.tape import key_of
+    from tapetui.core.keys import key_of
     from tapetui.core.tapefile import call_line
 
     lines = golden.read_bytes().splitlines(keepends=True)
@@ -121,10 +121,9 @@ def golden_op(golden: Path) -> int:
 
 # ---- the child --------------------------------------------------------------------------
 def child(op: str, tapes: Path) -> None:
-    from tapetui import Tape, TapeError
+    from tapetui import Tape, TapeError, review
+    from tapetui.core.files import atomic_write
     from tapetui.core.store import candidate_path
-    from tapetui.core.tapefile import atomic_write
-    from tapetui.review import golden as review
 
     cfg = config(tapes)
     reg = registry(tapes.parent / "counter")
@@ -193,10 +192,10 @@ def _check_tape(path: Path, problems: list[str], *, may_tear: bool) -> Any:
 
 
 def run_trial(op: str, work: Path, rng: random.Random, max_delay_ms: float = 250) -> Trial:
+    from tapetui import review
     from tapetui.core.runlog import read_run_log
     from tapetui.core.store import candidate_path, runlog_path
     from tapetui.core.tapefile import Appender, dump_line
-    from tapetui.review import golden as review
 
     if work.exists():
         shutil.rmtree(work)
@@ -374,11 +373,11 @@ def _expire_op(golden: Path) -> int:
 def mixed_child(op: str, tapes: Path, me: int) -> None:
     import traceback
 
-    from tapetui import Tape
+    import tapetui.review.journal as journal
+    from tapetui import Tape, review
     from tapetui.core.errors import TapeError
+    from tapetui.core.files import atomic_write
     from tapetui.core.store import candidate_path, rotate_candidate
-    from tapetui.core.tapefile import atomic_write
-    from tapetui.review import golden as review
 
     cfg = config(tapes)
     reg = registry(tapes.parent / f"counter-{me}")
@@ -401,13 +400,13 @@ def mixed_child(op: str, tapes: Path, me: int) -> None:
         for n in itertools.count(1):
             op_id = me * 100_000 + n
             if op == "accept":
-                with review._session(cfg, golden):  # the candidate is made from the golden as it is now
+                with journal.session(cfg, golden):  # the candidate is made from the golden as it is now
                     prev = golden_op(golden)
                     rotate_candidate(golden)
                     atomic_write(candidate_path(golden), candidate_with_op(golden, op_id))
                     review.accept(cfg, golden, f"op-{op_id} accept prev-{prev}")
             elif op == "expire":
-                with review._session(cfg, golden):
+                with journal.session(cfg, golden):
                     prev = _expire_op(golden)
                     try:
                         review.expire(
@@ -420,7 +419,7 @@ def mixed_child(op: str, tapes: Path, me: int) -> None:
                     except review.AlreadyExpired:  # another child expired it to an earlier time: a no-op
                         print("already", flush=True)
             elif op == "reject":
-                with review._session(cfg, golden):
+                with journal.session(cfg, golden):
                     rotate_candidate(golden)
                     atomic_write(candidate_path(golden), candidate_with_op(golden, op_id))
                     review.reject(cfg, golden, f"rej-{op_id}")
@@ -468,8 +467,8 @@ class MixedTrial:
 
 
 def run_mixed_trial(work: Path, rng: random.Random, children: int = 3, max_delay_ms: float = 1500) -> MixedTrial:
+    from tapetui import review
     from tapetui.core.store import candidate_path, samples_of
-    from tapetui.review import golden as review
 
     if work.exists():
         shutil.rmtree(work)

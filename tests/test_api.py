@@ -50,7 +50,7 @@ def test_core_never_imports_textual_or_watchfiles() -> None:
 
 def test_importing_core_and_running_check_loads_no_textual() -> None:
     code = (
-        "import sys, tapetui, tapetui.review.golden, tapetui.cli, tapetui.sample_agent;"
+        "import sys, tapetui, tapetui.review, tapetui.cli, tapetui.sample_agent;"
         "print(any(m.startswith(('textual', 'watchfiles')) for m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tapetui import Tape, TapeDrift, TapeError, TapeMiss, TapeReplayedError, ToolDriftError, ToolRegistry
-from tapetui.core.tape import key_of
+from tapetui.core.keys import key_of
 from tapetui.core.tapefile import call_line, dump_line
 from tapetui.review.changelog import Entry, append_entry
 

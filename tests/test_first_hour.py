@@ -43,9 +43,8 @@ def test_a_run_log_names_the_golden_it_ran_against(tmp_path: Path) -> None:
 
 
 def test_a_rerecord_that_only_refreshes_an_expiry_is_a_difference(tmp_path: Path) -> None:
-    from tapetui import Config
+    from tapetui import Config, review
     from tapetui.core.store import candidate_path
-    from tapetui.review import golden as review
 
     tapes = tmp_path / "tapes"
     reg = ToolRegistry()
@@ -103,8 +102,7 @@ def test_session_names_round_trip_between_commands(tmp_path: Path) -> None:
 
 
 def test_after_an_accept_check_says_the_last_run_predates_the_golden(tmp_path: Path) -> None:
-    from tapetui import Config, TapeDrift
-    from tapetui.review import golden as review
+    from tapetui import Config, TapeDrift, review
 
     tapes = tmp_path / "tapes"
     cfg = Config.for_dir(tapes)
@@ -190,7 +188,7 @@ def test_a_value_deeper_than_the_recursion_limit_is_named_as_such(tmp_path: Path
 
 def test_a_line_nested_10000_deep_is_named_and_the_rest_of_the_tape_opens(tmp_path: Path) -> None:
     from tapetui import TapeError
-    from tapetui.core.tape import key_of
+    from tapetui.core.keys import key_of
     from tapetui.core.tapefile import call_line, read_index
 
     deep = "[" * 10_000 + "1" + "]" * 10_000

@@ -10,12 +10,13 @@ import orjson
 import pytest
 
 from tapetui import Config, Tape, TapeError, ToolDriftError, ToolRegistry, tool_fingerprint
-from tapetui.core.canon import canonical_json, key_of_json
+from tapetui.core.canon import canonical_json
 from tapetui.core.fingerprint import explain_manifest_change, in_form, redact_manifest, tool_manifest
+from tapetui.core.keys import key_of_json
 from tapetui.core.runlog import read_run_log
 from tapetui.core.store import candidate_path, runlog_path
 from tapetui.core.tapefile import call_line, dump_line, read_index
-from tapetui.review.golden import compare
+from tapetui.review import compare
 
 KEY_1 = "sk-live-FormOneKey0001abcdefgh"
 KEY_2 = "sk-live-RotatedKey0002abcdefgh"

@@ -26,7 +26,7 @@ from tapetui.cli import main as cli_main
 from tapetui.core.config import load_config
 from tapetui.core.runlog import RunLogReader, read_run_log
 from tapetui.core.tapefile import call_line, dump_line, read_index
-from tapetui.review.golden import check_session, load
+from tapetui.review import check_session, load
 
 CASE_SECONDS = 20  # a bound per case, far above what any case needs: a hang fails instead of stalling CI
 

@@ -13,7 +13,7 @@ import pytest
 from tapetui import TapeError, load_config
 from tapetui.core.store import candidate_path
 from tapetui.core.tapefile import read_index
-from tapetui.review.golden import accept, check, compare, expire, recover, reject, rerecord, restore
+from tapetui.review import accept, check, compare, expire, recover, reject, rerecord, restore
 
 
 def calls_of(path: Path) -> list[dict]:
@@ -159,7 +159,8 @@ def test_restore_writes_an_undo_entry(sample_dir: Path) -> None:
 
 CHILD = r"""
 import os, sys
-import tapetui.review.golden as g
+import tapetui.review.journal as g
+from tapetui.review import accept
 from tapetui import load_config
 point, when = sys.argv[1], sys.argv[2]
 def wrap(owner, name):
@@ -180,11 +181,11 @@ if point == "tmp":
             fh.write(data[:7])
             fh.flush()
         os.kill(os.getpid(), 9)
-    g._write_new = o
+    g.write_new = o
 else:
     wrap(*owners[point])
 cfg = load_config(sys.argv[3])
-g.accept(cfg, cfg.tapes_dir / "drift_summarize.jsonl", "killed mid-way")
+accept(cfg, cfg.tapes_dir / "drift_summarize.jsonl", "killed mid-way")
 """
 
 
@@ -317,7 +318,7 @@ def test_a_hand_edited_argument_whose_key_no_longer_matches_is_a_finding(sample_
     # keys are compared on the arguments as canon makes them: a line the writer did not lay out is fine
     obj = orjson.loads(lines[n])
     obj["args"] = {"doc_id": " handbook-v2 "}  # canon strips: the same key as "handbook-v2"
-    from tapetui.core.tape import key_of
+    from tapetui.core.keys import key_of
 
     obj["key"] = key_of(obj["tool"], {"doc_id": "handbook-v2"})
     lines[n] = orjson.dumps(obj) + b"\n"

@@ -6,6 +6,7 @@ from the command line, one line on stderr and exit 2 — never a hang, a traceba
 from __future__ import annotations
 
 import errno
+import importlib
 import os
 import shutil
 import subprocess
@@ -18,13 +19,12 @@ from typing import Any
 import orjson
 import pytest
 
-from tapetui import Tape, TapeError, ToolRegistry, load_config
+from tapetui import Tape, TapeError, ToolRegistry, load_config, review
 from tapetui.core import runlog, tapefile
+from tapetui.core.keys import key_of
 from tapetui.core.runlog import RunLogReader, RunLogWarning, RunSummary, read_run_log
 from tapetui.core.store import runlog_path
-from tapetui.core.tape import key_of
 from tapetui.core.tapefile import Appender, call_line, dump_line, read_index
-from tapetui.review import golden as review
 
 from .conftest import Calls
 
@@ -266,7 +266,7 @@ def test_a_tape_deleted_between_scan_and_decode(sample_dir: Path, monkeypatch: p
     with pytest.raises(TapeError, match=r"drift_summarize\.jsonl: cannot read tape: No such file"):
         list(idx.records())
     shutil.copy(ROOT / "sample_tapes" / "drift_summarize.jsonl", g)
-    scan = review.read_index
+    scan = read_index
     deleted = []
 
     def scan_then_delete(path: Path, **kw: Any) -> Any:
@@ -276,7 +276,8 @@ def test_a_tape_deleted_between_scan_and_decode(sample_dir: Path, monkeypatch: p
             g.unlink()
         return out
 
-    monkeypatch.setattr(review, "read_index", scan_then_delete)
+    for module in ("tapetui.review.compare", "tapetui.review.check"):  # load, and check_session's golden
+        monkeypatch.setattr(importlib.import_module(module), "read_index", scan_then_delete)
     with pytest.raises(TapeError, match=r"drift_summarize\.jsonl: cannot read tape: No such file"):
         review.load(g)
     g.write_bytes(deleted.pop())

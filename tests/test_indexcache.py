@@ -13,8 +13,10 @@ from hypothesis import strategies as st
 
 from tapetui import Tape, TapeError, ToolRegistry
 from tapetui.core import indexcache
-from tapetui.core.tape import key_of
-from tapetui.core.tapefile import Appender, TapeIndex, atomic_write, read_index
+from tapetui.core.files import atomic_write
+from tapetui.core.index import TapeIndex
+from tapetui.core.keys import key_of
+from tapetui.core.tapefile import Appender, read_index
 
 FIELDS = (
     "seqs",

@@ -17,11 +17,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tapetui import Config, Tape, TapeError, ToolRegistry
+import tapetui.review.journal as journal
+from tapetui import Config, Tape, TapeError, ToolRegistry, review
 from tapetui.core import locks
-from tapetui.core.store import candidate_path, journal_path, samples_of
+from tapetui.core.store import candidate_path, iter_goldens, journal_path, samples_of
 from tapetui.core.tapefile import read_index
-from tapetui.review import golden as review
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -68,7 +68,8 @@ def _session(tmp_path: Path, with_candidate: bool = True) -> tuple[Config, Path]
 PAUSED_ACCEPT = textwrap.dedent("""
     import sys
     from pathlib import Path
-    import tapetui.review.golden as g
+    import tapetui.review.journal as g
+    from tapetui.review import accept
     from tapetui import Config
     real = g.atomic_write
     def paused(path, data, **kw):
@@ -78,7 +79,7 @@ PAUSED_ACCEPT = textwrap.dedent("""
         return real(path, data, **kw)
     g.atomic_write = paused
     tapes = Path(sys.argv[1])
-    g.accept(Config.for_dir(tapes), tapes / "s.jsonl", "from the paused child")
+    accept(Config.for_dir(tapes), tapes / "s.jsonl", "from the paused child")
     print("accepted", flush=True)
 """)
 
@@ -117,7 +118,7 @@ def test_recover_and_check_leave_an_accept_in_flight_alone(tmp_path: Path) -> No
     cfg, golden = _session(tmp_path)
     new = candidate_path(golden).read_bytes()
     p = _paused_accept(cfg.tapes_dir)
-    tmp = review._tmp_of(golden)
+    tmp = journal.tmp_of(golden)
     assert tmp.exists()
     notes = review.recover(cfg)  # another open file description: the lock is held against it
     assert tmp.exists() and any("in use by another process" in n for n in notes)
@@ -211,8 +212,8 @@ def test_record_over_a_pending_candidate_moves_it_to_samples(tmp_path: Path, cap
     (moved,) = samples_of(golden)
     assert moved.read_bytes() == old
     assert any("moved to" in n for n in t.notices) and "moved to" in caplog.text
-    assert review.iter_goldens(cfg.tapes_dir).__next__() == golden  # samples are not sessions
-    assert [p.name for p in review.iter_goldens(cfg.tapes_dir)] == ["s.jsonl"]
+    assert iter_goldens(cfg.tapes_dir).__next__() == golden  # samples are not sessions
+    assert [p.name for p in iter_goldens(cfg.tapes_dir)] == ["s.jsonl"]
 
 
 def _die(t: Tape) -> None:
@@ -298,7 +299,7 @@ def _good_journal(golden: Path) -> dict[str, object]:
     return {
         "id": "abcdef012345",
         "golden": golden.name,
-        "tmp": review._tmp_of(golden).name,
+        "tmp": journal.tmp_of(golden).name,
         "sha256": "0" * 64,
         "remove_candidate": True,
         "entry": {
@@ -329,7 +330,7 @@ def test_a_malformed_journal_is_reported_never_trusted(tmp_path: Path, shape: st
     if data is None:
         data = orjson.dumps(j)
     if shape == "sha256 mismatch":
-        review._tmp_of(golden).write_bytes(b"not the journaled bytes\n")
+        journal.tmp_of(golden).write_bytes(b"not the journaled bytes\n")
     journal_path(golden).write_bytes(data)
     notes = review.recover(cfg)  # no traceback, and nothing renamed over anything
     assert any(str(journal_path(golden)) in n or "journal" in n for n in notes), notes
@@ -375,11 +376,11 @@ def test_disk_full_writing_the_new_golden_changes_nothing(tmp_path: Path, monkey
             fh.write(data[:5])
         raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
-    monkeypatch.setattr(review, "_write_new", full)
+    monkeypatch.setattr(journal, "write_new", full)
     with pytest.raises(TapeError, match="No space left on device.*nothing was changed"):
         review.accept(cfg, golden, "full disk")
     assert golden.read_bytes() == before and candidate_path(golden).read_bytes() == cand
-    assert not review._tmp_of(golden).exists() and not journal_path(golden).exists()
+    assert not journal.tmp_of(golden).exists() and not journal_path(golden).exists()
     assert not cfg.changelog.exists()
 
 
@@ -446,14 +447,14 @@ def test_the_journal_never_holds_a_secret_from_the_rationale(tmp_path: Path, mon
     cfg, golden = _session(tmp_path)
     secret = "sk-ant-api03-" + "Q" * 40
     seen: list[bytes] = []
-    real = review.atomic_write
+    real = journal.atomic_write
 
     def spy(path: Path, data: bytes, **kw: object) -> None:
         if Path(path) == journal_path(golden):
             seen.append(bytes(data))
         real(path, data, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(review, "atomic_write", spy)
+    monkeypatch.setattr(journal, "atomic_write", spy)
     review.accept(cfg, golden, f"rotated the key {secret}")
     assert seen and all(secret.encode() not in j for j in seen)
     assert secret not in cfg.changelog.read_text()

@@ -12,7 +12,7 @@ import pytest
 
 from tapetui import ConfigError, load_config
 from tapetui.core.store import candidate_path, iter_goldens, runlog_path
-from tapetui.review.golden import accept, check_session, compare
+from tapetui.review import accept, check_session, compare
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -108,7 +108,7 @@ async def test_app_does_not_follow_planted_symlinks(sample_dir: Path, outside: P
     runlog_path(miss).symlink_to(outside / "id_rsa")  # a planted run log beside a real golden
     app = TapeApp(cfg, watch=True)
     async with app.run_test(size=(140, 44)) as pilot:
-        await wait_for(pilot, lambda: app._summarised.is_set() and app._watching.is_set())
+        await wait_for(pilot, lambda: app.feed.summarised.is_set() and app.feed.watching.is_set())
         assert "clean" not in {s.name for s in app.sessions.values()}  # not listed at all
         assert app.sessions[miss].summary.invalid == 1  # refused, and said once (not at every poll)
         assert app.sessions[miss].summary.hits == 0

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from tapetui import Tape, TapeError, TapeReplayedError
+from tapetui.core.keys import key_of
 from tapetui.core.recorded_errors import build_error, restorable
-from tapetui.core.tape import key_of
 from tapetui.core.tapefile import call_line, dump_line
 
 pytest_plugins = ["pytester"]

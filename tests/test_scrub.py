@@ -176,7 +176,7 @@ def test_dry_run_changes_nothing_and_the_cli_exit_codes(tmp_path: Path, capsys: 
 def test_scrub_is_atomic_with_its_changelog_entry(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tapetui.review import golden as review
+    import tapetui.review.journal as journal
 
     cfg, tapes = _old_folder(tmp_path)
     before = {p: p.read_bytes() for p in _files(tapes)}
@@ -184,7 +184,7 @@ def test_scrub_is_atomic_with_its_changelog_entry(
     def full(path: Path, data: bytes) -> None:
         raise OSError(28, "No space left on device", str(path))
 
-    monkeypatch.setattr(review, "_write_new", full)
+    monkeypatch.setattr(journal, "write_new", full)
     assert cli_main(["scrub", str(tapes)]) == 2
     assert "No space left on device" in capsys.readouterr().err
     after = {p: p.read_bytes() for p in _files(tapes)}

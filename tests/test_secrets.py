@@ -16,7 +16,7 @@ from tapetui.cli import main as cli_main
 from tapetui.core import indexcache
 from tapetui.core.store import candidate_path
 from tapetui.core.tapefile import read_index
-from tapetui.review.golden import accept
+from tapetui.review import accept
 
 PEM_BODY = "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gunVTLw"
 OPENSSH_BODY = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAABlwAAAAdzc2gtcn"
@@ -379,7 +379,7 @@ async def test_no_secret_reaches_the_screen(recorded: tuple[Config, Path, list[B
         await pilot.press("enter")  # open the session: its steps
         for name in [*CORPUS, "login"]:
             await pilot.press("j")
-            node = app.tree.cursor_node
+            node = app.session_tree.cursor_node
             assert node is not None and isinstance(node.data, StepRef)
             await wait_for(pilot, lambda name=name: name in _visible(app))  # type: ignore[misc]
             seen.append(_visible(app))

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tapetui import Config, Tape, TapeDrift, TapeError, TapeMiss, TapeStale, ToolDriftError, ToolRegistry
+from tapetui.core.clock import ManualClock
 from tapetui.core.config import ToolPolicy
 from tapetui.core.runlog import read_run_log
 from tapetui.core.store import candidate_path, runlog_path
@@ -234,17 +235,9 @@ def test_recorded_error_is_raised_again(tmp_path: Path, registry: ToolRegistry, 
         t.call("flaky", {"n": 1})
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 1, 1, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 @pytest.mark.parametrize("policy", ["warn", "miss", "error"])
 def test_expiry_policies(tmp_path: Path, registry: ToolRegistry, calls: Calls, policy: str) -> None:
-    clock = Clock()
+    clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
     tape = tmp_path / "s.jsonl"
     with Tape(tape, "record", registry, clock=clock) as t:
         t.call("quote", {"symbol": "ACME"})

@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tapetui.core.tape import key_of
+from tapetui.core.keys import key_of
 from tapetui.core.tapefile import call_line, dump_line
 
 ROOT = Path(__file__).resolve().parent.parent

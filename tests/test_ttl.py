@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from tapetui import Config, ConfigError, Tape, TapeError, ToolRegistry, load_config
+from tapetui.core.clock import ManualClock
 from tapetui.core.config import MAX_TTL, ToolPolicy
 
 HUGE = 10**400
@@ -78,14 +79,6 @@ def test_registration_refuses_absurd_ttls_naming_the_tool(ttl: Any) -> None:
     reg.register(quote, ttl=MAX_TTL)  # the maximum itself is fine
 
 
-class Clock:
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 def _registry(ran: list[str]) -> ToolRegistry:
     reg = ToolRegistry()
 
@@ -114,7 +107,7 @@ def test_an_absurd_ttl_in_a_config_built_in_code_stops_the_call_before_the_tool_
 def test_an_expiry_past_year_9999_stops_the_call_before_the_tool_runs(tmp_path: Path) -> None:
     ran: list[str] = []
     tape = tmp_path / "s.jsonl"
-    clock = Clock(datetime(9999, 12, 31, 23, 59, 30, tzinfo=UTC))
+    clock = ManualClock(datetime(9999, 12, 31, 23, 59, 30, tzinfo=UTC))
     with (
         Tape(tape, "record", _registry(ran), clock=clock) as t,
         pytest.raises(TapeError, match=r"pay \(step 1\): cannot compute .*expires_at.*the tool was not run"),
@@ -171,7 +164,7 @@ def test_a_tool_that_ran_never_loses_its_call(tmp_path: Path, outcome: str, prob
         raise Unprintable()
 
     tape = tmp_path / "s.jsonl"
-    with Tape(tape, "record", reg, clock=Clock(datetime(2026, 1, 1, tzinfo=UTC))) as t:
+    with Tape(tape, "record", reg, clock=ManualClock(datetime(2026, 1, 1, tzinfo=UTC))) as t:
         with pytest.raises(TapeError, match="the call was recorded with this as its error") as info:
             t.call("act", {"kind": outcome})
         assert problem in str(info.value)

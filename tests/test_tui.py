@@ -59,7 +59,7 @@ async def settle(pilot) -> None:  # type: ignore[no-untyped-def]
 async def goto_session(pilot, app: TapeApp, name: str) -> None:  # type: ignore[no-untyped-def]
     await wait_for(pilot, lambda: all(s.loaded for s in app.sessions.values()), "every run log read")
     for _ in range(20):
-        node = app.tree.cursor_node
+        node = app.session_tree.cursor_node
         if node is not None and getattr(node.data, "name", None) == name:
             return
         await pilot.press("j")
@@ -73,7 +73,7 @@ async def test_find_drift_read_diff_accept_with_rationale(sample_dir: Path) -> N
         await pilot.press("n", "n")  # contract_change, then drift_summarize
         await goto_session(pilot, app, "drift_summarize")
         await pilot.press("enter", "j", "j", "j")  # expand, to step 3
-        node = app.tree.cursor_node
+        node = app.session_tree.cursor_node
         assert isinstance(node.data, StepRef) and node.data.seq == 3
         await wait_for(pilot, lambda: "args.max_words  120 → 80" in _visible(app))
         text = _visible(app)
@@ -102,10 +102,10 @@ async def test_find_drift_read_diff_accept_with_rationale(sample_dir: Path) -> N
         toast = next(n.message for n in app._notifications if "Accepted step 3" in n.message)
         assert ("stays pending" in toast) == candidate_path(g).exists()
         # u restores the previous golden and logs the undo
-        await wait_for(pilot, lambda: bool(app.undo_stack))
+        await wait_for(pilot, lambda: bool(app.controller.undo_stack))
         await pilot.press("u")
         await wait_for(pilot, lambda: "undo" in cfg.changelog.read_text())
-        assert b'"max_words":120' in g.read_bytes()
+        await wait_for(pilot, lambda: b'"max_words":120' in g.read_bytes())  # the entry is written first
 
 
 async def test_reject_and_expire_keys(sample_dir: Path) -> None:
@@ -150,7 +150,9 @@ async def test_live_run_log_lines_appear(sample_dir: Path) -> None:
     g = app.config.tapes_dir / "clean.jsonl"
     async with app.run_test(size=SIZE) as pilot:
         await goto_session(pilot, app, "clean")
-        await wait_for(pilot, lambda: app._summarised.is_set() and app._watching.is_set(), "the watcher is running")
+        await wait_for(
+            pilot, lambda: app.feed.summarised.is_set() and app.feed.watching.is_set(), "the watcher is running"
+        )
         log = runlog_path(g)
         with log.open("ab") as fh:
             fh.write(orjson.dumps({"event": "start", "mode": "replay"}) + b"\n")
@@ -168,7 +170,7 @@ async def test_a_session_appearing_while_the_app_runs_shows_its_pending_candidat
     app = app_for(sample_dir, watch=True)
     tapes = app.config.tapes_dir
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: app._summarised.is_set() and app._watching.is_set())
+        await wait_for(pilot, lambda: app.feed.summarised.is_set() and app.feed.watching.is_set())
         shutil.copy(tapes / "drift_summarize.candidate.jsonl", tapes / "brand_new.candidate.jsonl")
         await wait_for(pilot, lambda: "brand_new  ● pending" in _visible(app))
 
@@ -214,7 +216,7 @@ async def test_help_and_filter(sample_dir: Path) -> None:
         for ch in "status:miss":
             await pilot.press(ch)
         await pilot.press("enter")
-        names = [n.data.name for n in app.tree.session_nodes.values()]
+        names = [n.data.name for n in app.session_tree.session_nodes.values()]
         assert names == ["miss_extra_doc", "stale_quote"]
 
 
@@ -250,24 +252,24 @@ async def test_big_folders_start_closed_page_and_next_finds_unbuilt_sessions(
         text = _visible(app)
         assert "a  30 sessions" in text and "b  30 sessions  1 to review" in text
         assert "s005" not in text  # folders closed: no session nodes yet
-        assert len(app.tree.session_nodes) == 8  # first page of the root: folders a, b and 8 loose sessions
+        assert len(app.session_tree.session_nodes) == 8  # first page of the root: folders a, b and 8 loose sessions
         assert "… 17 more" in text
         await pilot.press("n")  # the drifted session is on the third page of folder b: built on demand
-        node = app.tree.cursor_node
+        node = app.session_tree.cursor_node
         assert node is not None and getattr(node.data, "name", "") == "b/s027"
         assert "b/s027" in _visible(app) or "s027" in _visible(app)
         await pilot.press("n")  # the only target: wraps onto itself
-        assert app.tree.cursor_node is node
-        app.tree.move_cursor(app.tree.folder_nodes[Path("b")])  # a folder's detail: its counts
+        assert app.session_tree.cursor_node is node
+        app.session_tree.move_cursor(app.session_tree.folder_nodes[Path("b")])  # a folder's detail: its counts
         await wait_for(pilot, lambda: "to review    1" in _visible(app) and "with drift   1" in _visible(app))
-        app.tree.move_cursor(app.tree.folder_nodes[Path("a")])
+        app.session_tree.move_cursor(app.session_tree.folder_nodes[Path("a")])
         await pilot.press("enter")  # open folder a: 10 sessions and a "more" node
         await wait_for(pilot, lambda: "… 20 more" in _visible(app))
         for _ in range(11):
             await pilot.press("j")
         await pilot.press("enter")  # on "… 20 more": the next page arrives
         await wait_for(pilot, lambda: "… 10 more" in _visible(app))
-        assert sum(1 for g in app.tree.session_nodes if g.parent.name == "a") == 20
+        assert sum(1 for g in app.session_tree.session_nodes if g.parent.name == "a") == 20
 
 
 async def test_run_log_lines_written_during_startup_are_not_lost(

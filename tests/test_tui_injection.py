@@ -15,7 +15,7 @@ import orjson
 from textual.drivers.headless_driver import HeadlessDriver
 
 from tapetui.core.config import Config
-from tapetui.core.tape import key_of
+from tapetui.core.keys import key_of
 from tapetui.core.tapefile import call_line, dump_line
 
 MARKUP = "[bold red]x[/]"

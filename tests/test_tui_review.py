@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tapetui.core.config import Config
-from tapetui.core.tape import key_of
+from tapetui.core.keys import key_of
 from tapetui.core.tapefile import call_line, dump_line
 from tapetui.tui.app import TapeApp
 from tapetui.tui.widgets import diff_view
@@ -113,7 +113,7 @@ async def test_keys_are_answered_while_a_big_diff_is_computed(tmp_path: Path, mo
             await wait_for(pilot, lambda: shows_step(app, 1, "fetch_page"), "step 1 shown")
             await wait_for(pilot, lambda: started.is_set() and app.detail.computing, "the diff worker started")
             await pilot.press("j")
-            node = app.tree.cursor_node
+            node = app.session_tree.cursor_node
             assert node is not None and isinstance(node.data, StepRef) and node.data.seq == 2
             await wait_for(pilot, lambda: shows_step(app, 2, "summarize"), "step 2 shown")
             assert not finished  # all of that while the diff was still being computed
@@ -209,7 +209,7 @@ async def test_space_marks_sessions_and_A_accepts_the_marked_ones(sample_dir: Pa
     async with app.run_test(size=SIZE) as pilot:
         await goto_session(pilot, app, "contract_change")
         await pilot.press("space")
-        node = app.tree.cursor_node
+        node = app.session_tree.cursor_node
         assert node is not None and node.data.marked and not node.is_expanded  # marked, not expanded
         await goto_session(pilot, app, "drift_summarize")
         await pilot.press("space")
@@ -219,7 +219,7 @@ async def test_space_marks_sessions_and_A_accepts_the_marked_ones(sample_dir: Pa
         assert "2 session(s): contract_change, drift_summarize" in _visible(app)
         await pilot.press("escape")
         await pilot.press("space")  # space again unmarks
-        assert not app.tree.cursor_node.data.marked
+        assert not app.session_tree.cursor_node.data.marked
 
 
 # ---- 7: a small terminal ----------------------------------------------------------------------------
@@ -245,7 +245,7 @@ async def test_80x24_keeps_pending_visible_ellipsises_rows_shows_the_diff_and_th
 
 # ---- 8: replay failures say why; the follow indicator shows -------------------------------------------
 def test_failure_tail_keeps_the_cause_escaped_and_bounded() -> None:
-    from tapetui.tui.app import TAIL_LINES, failure_tail
+    from tapetui.tui.controller import TAIL_LINES, failure_tail
 
     err = (
         "sample_tapes/d.jsonl: argument drift at step 3 (summarize): k1 recorded, k2 now\n  args.max_words  120 → 80\n"
@@ -299,7 +299,7 @@ async def test_follow_shows_the_following_indicator(sample_dir: Path) -> None:
 def test_each_step_has_one_status_and_the_counts_add_up_to_the_steps(sample_dir: Path) -> None:
     from tapetui.core.runlog import read_run_log
     from tapetui.core.tapefile import read_index
-    from tapetui.tui.model import Session, StepSummary
+    from tapetui.review.sessions import Session, StepSummary
     from tapetui.tui.widgets.session_tree import session_label
 
     tapes = sample_dir / "sample_tapes"
@@ -334,7 +334,7 @@ async def test_filter_status_error_finds_a_recorded_error(sample_dir: Path) -> N
         await pilot.press("slash", *"status:error")
         await wait_for(
             pilot,
-            lambda: [n.data.name for n in app.tree.session_nodes.values()] == ["error_missing_doc"],
+            lambda: [n.data.name for n in app.session_tree.session_nodes.values()] == ["error_missing_doc"],
             "the session with a recorded error",
         )
         await wait_for(
@@ -352,7 +352,7 @@ async def test_an_unknown_status_lists_the_valid_ones_and_no_stale_detail(sample
         await pilot.press("slash", *"status:bogus")
         text = _visible(app)
         assert "Unknown status 'bogus'" in text and "status:drift" in text and "status:error" in text
-        assert "drift_summarize.jsonl" not in text and not app.tree.session_nodes
+        assert "drift_summarize.jsonl" not in text and not app.session_tree.session_nodes
         assert "no session matches the filter" in text
 
 
@@ -361,14 +361,14 @@ async def test_esc_closes_the_filter_and_the_cursor_stays_where_it_was(sample_di
     async with app.run_test(size=SIZE) as pilot:
         await goto_session(pilot, app, "drift_summarize")
         await pilot.press("slash", *"status:miss")
-        assert app.tree.cursor_node is not None and app.tree.cursor_node.data.name == "miss_extra_doc"
+        assert app.session_tree.cursor_node is not None and app.session_tree.cursor_node.data.name == "miss_extra_doc"
         await pilot.press("enter", "j")  # in the filtered tree: the second match
-        assert app.tree.cursor_node.data.name == "stale_quote"
+        assert app.session_tree.cursor_node.data.name == "stale_quote"
         await pilot.press("escape")
-        assert app.filter_text == "" and len(app.tree.session_nodes) == 6
-        assert app.tree.cursor_node is not None and app.tree.cursor_node.data.name == "stale_quote"
+        assert app.filter_text == "" and len(app.session_tree.session_nodes) == 6
+        assert app.session_tree.cursor_node is not None and app.session_tree.cursor_node.data.name == "stale_quote"
         await pilot.press("k")  # j and k go on from there
-        assert app.tree.cursor_node.data.name == "miss_extra_doc"
+        assert app.session_tree.cursor_node.data.name == "miss_extra_doc"
 
 
 async def test_typing_a_filter_keeps_the_cursor_on_its_session_while_it_matches(sample_dir: Path) -> None:
@@ -377,7 +377,7 @@ async def test_typing_a_filter_keeps_the_cursor_on_its_session_while_it_matches(
         await goto_session(pilot, app, "drift_summarize")
         await pilot.press("enter", "j", "j")  # on a step of it
         await pilot.press("slash", *"status:drift")  # "st…" and "status:" match other sessions or none on the way
-        node = app.tree.cursor_node
+        node = app.session_tree.cursor_node
         assert node is not None and node.data.name == "drift_summarize"
         await wait_for(pilot, lambda: app.detail.subject[:1] == ("session",), "its detail")
 
@@ -393,13 +393,13 @@ async def test_undo_with_nothing_to_undo_says_so_and_an_undo_names_its_entry(sam
         await pilot.press("enter", "j", "j", "j", "j", "x")  # expire step 4... or say it is expired already
         await wait_for(
             pilot,
-            lambda: bool(app.undo_stack) or any("already expired" in n.message for n in app._notifications),
+            lambda: bool(app.controller.undo_stack) or any("already expired" in n.message for n in app._notifications),
             "expire",
         )
-        if not app.undo_stack:  # the sample's quote is expired already: expire the summary instead
+        if not app.controller.undo_stack:  # the sample's quote is expired already: expire the summary instead
             await pilot.press("k", "x")
-            await wait_for(pilot, lambda: bool(app.undo_stack), "expire")
-        entry = app.undo_stack[-1][4]
+            await wait_for(pilot, lambda: bool(app.controller.undo_stack), "expire")
+        entry = app.controller.undo_stack[-1].entry_id
         assert entry and entry in cfg.changelog.read_text()
         await pilot.press("u")
         await wait_for(pilot, lambda: any("Undid the expire" in n.message for n in app._notifications), "undo")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Callable
@@ -12,7 +11,7 @@ import orjson
 
 from tapetui.core.errors import TooDeep
 
-__all__ = ["call_key", "canon", "canonical_json", "dumps", "key_of_json"]
+__all__ = ["canon", "canonical_json", "dumps"]
 
 
 def canon(value: Any) -> Any:
@@ -103,19 +102,3 @@ def _stdlib(value: Any, sort_keys: bool, default: Callable[[Any], Any] | None) -
         ).encode()
     except ValueError as e:  # NaN or infinity (orjson would have written null): refused, not written as invalid JSON
         raise TypeError(str(e)) from None
-
-
-def call_key(tool: str, args: Any) -> str:
-    """``"<tool>:" + sha256(canonical JSON of canon(redacted args))[:12]``.
-
-    Arguments are redacted with the default rules first (idempotent, so keys of
-    args that a tape already redacted with wider rules are unchanged).
-    """
-    from tapetui.core.redact import DEFAULT_REDACTOR
-
-    return key_of_json(tool, canonical_json(canon(DEFAULT_REDACTOR.redact(args))))
-
-
-def key_of_json(tool: str, args_json: bytes) -> str:
-    """The call key of arguments already in canonical JSON: the one place the key's form is written."""
-    return f"{tool}:{hashlib.sha256(args_json).hexdigest()[:12]}"

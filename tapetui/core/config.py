@@ -9,7 +9,7 @@ import math
 import os
 import re
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from tapetui.core.errors import ConfigError, TapeError
 from tapetui.core.files import read_regular
 from tapetui.core.jsondiff import IgnoreRules
 from tapetui.core.redact import Redactor
+from tapetui.core.store import inside
 
 __all__ = [
     "CONFIG_NAME",
@@ -217,8 +218,6 @@ def config_for_tape(tape: Path | str) -> Config:
     t = Path(tape).resolve()
     if cfg.tapes_dir in t.parents:
         return cfg
-    from dataclasses import replace
-
     return replace(cfg, tapes_dir=folder.tapes_dir, changelog=folder.changelog)
 
 
@@ -231,10 +230,10 @@ def _check_type(value: Any, types: tuple[type, ...], desc: str, where: str) -> N
 
 def _inside(root: Path, rel: str, where: str) -> Path:
     try:
-        p = (root / rel).resolve()
+        p = inside(root, rel)
     except (ValueError, OSError) as e:  # a NUL byte, a symlink loop
         raise ConfigError(f"{where} = {rel!r} is not a usable path: {e}") from None
-    if p != root and root not in p.parents:
+    if p is None:
         raise ConfigError(f"{where} = {rel!r} points outside the project folder {root}")
     return p
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tapetui.core.changes import format_changes
 from tapetui.core.textsafe import safe_text
 
 __all__ = [
@@ -73,8 +74,6 @@ class TapeDrift(TapeError):
         self.recorded_args = recorded_args
         self.new_args = new_args
         self.changes = changes
-        from tapetui.core.jsondiff import format_changes
-
         lines = format_changes(changes, prefix="args")
         super().__init__(
             f"{path}: argument drift at step {seq} ({tool}): "
@@ -110,8 +109,6 @@ class TapeMiss(TapeError):
         self.args = args
         self.nearest_seq = nearest_seq
         self.changes = changes
-        from tapetui.core.jsondiff import format_changes
-
         head = f"{path}: miss at step {seq}: {key} is not on the tape"
         if reason:
             head += f" ({reason})"

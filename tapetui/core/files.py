@@ -1,4 +1,4 @@
-"""Reading files that a tape folder may hold, whatever they turn out to be.
+"""Reading files that a tape folder may hold, whatever they turn out to be, and replacing one atomically.
 
 A file named like a tape, a run log or ``tapes.toml`` may be a FIFO (an open would block
 for ever), a folder, a device or a socket. Every reader opens through :func:`open_regular`.
@@ -6,13 +6,18 @@ for ever), a folder, a device or a socket. Every reader opens through :func:`ope
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import stat
+import tempfile
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from tapetui.core.errors import TapeError
 
-__all__ = ["file_kind", "open_regular", "read_regular"]
+__all__ = ["atomic_write", "file_kind", "file_sha256", "fsync_dir", "open_regular", "read_regular"]
 
 
 def open_regular(path: Path | str, what: str = "tape") -> int:
@@ -48,6 +53,27 @@ def read_regular(path: Path | str, what: str = "tape") -> bytes:
             raise TapeError(f"{path}: cannot read {what}: {e.strerror or e}") from None
 
 
+def file_sha256(path: Path | str, *, follow_symlinks: bool = False) -> str | None:
+    """The sha256 of a regular file's bytes, or None when there is none (missing, unreadable, not a regular
+    file). A FIFO is never opened for good; a symlink is followed only with ``follow_symlinks``."""
+    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | (0 if follow_symlinks else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        h = hashlib.sha256()
+        while chunk := os.read(fd, 1 << 20):
+            h.update(chunk)
+        return h.hexdigest()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def file_kind(mode: int) -> str:
     """What a non-regular file is, for a message: "a FIFO", "a folder"..."""
     for test, name in (
@@ -60,3 +86,43 @@ def file_kind(mode: int) -> str:
         if test(mode):
             return name
     return "not a file"
+
+
+def atomic_write(path: Path, data: bytes | Iterable[Any], *, mode: int | None = None) -> None:
+    """Replace ``path`` with ``data`` (bytes, or buffers written in turn): temp file in the same folder,
+    fsync, rename, fsync the folder. The file keeps its permissions, or gets ``mode`` (default: the umask's)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        if mode is None:
+            try:
+                mode = path.stat().st_mode & 0o7777
+            except FileNotFoundError:
+                mode = 0o666 & ~_umask()
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as fh:
+            parts: Iterable[Any] = (data,) if isinstance(data, bytes | bytearray) else data
+            for part in parts:
+                fh.write(part)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path.parent)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def fsync_dir(folder: Path) -> None:
+    dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)

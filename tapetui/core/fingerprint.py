@@ -24,7 +24,9 @@ from typing import Any
 import orjson
 
 from tapetui.core.canon import canonical_json
+from tapetui.core.changes import format_changes
 from tapetui.core.errors import TooDeep
+from tapetui.core.jsondiff import diff_values
 from tapetui.core.redact import DEFAULT_REDACTOR, REDACTED, Redactor
 
 __all__ = [
@@ -298,8 +300,6 @@ def _shown(m: ToolManifest, r: Redactor) -> ToolManifest:
 
 
 def _explain(old: ToolManifest, new: ToolManifest, paths_only: bool = False) -> list[str]:
-    from tapetui.core.jsondiff import diff_values, format_changes
-
     lines: list[str] = []
     if old.version != new.version and not paths_only:
         lines.append(f"version: {old.version} → {new.version}")

@@ -35,12 +35,15 @@ import zlib
 from array import array
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
-if TYPE_CHECKING:
-    from tapetui.core.tapefile import TapeIndex
+from tapetui.core.cachedir import cache_dir, entry_path, forget
+from tapetui.core.files import atomic_write
+from tapetui.core.fingerprint import ToolManifest, redact_manifest_line
+from tapetui.core.index import TapeIndex
+from tapetui.core.redact import DEFAULT_REDACTOR
 
 __all__ = ["MAX_ENTRIES", "MIN_BYTES", "RACY_NS", "cache_dir", "drop_where", "entry_path", "forget", "load", "save"]
 
@@ -51,37 +54,6 @@ _MAGIC = b"tapetui index v2\n"
 _HEAD = "<QQI"  # meta length, keys length, CRC-32 of everything after the head
 _TAIL = 65536
 _COLUMNS = ("seqs", "offsets", "lengths", "lines", "ms")  # array columns, stored raw in this order
-
-
-def cache_dir() -> Path | None:
-    """The cache folder, or None when the cache is off."""
-    env = os.environ.get("TAPETUI_CACHE_DIR")
-    if env is not None:
-        return None if env.strip().lower() in ("", "off", "0", "no", "false") else Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    if xdg and os.path.isabs(xdg):
-        return Path(xdg) / "tapetui" / "index"
-    try:
-        return Path.home() / ".cache" / "tapetui" / "index"
-    except RuntimeError:  # no home folder: no cache
-        return None
-
-
-def entry_path(tape: Path) -> Path | None:
-    """The cache file for a tape (by its absolute path), or None when the cache is off."""
-    folder = cache_dir()
-    if folder is None:
-        return None
-    name = hashlib.sha256(os.fsencode(os.path.abspath(tape))).hexdigest()[:32]
-    return folder / f"{name}.idx"
-
-
-def forget(tape: Path) -> None:
-    """Drop a tape's entry (it was found stale)."""
-    entry = entry_path(tape)
-    if entry is not None:
-        with contextlib.suppress(OSError):
-            entry.unlink()
 
 
 def _tail_hash(fd: int, end: int) -> str:
@@ -143,8 +115,6 @@ def save(idx: TapeIndex, before: os.stat_result, after: os.stat_result, fd: int)
             crc = zlib.crc32(part, crc)
         parts = [_MAGIC, struct.pack(_HEAD, len(meta), len(keys), crc), *body]
         entry.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        from tapetui.core.tapefile import atomic_write
-
         atomic_write(entry, parts, mode=0o600)
         _evict(entry.parent)
     except (OSError, TypeError, ValueError, KeyError):
@@ -152,15 +122,11 @@ def save(idx: TapeIndex, before: os.stat_result, after: os.stat_result, fd: int)
 
 
 def _safe_header(header: dict[str, Any] | None) -> dict[str, Any] | None:
-    from tapetui.core.redact import DEFAULT_REDACTOR
-
     return DEFAULT_REDACTOR.redact(header) if header is not None else None
 
 
 def _safe_manifest_line(line: bytes) -> bytes:
     """A tool line as the cache keeps it: an old form-1 line's verbatim secrets redacted, its fingerprint kept."""
-    from tapetui.core.fingerprint import redact_manifest_line
-
     return redact_manifest_line(line)
 
 
@@ -226,9 +192,6 @@ def load(path: Path, st: os.stat_result, fd: int) -> TapeIndex | None:
 
 
 def _read_entry(path: Path, st: os.stat_result, fd: int, fh: Any) -> TapeIndex | None:
-    from tapetui.core.fingerprint import ToolManifest
-    from tapetui.core.tapefile import TapeIndex
-
     own = os.fstat(fh.fileno())
     if own.st_uid != os.getuid() or own.st_mode & 0o022:
         return None  # only an entry this user wrote, that nobody else can have changed
@@ -296,7 +259,7 @@ def _read_entry(path: Path, st: os.stat_result, fd: int, fh: Any) -> TapeIndex |
     return idx
 
 
-def _expand(table: list[str], ids: array) -> list[str]:
+def _expand(table: list[str], ids: array[int]) -> list[str]:
     if len(table) == 1 and (not ids or max(ids) == 0):
         return [table[0]] * len(ids)  # one tool: one list repeat, no per-call lookup
     return list(map(table.__getitem__, ids))

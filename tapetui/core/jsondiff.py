@@ -10,10 +10,9 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
-import orjson
-
+from tapetui.core.changes import MISSING, Change, format_changes, format_path, short
 from tapetui.core.errors import TooDeep
 
 __all__ = [
@@ -27,15 +26,6 @@ __all__ = [
     "short",
 ]
 
-
-class _Missing:
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "(absent)"
-
-
-MISSING: Any = _Missing()
 
 # Paths that differ between otherwise identical runs. On by default; tapes.toml
 # `[diff] volatile_defaults = false` turns them off.
@@ -56,38 +46,6 @@ VOLATILE_DEFAULTS: tuple[str, ...] = (
     "**.elapsed_ms",
     "**.took_ms",
 )
-
-
-class Change(NamedTuple):
-    """One differing JSON path. ``old`` or ``new`` is :data:`MISSING` when added or removed."""
-
-    path: str
-    old: Any
-    new: Any
-
-    @property
-    def kind(self) -> str:
-        if self.old is MISSING:
-            return "added"
-        if self.new is MISSING:
-            return "removed"
-        return "changed"
-
-
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
-
-
-def format_path(parts: Sequence[str | int], prefix: str = "") -> str:
-    """``["opts", "a", 2]`` → ``opts.a[2]``; keys that are not identifiers are quoted."""
-    out = prefix
-    for p in parts:
-        if isinstance(p, int):
-            out += f"[{p}]"
-        elif _IDENT.match(p):
-            out += f".{p}" if out else p
-        else:
-            out += f"[{orjson.dumps(p).decode()}]"
-    return out
 
 
 class IgnoreRules:
@@ -143,6 +101,7 @@ def diff_values(old: Any, new: Any, ignore: IgnoreRules | None = None) -> list[C
 def _diff(old: Any, new: Any, rules: IgnoreRules) -> list[Change]:
     if old == new and type(old) is type(new):
         return []
+    # deferred: deepdiff takes ~250 ms to import, and a replay that never drifts never needs it
     from deepdiff import DeepDiff
 
     tree = DeepDiff(old, new, view="tree", verbose_level=2, threshold_to_diff_deeper=0)
@@ -157,42 +116,3 @@ def _diff(old: Any, new: Any, rules: IgnoreRules) -> list[Change]:
             changes.append(Change(format_path(parts), t1, t2))
     changes.sort(key=lambda c: c.path)
     return changes
-
-
-def short(value: Any, width: int = 60, around: str | None = None) -> str:
-    """Compact JSON of ``value``, shortened to about ``width`` chars.
-
-    Args:
-        around: the other side's string; when both are long strings the window is
-            placed at their first difference so that what changed stays visible.
-    """
-    if value is MISSING:
-        return "(absent)"
-    text = orjson.dumps(value, default=repr).decode() if not isinstance(value, str) else orjson.dumps(value).decode()
-    if len(text) <= width:
-        return text
-    start = 0
-    if around is not None and isinstance(value, str):
-        other = orjson.dumps(around).decode()
-        start = next(
-            (i for i, (a, b) in enumerate(zip(text, other, strict=False)) if a != b), min(len(text), len(other))
-        )
-        start = max(0, start - width // 3)
-    piece = text[start : start + width]
-    return ("…" if start else "") + piece + ("…" if start + width < len(text) else "")
-
-
-def format_changes(changes: Iterable[Change | tuple[str, Any, Any]], prefix: str = "", width: int = 60) -> list[str]:
-    """Lines such as ``args.max_words  120 → 80``; added and removed paths say so."""
-    lines = []
-    for path, old, new in changes:
-        full = (prefix + ("" if path.startswith("[") or not prefix else ".") + path) if path else prefix
-        if old is MISSING:
-            lines.append(f"{full}  (added) {short(new, width)}")
-        elif new is MISSING:
-            lines.append(f"{full}  (removed) {short(old, width)}")
-        else:
-            o = short(old, width, around=new if isinstance(new, str) else None)
-            n = short(new, width, around=old if isinstance(old, str) else None)
-            lines.append(f"{full}  {o} → {n}")
-    return lines

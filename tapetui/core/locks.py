@@ -137,11 +137,11 @@ def _hold(path: Path, mode: int, wait: float | None, what: str) -> Iterator[bool
                 del m[key]
                 os.close(fd)
         return
-    fd = _acquire(path, mode, wait, what)
-    if fd is None:
+    got = _acquire(path, mode, wait, what)
+    if got is None:
         yield False
         return
-    m[slot] = (fd, mode, 1)
+    m[slot] = (got, mode, 1)
     try:
         yield True
     finally:

@@ -33,12 +33,13 @@ from __future__ import annotations
 
 import sys
 import types
-from typing import Any
+from typing import Any, NoReturn
 
 from tapetui.core.errors import TapeReplayedError
+from tapetui.core.redact import Redactor
 from tapetui.core.textsafe import safe_text
 
-__all__ = ["REFUSED", "build_error", "raise_recorded", "refusal"]
+__all__ = ["REFUSED", "build_error", "error_record", "raise_recorded", "refusal"]
 
 # (module, class name) of control-flow and test-outcome classes; each counts when its module is loaded.
 REFUSED: tuple[tuple[str, str], ...] = (
@@ -61,7 +62,7 @@ REFUSED: tuple[tuple[str, str], ...] = (
 # claim ``__module__ = "builtins"``, so identity, above, is what catches those).
 _REFUSED_MODULES = frozenset({"_pytest.outcomes", "unittest.case", "tapetui.core.errors"})
 
-_MODULE_DICT = types.ModuleType.__dict__["__dict__"]
+_MODULE_DICT = vars(types.ModuleType)["__dict__"]
 _TYPE_DICT = type.__dict__["__dict__"]
 _TYPE_MRO = type.__dict__["__mro__"]
 _ARGS = BaseException.__dict__["args"]
@@ -186,7 +187,7 @@ def build_error(cls: type, message: str, attributes: dict[str, Any] | None = Non
     if new is None:
         return None
     try:
-        exc = new(cls)
+        exc: BaseException = new(cls)
     except (TypeError, ValueError):  # a C base that refuses to build this class without its arguments
         return None
     if not any(k is cls for k in _mro(type(exc))):
@@ -202,7 +203,16 @@ def build_error(cls: type, message: str, attributes: dict[str, Any] | None = Non
     return exc
 
 
-def raise_recorded(error: dict[str, Any], tool: str, seq: int) -> None:
+def error_record(error: BaseException, redactor: Redactor) -> dict[str, Any]:
+    """How a call line stores what its tool raised: ``{"type", "module", "message"}``, every field redacted
+    (the message, and what may join it). A call's outcome is this or its result, never both
+    (:func:`tapetui.core.tapefile.call_line`); :func:`raise_recorded` raises it again on replay."""
+    return dict(
+        redactor.redact({"type": type(error).__name__, "module": type(error).__module__, "message": str(error)})
+    )
+
+
+def raise_recorded(error: dict[str, Any], tool: str, seq: int) -> NoReturn:
     """Raise a recorded error again: its own class when the rules above allow it, else TapeReplayedError."""
     type_name = str(error.get("type", "Exception"))
     module_name = str(error.get("module", "builtins"))

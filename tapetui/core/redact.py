@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 
+from tapetui.core.canon import canon
 from tapetui.core.errors import TooDeep
 
 __all__ = ["DEFAULT_PATTERNS", "DEFAULT_REDACTOR", "DEFAULT_RULES", "REDACTED", "Redactor"]
@@ -221,9 +222,9 @@ class Redactor:
         self._extra_patterns = tuple(patterns)
         rules = list(DEFAULT_RULES) if defaults else []
         user = list(self._extra_patterns)
-        self._rules: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], str]]] = [
-            (name, re.compile(p), _keep_groups) for name, p in rules
-        ] + [(f"config-pattern-{i + 1}", re.compile(p), _keep_prefix) for i, p in enumerate(user)]
+        self._rules: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], str]]] = []
+        self._rules += [(name, re.compile(p), _keep_groups) for name, p in rules]
+        self._rules += [(f"config-pattern-{i + 1}", re.compile(p), _keep_prefix) for i, p in enumerate(user)]
         self._patterns = [pat for _, pat, _ in self._rules]
         try:  # one combined pass over a string for the user's patterns
             self._user: re.Pattern[str] | None = re.compile("|".join(f"(?:{p})" for p in user)) if user else None
@@ -495,8 +496,7 @@ class Redactor:
                     self._counts["secret-key-name"] += 1
                 return [self.redact_text(value[0]).strip(), REDACTED]
             return [self._canon_form(v) for v in value]
-        from tapetui.core.canon import canon  # subclasses, sets (never redacted), and type errors: the two-pass form
-
+        # subclasses, sets (never redacted), and type errors: the two-pass form
         return canon(self.redact(value))
 
 

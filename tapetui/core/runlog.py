@@ -2,8 +2,9 @@
 
 A run log lives beside its tape as ``<name>.run.jsonl`` and holds the latest run of
 that session: a run starts by atomically replacing it with a ``start`` event, then
-appends one line per event (``hit``, ``miss``, ``drift``, ``live``, ``stale``,
-``fingerprint``, ``unused``) and an ``end`` event carrying the stats.
+appends one line per event (``hit``, ``miss``, ``drift``, ``live``, ``record``, ``stale``,
+``fingerprint``, ``unused``) and an ``end`` event carrying the stats. :data:`EventKind`
+is the vocabulary; a reader puts an ``invalid`` event where a line is malformed.
 """
 
 from __future__ import annotations
@@ -15,18 +16,49 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal, get_args
 
 import orjson
 
 from tapetui.core.canon import dumps
 from tapetui.core.errors import TapeError
-from tapetui.core.files import file_kind
-from tapetui.core.tapefile import _CHUNK, MAX_LINE, Appender, atomic_write, dump_line
+from tapetui.core.files import atomic_write, file_kind
+from tapetui.core.tapefile import _CHUNK, MAX_LINE, Appender, dump_line
 
-__all__ = ["EVENT_KINDS", "RunLog", "RunLogReader", "RunLogWarning", "RunSummary", "event_problem", "read_run_log"]
+__all__ = [
+    "CALL_EVENTS",
+    "EVENT_KINDS",
+    "EXECUTED_EVENTS",
+    "EventKind",
+    "RunLog",
+    "RunLogReader",
+    "RunLogWarning",
+    "RunSummary",
+    "event_kind",
+    "event_problem",
+    "read_run_log",
+]
 
-EVENT_KINDS = ("start", "hit", "miss", "drift", "live", "stale", "fingerprint", "unused", "error", "end")
+# Every kind of run-log event: what a run writes (start ... end), and "invalid", which a reader puts in
+# place of a malformed line. A kind outside these (from a newer tapetui) is kept and ignored by readers.
+EventKind = Literal[
+    "start",  # the run began: mode, tape, started, golden_sha256
+    "hit",  # a recorded result was served (step: the recorded step; source: "candidate" from an earlier fill)
+    "miss",  # the call is not on the tape (nearest, changes, reason)
+    "drift",  # the tape has this tool at this step with other arguments (recorded_key, changes)
+    "live",  # a tool ran live: a `live` policy, or a fill's miss
+    "record",  # a tool ran live and was recorded (record mode)
+    "stale",  # the recorded entry expired (expires_at, policy)
+    "fingerprint",  # the tool's contract changed (recorded, live, allowed, explanation)
+    "unused",  # a recorded step the run never consumed (at close)
+    "end",  # the run ended: stats, and error when it ended in one
+    "invalid",  # a reader's stand-in for a malformed line (line, problem)
+]
+EVENT_KINDS: Final[frozenset[str]] = frozenset(get_args(EventKind))
+# the kinds that are one call the agent made at this run's step (seq): it executed, whatever was served
+EXECUTED_EVENTS: Final[frozenset[str]] = frozenset({"hit", "drift", "miss", "live", "record"})
+# the kinds that are about one call at this run's step (seq)
+CALL_EVENTS: Final[frozenset[str]] = EXECUTED_EVENTS | {"fingerprint", "stale"}
 
 
 class RunLogWarning(UserWarning):
@@ -56,31 +88,21 @@ class RunLog:
         except OSError as e:
             self._fail(e)
 
-    def emit(self, event: str, **fields: Any) -> None:
+    def emit(self, event: EventKind, **fields: Any) -> None:
         try:
-            self._out.append(
-                dumps(
-                    {"event": event, **fields, "at": self._clock()},  # type: ignore[union-attr]
-                    newline=True,
-                    default=repr,
-                )
+            self._out.append(  # type: ignore[union-attr]  # None only after _fail, which replaces emit
+                dumps({"event": event, **fields, "at": self._clock()}, newline=True, default=repr)
             )
         except OSError as e:
             self._fail(e)
 
     def emit_many(self, events: list[dict[str, Any]]) -> None:
+        """Several events (each with its ``event`` kind, an :data:`EventKind`) in one write, at one time."""
         if events:
             now = self._clock()
             try:
-                self._out.append(
-                    b"".join(
-                        dumps(
-                            {**e, "at": now},
-                            newline=True,  # type: ignore[union-attr]
-                            default=repr,
-                        )
-                        for e in events
-                    )
+                self._out.append(  # type: ignore[union-attr]  # None only after _fail, which replaces this
+                    b"".join(dumps({**e, "at": now}, newline=True, default=repr) for e in events)
                 )
             except OSError as e:
                 self._fail(e)
@@ -147,8 +169,18 @@ _FIELDS: dict[str, Any] = {
 }
 
 
+def event_kind(ev: dict[str, Any]) -> EventKind | None:
+    """The kind of an event, when it is one tapetui writes or reads (:data:`EVENT_KINDS`), else None: a
+    kind from a newer tapetui, which readers keep and ignore."""
+    kind = ev.get("event")
+    return kind if kind in EVENT_KINDS else None  # a str in EVENT_KINDS is an EventKind
+
+
 def event_problem(ev: Any) -> str | None:
-    """What is wrong with a run-log event, or None when readers can use it as tapetui writes it."""
+    """What is wrong with a run-log event, or None when readers can use it as tapetui writes it.
+
+    The fields readers rely on are checked for every kind; a kind outside :data:`EVENT_KINDS` is not a
+    problem (a newer tapetui may write one: readers ignore it, see :func:`event_kind`)."""
     if type(ev) is not dict:
         return f"an event must be a JSON object, got {_shape(ev)}"
     kind = ev.get("event")
@@ -163,7 +195,7 @@ def event_problem(ev: Any) -> str | None:
             return (
                 f"{kind} event: '{name}' must be {'an integer' if expected is int else 'a string'}, got {_shape(value)}"
             )
-        problem = expected(kind, name, value)
+        problem: str | None = expected(kind, name, value)
         if problem is not None:
             return problem
     return None
@@ -322,7 +354,7 @@ class RunSummary:
                     f"line {line if type(line) is int else '?'}: {problem or ev.get('problem') or 'invalid event'}"
                 )
             return
-        kind = ev.get("event")
+        kind = event_kind(ev)
         step = ev.get("step", ev.get("seq"))
         if kind == "start":
             self.reset()  # a new run replaces the old one

@@ -17,11 +17,16 @@ from pathlib import Path
 from tapetui.core.errors import TapeError
 
 __all__ = [
+    "MAX_NAME",
     "candidate_path",
     "golden_of",
+    "inside",
+    "has_golden",
     "is_golden",
     "iter_goldens",
     "journal_path",
+    "prepare_recording",
+    "recording_target",
     "refuse_links_out",
     "rotate_candidate",
     "runlog_path",
@@ -32,6 +37,9 @@ __all__ = [
 ]
 
 _AUX = (".candidate.jsonl", ".run.jsonl")
+# The longest tape file name a recording creates: the names beside it (".NAME.jsonl.journal.XXXXXXXX.tmp",
+# the longest) must stay within the 255 bytes file systems allow.
+MAX_NAME = 220
 SAMPLES_SUFFIX = ".samples"
 
 
@@ -98,6 +106,55 @@ def rotate_candidate(tape: Path) -> Path | None:
     return dest
 
 
+def prepare_recording(tape: Path) -> None:
+    """Make sure a recording of ``tape`` can start: its name leaves room for the files beside it, and its
+    folder exists (a recording makes it, as the README's first example expects).
+
+    Raises:
+        TapeError: the name is longer than :data:`MAX_NAME` bytes, or the folder cannot be made.
+    """
+    tape = Path(tape)
+    size = len(os.fsencode(tape.name))
+    if size > MAX_NAME:
+        raise TapeError(
+            f"{tape}: a tape name of {size} bytes is too long: its candidate, journal and lock files "
+            f"need room beside it; keep it within {MAX_NAME} bytes"
+        )
+    try:
+        tape.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise TapeError(f"{tape.parent}: cannot make the tape's folder: {e.strerror or e}") from None
+
+
+def has_golden(tape: Path) -> bool:
+    """Whether the session has a golden: a non-empty file at ``tape``.
+
+    Raises:
+        TapeError: the path cannot be looked at (a name too long for the file system, a folder that cannot be
+            searched).
+    """
+    try:
+        return Path(tape).stat().st_size > 0
+    except FileNotFoundError:
+        return False
+    except OSError as e:
+        raise TapeError(f"{tape}: {e.strerror or e}") from None
+
+
+def recording_target(tape: Path, *, golden_in_use: bool = False) -> tuple[Path, Path | None]:
+    """Where a new recording of the session goes, and where a pending candidate was moved (or None).
+
+    The first recording of a session creates the golden; any later one (while a golden exists, or
+    ``golden_in_use``: a fill plays against it) writes the candidate, moving a pending candidate into
+    ``NAME.samples/`` first (:func:`rotate_candidate`). The caller holds the session's gate.
+    """
+    tape = Path(tape)
+    if not golden_in_use and not has_golden(tape):
+        return tape, None
+    moved = rotate_candidate(tape)
+    return candidate_path(tape), moved
+
+
 def is_golden(path: Path) -> bool:
     name = path.name
     return name.endswith(".jsonl") and not name.endswith(_AUX) and not name.startswith(".")
@@ -135,17 +192,27 @@ def session_name(tape: Path, tapes_dir: Path) -> str:
     return str(rel)[: -len(".jsonl")] if str(rel).endswith(".jsonl") else str(rel)
 
 
+def inside(root: Path, path: str | os.PathLike[str]) -> Path | None:
+    """``path`` resolved (symlinks followed; relative to ``root`` unless absolute) when it stays inside ``root``
+    or is ``root`` itself, else None: the one test of "stays inside the root".
+
+    Raises:
+        OSError, ValueError: the path cannot be resolved (a symlink loop, a NUL byte).
+    """
+    base = Path(root).resolve()
+    full = (base / path).resolve()
+    return full if full == base or base in full.parents else None
+
+
 def safe_path(tapes_dir: Path, name: str | Path) -> Path:
     """Resolve ``name`` inside ``tapes_dir``; refuse anything that leads out of it.
 
     Raises:
         TapeError: ``../`` escapes, absolute paths elsewhere, symlinks pointing out.
     """
-    root = Path(tapes_dir).resolve()
-    p = Path(name)
-    full = (p if p.is_absolute() else root / p).resolve()
-    if full != root and root not in full.parents:
-        raise TapeError(f"{name}: outside the tapes folder {root}")
+    full = inside(tapes_dir, name)
+    if full is None:
+        raise TapeError(f"{name}: outside the tapes folder {Path(tapes_dir).resolve()}")
     return full
 
 
@@ -156,11 +223,11 @@ def refuse_links_out(tapes_dir: Path, *paths: Path) -> None:
     ``x.candidate.jsonl -> ~/.ssh/id_rsa`` is never read, shown or accepted into a golden.
     """
     for p in paths:
-        if os.path.islink(p):
-            root = Path(tapes_dir).resolve()
-            target = Path(p).resolve()
-            if target != root and root not in target.parents:
-                raise TapeError(f"{p}: a symlink to {target}, outside the tapes folder {root}; not followed")
+        if os.path.islink(p) and inside(tapes_dir, os.path.abspath(p)) is None:
+            raise TapeError(
+                f"{p}: a symlink to {Path(p).resolve()}, outside the tapes folder {Path(tapes_dir).resolve()}; "
+                "not followed"
+            )
 
 
 def iter_goldens(tapes_dir: Path) -> Iterator[Path]:

@@ -1,4 +1,86 @@
-"""The review workflow over tapes.
+"""The review workflow over tapes: compare, check, diff, the commit journal, the actions, undo.
 
-Compare, check, the crash journal and recover, accept/reject/expire/undo, re-record, scrub.
+Import from here (``from tapetui import review``; ``review.accept(...)``). One module per noun:
+
+- :mod:`.compare` — a golden against another tape (``LoadedTape``, ``StepDiff``, ``Comparison``);
+- :mod:`.check` — findings of a session (run log, stored keys, candidate) and ``check`` of a folder;
+- :mod:`.diff` — one ``diff`` for ``tapetui diff`` and the app;
+- :mod:`.journal` — the commit protocol (a golden never changes without its changelog entry) and ``recover``;
+- :mod:`.history` — the bytes each change replaced, under ``.tapetui/history/``;
+- :mod:`.actions` — accept, accept-all, reject, expire, restore; :mod:`.undo` — undo from any process;
+- :mod:`.rerecord`, :mod:`.replay`, :mod:`.stats`, :mod:`.scrub`, :mod:`.changelog`, :mod:`.textdiff`.
 """
+
+from tapetui.review.actions import (
+    AlreadyExpired,
+    BatchResult,
+    accept,
+    accept_all,
+    expire,
+    reject,
+    restore,
+    restore_candidate,
+)
+from tapetui.review.changelog import Entry
+from tapetui.review.check import (
+    Finding,
+    FindingKind,
+    Progress,
+    SessionReport,
+    check,
+    check_session,
+    compare_run,
+    golden_sha256,
+    no_tapes_message,
+    pending,
+    run_log_stale,
+)
+from tapetui.review.compare import Comparison, LoadedTape, StepDiff, StepKind, compare, load
+from tapetui.review.diff import Diff, DiffLevel, DiffSource, diff
+from tapetui.review.history import HistoryRecord
+from tapetui.review.journal import recover
+from tapetui.review.replay import replay_argv
+from tapetui.review.rerecord import load_registry, rerecord
+from tapetui.review.stats import stats_of
+from tapetui.review.undo import undo, undo_target
+
+__all__ = [
+    "AlreadyExpired",
+    "BatchResult",
+    "Comparison",
+    "Diff",
+    "DiffLevel",
+    "DiffSource",
+    "Entry",
+    "Finding",
+    "FindingKind",
+    "HistoryRecord",
+    "LoadedTape",
+    "Progress",
+    "SessionReport",
+    "StepDiff",
+    "StepKind",
+    "accept",
+    "accept_all",
+    "check",
+    "check_session",
+    "compare",
+    "compare_run",
+    "diff",
+    "expire",
+    "golden_sha256",
+    "load",
+    "load_registry",
+    "no_tapes_message",
+    "pending",
+    "recover",
+    "reject",
+    "replay_argv",
+    "rerecord",
+    "restore",
+    "restore_candidate",
+    "run_log_stale",
+    "stats_of",
+    "undo",
+    "undo_target",
+]

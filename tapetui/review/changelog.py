@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import re
 import stat
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -18,7 +19,7 @@ from tapetui.core.errors import TapeError
 from tapetui.core.redact import DEFAULT_REDACTOR, Redactor
 from tapetui.core.textsafe import safe_text
 
-__all__ = ["Entry", "append_entry", "has_entry", "read_entries"]
+__all__ = ["Entry", "Logged", "append_entry", "has_entry", "logged_entries", "read_entries", "rendered_session"]
 
 _HEADER = "# Tape changelog\n\nEvery change to a golden tape, newest last, with the reason it was accepted.\n"
 _MARK = "<!-- tapetui:entry "
@@ -140,3 +141,40 @@ def read_entries(changelog: Path) -> list[str]:
         text = fh.read().decode("utf-8", errors="replace")
     parts = text.split("\n## ")
     return ["## " + p.strip() for p in parts[1:]]
+
+
+_HEAD = re.compile(r"^\S+ — (?P<action>.+?) `(?P<session>[^`]*)`(?: — steps [0-9, ]+)?$")
+_REVERTS = re.compile(r"reverts changelog entry ([0-9a-f]{1,64})\b")
+
+
+@dataclass(frozen=True, slots=True)
+class Logged:
+    """What :func:`logged_entries` reads back of an entry: enough to tell what changed and what was undone."""
+
+    id: str
+    action: str
+    session: str  # as rendered in the heading (see :func:`rendered_session`)
+    reverts: str | None  # an undo entry: the id of the entry it reverts
+
+
+def rendered_session(session: str) -> str:
+    """A session name as an entry's heading shows it (to compare with :attr:`Logged.session`)."""
+    return _code(_line(session))
+
+
+def logged_entries(changelog: Path) -> list[Logged]:
+    """The entries of the changelog, oldest first, read back from their headings and id markers.
+
+    Text a person wrote around the entries is skipped; an entry without an id marker is not one of ours.
+    """
+    out: list[Logged] = []
+    for part in read_entries(changelog):
+        head, _, body = part[3:].partition("\n")
+        m = _HEAD.match(head)
+        start = body.find(_MARK)
+        if m is None or start < 0:
+            continue
+        eid = body[start + len(_MARK) :].split(" ", 1)[0]
+        reverts = _REVERTS.search(body)
+        out.append(Logged(eid, m["action"], m["session"], reverts[1] if reverts else None))
+    return out

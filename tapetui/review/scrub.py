@@ -18,7 +18,7 @@ with the current rules:
 
 Each session is rewritten under its session lock (:func:`tapetui.core.locks.session_lock`), so
 never while a recording or a review action holds it; a session that changed gets one
-changelog entry, committed with the golden atomically (:func:`tapetui.review.golden._commit`),
+changelog entry, committed with the golden atomically (:func:`tapetui.review.journal.commit`),
 before its other files are replaced one by one (each atomically): a crash leaves an entry
 that names every file it changed, and a second run finishes the rest. The report says
 what was removed by rule name and count, never the secret. The changelog itself is not
@@ -36,14 +36,18 @@ from typing import Any
 
 import orjson
 
-from tapetui.core import indexcache
-from tapetui.core.canon import canon, canonical_json, key_of_json
+import tapetui.review.history as history
+import tapetui.review.journal as journal
+from tapetui.core import cachedir, indexcache
+from tapetui.core.canon import canon, canonical_json
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError, TooDeep
+from tapetui.core.files import atomic_write
 from tapetui.core.fingerprint import LATEST_FORM, ToolManifest, in_form, redact_manifest
+from tapetui.core.keys import key_of_json
 from tapetui.core.redact import Redactor
 from tapetui.core.store import candidate_path, iter_goldens, refuse_links_out, runlog_path, samples_of, session_name
-from tapetui.core.tapefile import atomic_write, dump_line, torn_path
+from tapetui.core.tapefile import dump_line, torn_path
 
 __all__ = ["FileScrub", "ScrubReport", "scrub"]
 
@@ -181,11 +185,9 @@ def scrub(
 
 # ---- one session ----------------------------------------------------------------------
 def _scrub_session(config: Config, golden: Path, r: Redactor, report: ScrubReport, dry_run: bool) -> None:
-    from tapetui.review import golden as review
-
     # The session lock (tapetui.core.locks.session_lock) and, under it, what a dead process left finished first:
     # reading before that recovery would compute the new golden from one the recovery then replaces.
-    with review._session(config, golden):
+    with journal.session(config, golden):
         cand, log = candidate_path(golden), runlog_path(golden)
         refuse_links_out(config.tapes_dir, golden, cand, log)
         plan: list[FileScrub] = []
@@ -208,7 +210,7 @@ def _scrub_session(config: Config, golden: Path, r: Redactor, report: ScrubRepor
         g = next((f for f in changed if f.path == golden), None)
         details = [f.summary() for f in changed]
         rekeyed = g.rekeyed if g is not None else []
-        entry = review._entry(
+        entry = journal.new_entry(
             "scrub",
             config,
             golden,
@@ -216,16 +218,17 @@ def _scrub_session(config: Config, golden: Path, r: Redactor, report: ScrubRepor
             details,
             "tapetui scrub: re-redacted with the redaction rules in force now",
         )
-        review._commit(config, golden, g.data if g is not None else None, entry)
+        history.forget(config, golden)  # the bytes it kept may hold what this removes; undo stops here
+        journal.commit(config, golden, g.data if g is not None else None, entry, before=None)
         report.entries[name] = entry.id
         for f in changed:
             if f is not g:
                 assert f.data is not None
                 atomic_write(f.path, f.data)
         for f in changed:  # an entry of a rewritten tape is stale, and may hold its old tool lines
-            cached = indexcache.entry_path(f.path) if f.kind in ("golden", "candidate", "sample") else None
+            cached = cachedir.entry_path(f.path) if f.kind in ("golden", "candidate", "sample") else None
             if cached is not None and cached.exists():
-                indexcache.forget(f.path)
+                cachedir.forget(f.path)
                 report.cache_dropped += 1
 
 
@@ -268,9 +271,9 @@ def _tape_bytes(data: bytes, f: FileScrub, r: Redactor) -> bytes:
     new_tools: dict[int, bytes] = {}
     for n, obj in enumerate(objs):
         if obj is not None and obj.get("type") == "tool":
-            line = _tool_line(obj, f, r, fps)
-            if line is not None:
-                new_tools[n] = line
+            tool_line = _tool_line(obj, f, r, fps)
+            if tool_line is not None:
+                new_tools[n] = tool_line
     for n, (raw, obj) in enumerate(zip(lines, objs, strict=True)):
         if obj is None:
             out.append(raw + b"\n")

@@ -1,0 +1,10 @@
+"""The terminal app, a front over the review layer (it reads no tape bytes itself).
+
+- ``app.py`` composes the screen and binds the keys;
+- ``feed.py`` reads the run logs and watches the tapes folder (threads that post messages);
+- ``controller.py`` performs accept, reject, expire, undo, re-record and replay, and keeps the undo stack;
+- ``model.py`` the text of a comparison as the detail pane shows it;
+- ``messages.py`` app-wide messages; ``widgets/`` one widget per file; ``screens/`` modal screens.
+
+What is known of a session, its steps and the filter come from :mod:`tapetui.review.sessions`.
+"""

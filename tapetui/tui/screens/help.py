@@ -11,6 +11,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
+from tapetui.review.sessions import GLYPH
+
 KEYS: list[tuple[str, str]] = [
     ("j / k / ↑ / ↓", "move in the tree"),
     ("enter", "open: expand a session, load more steps"),
@@ -39,23 +41,50 @@ KEYS: list[tuple[str, str]] = [
 # What the glyphs of the tree mean. Each step has one status: the first of contract, drift, miss, stale,
 # hit, unused that the last run gave it; a session's counts add up to the steps the run touched.
 LEGEND: list[tuple[str, str]] = [
-    ("✓", "hit: replayed from the tape as recorded"),
-    ("≠", "drift: called with other arguments than recorded"),
-    ("⚡", "contract: the tool's contract (fingerprint) changed since it was recorded"),
-    ("?", "miss: a call of the run is not on the tape; shown at the recorded step nearest to it"),
-    ("?+N", "misses near no recorded step (calls the tape never had)"),
-    ("⌛", "stale: the recorded answer had expired"),
-    ("∅", "unused: recorded, but the run did not call it"),
-    ("✗", "error: this step recorded an error (status:error finds such sessions)"),
-    ("·", "not replayed yet"),
-    ("● pending", "a candidate waits for review: a accepts, r rejects"),
-    ("▶ running", "a replay is running now"),
-    ("▣", "marked with space: A accepts every marked session"),
+    (GLYPH["hit"], "hit: replayed from the tape as recorded"),
+    (GLYPH["drift"], "drift: called with other arguments than recorded"),
+    (GLYPH["contract"], "contract: the tool's contract (fingerprint) changed since it was recorded"),
+    (GLYPH["miss"], "miss: a call of the run is not on the tape; shown at the recorded step nearest to it"),
+    (GLYPH["miss"] + "+N", "misses near no recorded step (calls the tape never had)"),
+    (GLYPH["stale"], "stale: the recorded answer had expired"),
+    (GLYPH["unused"], "unused: recorded, but the run did not call it"),
+    (GLYPH["error"], "error: this step recorded an error (status:error finds such sessions)"),
+    (GLYPH[""], "not replayed yet"),
+    (GLYPH["pending"] + " pending", "a candidate waits for review: a accepts, r rejects"),
+    (GLYPH["running"] + " running", "a replay is running now"),
+    (GLYPH["marked"], "marked with space: A accepts every marked session"),
 ]
 
-GLANCE = (
-    "✓ hit  ≠ drift  ⚡ contract  ? miss  ⌛ stale  ∅ unused  ✗ error  · not replayed  ● pending  ▶ running  ▣ marked"
+GLANCE = "  ".join(
+    [
+        *(f"{GLYPH[k]} {k}" for k in ("hit", "drift", "contract", "miss", "stale", "unused", "error")),
+        f"{GLYPH['']} not replayed",
+        f"{GLYPH['pending']} pending",
+        f"{GLYPH['running']} running",
+        f"{GLYPH['marked']} marked",
+    ]
 )
+
+# what each action does, for the command palette (ctrl+p): one line per key binding
+COMMAND_HELP = {
+    "accept": "Promote the candidate (or this step) to golden, with a rationale",
+    "accept_all": "Accept every marked or filtered session with one rationale",
+    "reject": "Discard the session's candidate",
+    "rerecord": "Run this step's tool live; the result becomes a pending change",
+    "expire": "Mark this entry expired so the next fill re-records it",
+    "expire_all": "Expire every time-sensitive entry of the session",
+    "replay": "Run tapes.toml's replay_command for this session and watch it live",
+    "follow": "Follow the newest run-log event",
+    "undo": "Undo the last accept, reject or expire of this sitting",
+    "filter": "Filter sessions by tool, status or text",
+    "next_review": "Go to the next item that needs review",
+    "prev_review": "Go to the previous item that needs review",
+    "help": "Show every key and what the status glyphs mean",
+    "toggle_unified": "Show the diff side by side or unified",
+    "next_change": "Scroll the diff to the next change",
+    "prev_change": "Scroll the diff to the previous change",
+    "mark": "Mark or unmark the session; A accepts every marked one",
+}
 
 
 class HelpScreen(ModalScreen[None]):

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import orjson
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.rule import Rule
 from rich.syntax import Syntax
 from rich.table import Table
@@ -15,11 +17,12 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
+from tapetui.core.config import Config
+from tapetui.core.index import CallRecord
 from tapetui.core.jsondiff import format_changes
-from tapetui.core.tapefile import CallRecord
 from tapetui.core.textsafe import safe_json_text, safe_text
-from tapetui.review.golden import Comparison, StepDiff
-from tapetui.tui.model import Session
+from tapetui.review import Comparison, StepDiff
+from tapetui.review.sessions import Session
 from tapetui.tui.widgets import diff_view
 from tapetui.tui.widgets.diff_view import DiffResult, size_text
 
@@ -56,6 +59,31 @@ def kv_table(rows: list[tuple[str, Any]]) -> Table:
             v if isinstance(v, Text) else Text(safe_text(str(v), newlines=False)),
         )
     return t
+
+
+def no_tapes_text(cfg: Config) -> str:
+    """What an empty (or wrong) folder shows: where tapetui looked, and what to do next."""
+    if cfg.path is not None:
+        looked = f"tapes.toml: {cfg.path} (its [tapes] dir is the folder above)"
+    else:
+        here = Path.cwd().resolve()
+        top = next((d for d in (here, *here.parents) if (d / ".git").exists()), None)
+        looked = (
+            f"looked for tapes.toml in {here}"
+            + (f" and the folders above it up to {top}" if top and top != here else " and the folders above it")
+            + ": none found"
+        )
+    return (
+        f"No tapes found in {cfg.tapes_dir}\n({looked})\n\n"
+        "What to do next:\n"
+        "• record a session: pytest --tape-mode=record\n"
+        '  (or Tape(path, mode="record") in code)\n'
+        "• open the folder that holds the tapes: tapetui DIR\n"
+        "  (or set [tapes] dir in tapes.toml)\n"
+        "• try the samples: python -m tapetui.sample_agent\n"
+        "  regenerate sample_tapes, then tapetui sample_tapes\n\n"
+        "Tapes that appear here show up by themselves. q quits."
+    )
 
 
 class DetailView(VerticalScroll):
@@ -121,7 +149,10 @@ class DetailView(VerticalScroll):
     # ---- a folder ---------------------------------------------------------------
     def show_folder(self, name: str, sessions: list[Session]) -> None:
         loaded = [s for s in sessions if s.loaded]
-        count = lambda pred: f"{sum(1 for s in sessions if pred(s)):,}"  # noqa: E731
+
+        def count(pred: Callable[[Session], object]) -> str:
+            return f"{sum(1 for s in sessions if pred(s)):,}"
+
         rows: list[tuple[str, Any]] = [
             ("folder", name),
             ("sessions", f"{len(sessions):,}"),
@@ -253,7 +284,7 @@ class DetailView(VerticalScroll):
             self._tail = [
                 Rule("argument drift in the last run", style="red"),
                 lines_text(format_changes(changes, prefix="args"), "red"),
-            ]  # type: ignore[arg-type]
+            ]
             self._wanted.append(("arguments: recorded | last run", drift.get("recorded_args"), drift.get("args")))
         self._render_diffs()
         self._start_diffs()
@@ -360,8 +391,6 @@ class DetailView(VerticalScroll):
             y = self.diff_body.virtual_region.y
         else:
             width = max(self.size.width - 2, 20)
-            from rich.console import Console
-
             console = Console(width=width, file=open("/dev/null", "w"), color_system=None)  # noqa: SIM115
             try:
                 y = len(console.render_lines(Group(*self._head, *self._tail), pad=False))

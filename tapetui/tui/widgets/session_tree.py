@@ -14,11 +14,12 @@ from textual.widgets.tree import TreeNode
 
 from tapetui.core.errors import TapeError
 from tapetui.core.textsafe import safe_text
-from tapetui.tui.model import GLYPH, Session
+from tapetui.review.sessions import GLYPH, Session
 
 STEP_PAGE = 1000  # steps added per expand; a "more" node loads the next page
 SESSION_PAGE = 1000  # sessions added per folder expand; when a folder holds more, a "more" node pages on
 EAGER = 1000  # with at most this many sessions every folder opens expanded; above it folders start closed
+REVIEW_STATUSES = ("drift", "miss", "contract", "stale", "unused")  # a step with one of these needs review
 
 
 @dataclass
@@ -80,15 +81,17 @@ def session_label(s: Session, width: int | None = None) -> Text:
 
 
 def _name_cells(s: Session) -> int:
-    return Text(("▣ " if s.marked else "") + safe_text(s.name.rsplit("/", 1)[-1], newlines=False)).cell_len
+    return Text(
+        (GLYPH["marked"] + " " if s.marked else "") + safe_text(s.name.rsplit("/", 1)[-1], newlines=False)
+    ).cell_len
 
 
 def _state_parts(s: Session) -> list[tuple[str, str]]:
     parts = []
     if s.pending and not s.error:
-        parts.append(("● pending", "bold magenta"))
+        parts.append((GLYPH["pending"] + " pending", "bold magenta"))
     if s.summary.running and not s.error:
-        parts.append(("▶ running", "bold cyan"))
+        parts.append((GLYPH["running"] + " running", "bold cyan"))
     if s.summary.outdated and not s.error:
         parts.append(("⟲ rerun", "yellow"))  # the last run predates the golden
     return parts
@@ -97,7 +100,7 @@ def _state_parts(s: Session) -> list[tuple[str, str]]:
 def _session_label(s: Session, *, compact: bool, states: bool = True) -> Text:
     t = Text()
     if s.marked:
-        t.append("▣ ", "bold magenta")
+        t.append(GLYPH["marked"] + " ", "bold magenta")
     t.append(safe_text(s.name.rsplit("/", 1)[-1], newlines=False), "bold" if s.needs_review else "")
     if s.error:
         t.append("  ⚠ " + safe_text(s.error.split(": ", 1)[0].rsplit("/", 1)[-1], newlines=False), "bold red")
@@ -107,11 +110,11 @@ def _session_label(s: Session, *, compact: bool, states: bool = True) -> Text:
         for text, style in _state_parts(s):
             t.append(sep)
             t.append(text, style)
-    # steps per status, each step counted once (model.STATUS_PRECEDENCE): the counts add up to the steps
+    # steps per status, each step counted once (sessions.STATUS_PRECEDENCE): the counts add up to the steps
     counts = s.summary.counts()
     parts = [(f"{GLYPH[k]}{counts[k]}", _COUNT_STYLE[k]) for k in _COUNT_ORDER if counts.get(k)]
     if s.summary.off_tape:
-        parts.append((f"?+{s.summary.off_tape}", "bold yellow"))  # calls that match no recorded step
+        parts.append((f"{GLYPH['miss']}+{s.summary.off_tape}", "bold yellow"))  # calls that match no recorded step
     if not compact:
         parts += _state_parts(s)
     for text, style in parts:
@@ -343,18 +346,63 @@ class SessionTree(Tree[NodeData]):
                 if isinstance(child.data, MoreRef):
                     child.remove()
         try:
-            idx = s.index()
+            rows = s.steps(start, start + STEP_PAGE)
+            total = len(s.index())
         except TapeError as e:
             node.add_leaf(Text("⚠ " + safe_text(str(e), newlines=False), "bold red"), data=None)
             node.set_label(session_label(s))
             return
-        errors = _error_lines(idx)
-        end = min(len(idx), start + STEP_PAGE)
-        for i in range(start, end):
-            seq, tool = idx.seqs[i], idx.tools[i]
-            node.add_leaf(step_label(s, seq, tool, idx.ms[i], i in errors), data=StepRef(s, i, seq, tool))
-        if end < len(idx):
-            node.add_leaf(Text(f"… {len(idx) - end:,} more steps (enter to load)", "italic"), data=MoreRef(s, end))
+        for row in rows:
+            node.add_leaf(
+                step_label(s, row.seq, row.tool, row.ms, row.error), data=StepRef(s, row.index, row.seq, row.tool)
+            )
+        end = start + len(rows)
+        if end < total:
+            node.add_leaf(Text(f"… {total - end:,} more steps (enter to load)", "italic"), data=MoreRef(s, end))
+
+    # ---- moving to what needs review ----------------------------------------------------------------
+    def review_targets(self, shown: list[Session]) -> list[tuple[tuple[int, int], Session, TreeNode[NodeData] | None]]:
+        """What needs review, in screen order: sessions (built or not) and the steps of open sessions."""
+        out: list[tuple[tuple[int, int], Session, TreeNode[NodeData] | None]] = []
+        for i, s in enumerate(shown):
+            if s.needs_review:
+                out.append(((i, -1), s, None))
+            node = self.session_nodes.get(s.golden)
+            if node is not None and node.is_expanded:
+                out += [
+                    ((i, c.data.index), s, c)
+                    for c in node.children
+                    if isinstance(c.data, StepRef) and s.summary.status.get(c.data.seq) in REVIEW_STATUSES
+                ]
+        return out
+
+    def cursor_key(self, shown: list[Session]) -> tuple[int, int]:
+        """Where the cursor is, in the order of review_targets."""
+        pos = {s.golden: i for i, s in enumerate(shown)}
+        node = self.cursor_node
+        data = node.data if node is not None else None
+        if isinstance(data, StepRef):
+            return pos.get(data.session.golden, -1), data.index
+        if isinstance(data, Session):
+            return pos.get(data.golden, -1), -1
+        if isinstance(data, MoreRef) and data.session is not None:
+            return pos.get(data.session.golden, -1), data.start
+        first = self.first_session(data)
+        return (pos[first.golden] - 1, 1 << 62) if first is not None and first.golden in pos else (-1, 0)
+
+    def jump_to_review(self, shown: list[Session], step: int) -> bool:
+        """Move the cursor to the next (step > 0) or previous item that needs review, wrapping around;
+        False when nothing does. ``shown``: the sessions in the tree, in order."""
+        targets = self.review_targets(shown)
+        if not targets:
+            return False
+        cur = self.cursor_key(shown)
+        if step > 0:
+            target = next((t for t in targets if t[0] > cur), targets[0])
+        else:
+            target = next((t for t in reversed(targets) if t[0] < cur), targets[-1])
+        self.go_to(target[2] or self.reveal(target[1]))
+        return True
 
     def render_label(self, node: TreeNode[NodeData], base_style: Style, style: Style) -> Text:
         """A row cut to the tree's width ends in an ellipsis; a session's row is made compact first, so
@@ -387,25 +435,3 @@ class SessionTree(Tree[NodeData]):
             self.build_steps(event.node)
         elif isinstance(data, FolderRef) and not event.node.children:
             self._fill(data.rel, 0, set())
-
-
-def _error_lines(idx: object) -> set[int]:
-    """Call indices whose line holds a recorded error (found without decoding every line)."""
-    from tapetui.core.tapefile import TapeIndex
-
-    assert isinstance(idx, TapeIndex)
-    if len(idx) > 5000:
-        return set()
-    from tapetui.core.tapefile import open_regular
-
-    out = set()
-    try:
-        fd = open_regular(idx.path)  # a FIFO in its place since the scan: no marks, never a hang
-    except TapeError:
-        return out
-    with open(fd, "rb") as fh:
-        for i in range(len(idx)):
-            fh.seek(idx.offsets[i])
-            if b',"error":{' in fh.read(idx.lengths[i]):
-                out.add(i)
-    return out

@@ -1,0 +1,304 @@
+"""Running a tool live and writing its call line: the one place for it.
+
+``Tape`` runs tools this way when it records, fills a miss or plays a ``live`` tool, and the review
+layer's re-record does with :func:`record_live`. The order is the contract: everything about the call
+line that can fail is settled before the tool runs (:func:`line_stamp`), and once the tool has run its
+call is written whatever its outcome (:func:`outcome_line`): what cannot be recorded (a result that is
+not JSON, an error whose text cannot be read) becomes the line's error, and the caller is told why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tapetui.core.canon import canonical_json
+from tapetui.core.clock import Clock, Timer, iso, perf_timer, utcnow
+from tapetui.core.config import ToolPolicy, ttl_problem
+from tapetui.core.errors import TapeError, TooDeep
+from tapetui.core.fingerprint import LATEST_FORM
+from tapetui.core.keys import key_of_json
+from tapetui.core.recorded_errors import error_record
+from tapetui.core.redact import Redactor
+from tapetui.core.registry import Tool
+from tapetui.core.tapefile import call_line
+
+__all__ = [
+    "LineStamp",
+    "LiveCall",
+    "call_args",
+    "check_tool_name",
+    "line_stamp",
+    "outcome_line",
+    "record_live",
+    "run_tool",
+    "tool_as_written",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class LineStamp:
+    """The times a call line carries: when it was recorded and, for a time-sensitive tool, when it expires."""
+
+    recorded_at: str
+    expires_at: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class LiveCall:
+    """One tool call run live, and its call line (see :func:`record_live`).
+
+    Attributes:
+        line: the call line, ending with a newline, ready to append.
+        key: the call key of the (redacted) arguments.
+        result: what the tool returned (None when it raised).
+        error: what the tool raised, to raise again to the caller, or None.
+        ms: how long the tool ran, in milliseconds.
+        recorded_error: the line records an error (the tool's, or ``problem``).
+        problem: empty, or why the outcome could not be recorded (then the line records it as its error).
+    """
+
+    line: bytes
+    key: str
+    result: Any
+    error: Exception | None
+    ms: float
+    recorded_error: bool
+    problem: str
+
+
+def tool_as_written(tool: Tool, redactor: Redactor) -> Tool:
+    """``tool`` with its manifest as a tape written under ``redactor``'s rules holds it: fingerprint form 2,
+    so that no configured secret (``tapes.toml [redact]``) reaches a tool line."""
+    if redactor.is_default:
+        return tool  # registration computed this manifest already
+    return replace(tool, manifest=tool.manifest_for(LATEST_FORM, redactor))
+
+
+def check_tool_name(tool: Any, path: Path) -> None:
+    """A tool name is text a tape can hold: a non-empty string of valid UTF-8 (no lone surrogates).
+
+    Raises:
+        TapeError: naming the tape at ``path``.
+    """
+    if not isinstance(tool, str) or not tool:
+        raise TapeError(f"{path}: a tool name must be a non-empty string, got {type(tool).__name__}")
+    try:
+        tool.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise TapeError(
+            f"{path}: tool name {tool!r} is not valid UTF-8 text ({e.reason} at character "
+            f"{e.start}); a tape holds UTF-8"
+        ) from None
+
+
+def call_args(redactor: Redactor, tool: str, args: dict[str, Any], seq: int) -> tuple[Any, bytes, str]:
+    """``(redacted, args_json, key)``: the arguments redacted and canonical in one pass, as JSON, and their key.
+
+    Raises:
+        TapeError: the arguments have no JSON form, or are nested too deeply.
+    """
+    try:
+        redacted = redactor.canon_form(args)
+        args_json = canonical_json(redacted)  # = canon(redacted) as JSON: hashed here, written as is
+    except (TypeError, TooDeep) as e:
+        raise TapeError(f"{tool} (step {seq}): arguments cannot be recorded: {e}") from None
+    return redacted, args_json, key_of_json(tool, args_json)
+
+
+def line_stamp(
+    seq: int,
+    name: str,
+    tool: Tool,
+    policy: ToolPolicy,
+    recorded_at: datetime,
+    key: str,
+    requested_tool: str | None,
+) -> LineStamp:
+    """``recorded_at`` and ``expires_at`` of a call line, and a check that its other fields can be written.
+
+    Raises:
+        TapeError: before the tool runs, when they cannot (an absurd ttl, a name that is not valid text).
+    """
+    ttl = policy.ttl if policy.ttl is not None else tool.ttl
+    problem = ttl_problem(ttl) if ttl is not None else None
+    if problem:
+        raise TapeError(
+            f"{name} (step {seq}): {problem} (tapes.toml [tools.{name}] or the tool's registration); "
+            "the tool was not run"
+        )
+    try:
+        stamp = iso(recorded_at)
+        expires = iso(recorded_at + timedelta(seconds=ttl)) if ttl is not None else None
+    except Exception as e:  # noqa: BLE001 - a date past year 9999, a clock that is not a datetime
+        raise TapeError(
+            f"{name} (step {seq}): cannot compute the call's recorded_at/expires_at "
+            f"({type(e).__name__}: {e}); the tool was not run"
+        ) from None
+    try:
+        orjson.dumps([name, key, tool.fingerprint, requested_tool])
+    except TypeError as e:
+        raise TapeError(
+            f"{name!r} (step {seq}): the tool name or requested_tool cannot be written as JSON "
+            f"({e}); the tool was not run"
+        ) from None
+    return LineStamp(stamp, expires)
+
+
+def run_tool(tool: Tool, args: dict[str, Any], timer: Timer = perf_timer) -> tuple[Any, Exception | None, float]:
+    """Call ``tool`` with ``args``: ``(result, error, ms)``. An ``Exception`` is returned, to be recorded; anything
+    else (an interrupt) propagates."""
+    start = timer()
+    try:
+        result = tool.fn(**args)
+    except Exception as e:  # recorded, then raised again by the caller
+        return None, e, round((timer() - start) * 1000, 3)
+    return result, None, round((timer() - start) * 1000, 3)
+
+
+def outcome_line(
+    *,
+    seq: int,
+    name: str,
+    tool: Tool,
+    key: str,
+    args_json: bytes,
+    stamp: LineStamp,
+    ms: float,
+    result: Any,
+    error: BaseException | None,
+    redactor: Redactor,
+    requested_tool: str | None = None,
+    extra: dict[str, Any] | None = None,
+) -> tuple[bytes, bool, str]:
+    """The call line of a call that ran: ``(line, recorded_error, problem)``. Never raises for the outcome:
+    what cannot be recorded becomes the line's error, and ``problem`` says why (else it is empty)."""
+    try:
+        err = error_record(error, redactor) if error is not None else None
+        line = call_line(
+            seq=seq,
+            tool=name,
+            key=key,
+            fingerprint=tool.fingerprint,
+            side_effect=tool.side_effect,
+            ms=ms,
+            expires_at=stamp.expires_at,
+            recorded_at=stamp.recorded_at,
+            args=orjson.Fragment(args_json),
+            result=None if err else redactor.redact(result),
+            error=err,
+            requested_tool=requested_tool,
+            extra=extra,
+        )
+        return line, err is not None, ""
+    except Exception as e:  # noqa: BLE001 - whatever it is, the call is not lost
+        problem = _unrecordable(e, error, result)
+    try:
+        problem = redactor.redact_text(problem)  # it may name result paths (dict keys)
+    except Exception:  # noqa: BLE001
+        problem = "its outcome cannot be recorded"
+    err = {"type": "TapeError", "module": "tapetui.core.errors", "message": f"{name} (step {seq}) {problem}"}
+    line = call_line(
+        seq=seq,
+        tool=name,
+        key=key,
+        fingerprint=tool.fingerprint,
+        side_effect=tool.side_effect,
+        ms=ms,
+        expires_at=stamp.expires_at,
+        recorded_at=stamp.recorded_at,
+        args=orjson.Fragment(args_json),
+        error=err,
+        requested_tool=requested_tool,
+        extra=extra,
+    )
+    return line, True, problem
+
+
+def record_live(
+    tool: Tool,
+    args: dict[str, Any],
+    *,
+    seq: int,
+    redactor: Redactor,
+    policy: ToolPolicy,
+    clock: Clock = utcnow,
+    timer: Timer = perf_timer,
+    requested_tool: str | None = None,
+    extra: dict[str, Any] | None = None,
+) -> LiveCall:
+    """Run ``tool`` live with ``args`` as step ``seq`` and build its call line as a recording writes it.
+
+    The arguments are redacted and made canonical, the line's times and expiry come from ``clock`` and
+    ``policy`` (else the tool's ttl), its fingerprint is the tool's as a tape under ``redactor`` holds it
+    (:func:`tool_as_written`), and the outcome is recorded through ``redactor``. ``extra`` adds fields
+    (``{"rerecorded": True}``). Nothing is written: the caller appends ``line`` where it belongs, then
+    raises ``error`` if it wants the tool's own exception.
+
+    Raises:
+        TapeError: before the tool runs, for arguments, a ttl or a name that cannot be recorded.
+    """
+    written = tool_as_written(tool, redactor)
+    _redacted, args_json, key = call_args(redactor, tool.name, args, seq)
+    stamp = line_stamp(
+        seq=seq,
+        name=tool.name,
+        tool=written,
+        policy=policy,
+        recorded_at=clock(),
+        key=key,
+        requested_tool=requested_tool,
+    )
+    result, error, ms = run_tool(written, args, timer)
+    line, recorded_error, problem = outcome_line(
+        seq=seq,
+        name=tool.name,
+        tool=written,
+        key=key,
+        args_json=args_json,
+        stamp=stamp,
+        ms=ms,
+        result=result,
+        error=error,
+        redactor=redactor,
+        requested_tool=requested_tool,
+        extra=extra,
+    )
+    return LiveCall(line, key, result, error, ms, recorded_error, problem)
+
+
+def _unserialisable(value: Any, path: str = "result") -> tuple[str, str] | None:
+    """The first path in ``value`` holding something JSON cannot, and its type name."""
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                return f"{path} key {k!r}", type(k).__name__
+            found = _unserialisable(v, f"{path}.{k}")
+            if found:
+                return found
+        return None
+    if isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            found = _unserialisable(v, f"{path}[{i}]")
+            if found:
+                return found
+        return None
+    return path, type(value).__name__
+
+
+def _unrecordable(e: Exception, error: BaseException | None, result: Any) -> str:
+    """Why a call's outcome could not be written, for the error its line records instead."""
+    if error is not None:
+        return f"raised {type(error).__name__}, whose message cannot be recorded ({type(e).__name__})"
+    if isinstance(e, TooDeep):
+        return "returned a value nested too deeply to record"
+    where = _unserialisable(result)
+    if where is not None:
+        return f"returned a value that cannot be recorded: {where[0]} is a {where[1]}, not a JSON value"
+    return f"returned a value that cannot be recorded ({type(e).__name__}: {e})"

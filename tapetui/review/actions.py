@@ -1,0 +1,342 @@
+"""Review actions on a session: accept, accept-all, reject, expire, restore.
+
+Each runs under the session's lock (:func:`tapetui.review.journal.session`) and changes a golden
+only through :func:`tapetui.review.journal.commit`, which first keeps what the change replaces
+(:mod:`tapetui.review.history`, for ``tapetui undo``) and never changes a golden without its
+changelog entry.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import tapetui.review.history as history
+import tapetui.review.journal as journal
+from tapetui.core.changes import format_changes
+from tapetui.core.clock import iso, parse_iso, utcnow
+from tapetui.core.config import Config
+from tapetui.core.errors import TapeError
+from tapetui.core.files import atomic_write, fsync_dir, read_regular
+from tapetui.core.index import TapeIndex
+from tapetui.core.store import candidate_path, refuse_links_out
+from tapetui.core.tapefile import dump_line
+from tapetui.review.changelog import Entry
+from tapetui.review.check import pending
+from tapetui.review.compare import Comparison, LoadedTape, StepDiff, compare, load
+
+__all__ = [
+    "AlreadyExpired",
+    "BatchResult",
+    "accept",
+    "accept_all",
+    "expire",
+    "file_bytes",
+    "rebuild",
+    "reject",
+    "restore",
+    "restore_candidate",
+]
+
+
+def _require_why(why: str | None, action: str) -> str:
+    if why is None or not why.strip():
+        raise TapeError(f"{action} needs a rationale (--why TEXT): the changelog records why a golden changed")
+    return why.strip()
+
+
+def rebuild(index: TapeIndex, replace: dict[int, bytes], extra_manifests: list[bytes]) -> bytes:
+    """The golden's bytes with some call lines replaced (by call index) and manifests added."""
+    data = file_bytes(index)
+    if index.torn is not None:
+        data = data[: index.torn.offset]
+    parts = []
+    pos = 0
+    first_call = index.offsets[0] if len(index) else len(data)
+    parts.append(data[:first_call])
+    parts += extra_manifests
+    pos = first_call
+    for i in sorted(replace):
+        parts.append(data[pos : index.offsets[i]])
+        parts.append(replace[i])
+        pos = index.offsets[i] + index.lengths[i]
+    parts.append(data[pos:])
+    return b"".join(parts)
+
+
+def accept(config: Config, golden: Path, why: str | None, steps: Iterable[int] | None = None) -> Entry:
+    """Promote the candidate (whole, or the given golden steps) to golden, with a changelog entry.
+
+    Raises:
+        TapeError: no rationale, no candidate, a step that does not line up.
+    """
+    why = _require_why(why, "accept")
+    golden = Path(golden)
+    cand = candidate_path(golden)
+    refuse_links_out(config.tapes_dir, golden, cand)
+    with journal.session(config, golden):  # a second accept waits, then finds the candidate gone
+        return _accept_locked(config, golden, cand, why, steps)
+
+
+def _accept_locked(config: Config, golden: Path, cand: Path, why: str, steps: Iterable[int] | None) -> Entry:
+    if not os.path.lexists(cand):
+        raise TapeError(f"{golden}: no pending candidate to accept")
+    c = load(cand, keep_bytes=True)  # read once: compared, kept as history, promoted
+    cand_before = file_bytes(c.index)
+    if not golden.exists():
+        entry = journal.new_entry(
+            "accept (new session)",
+            config,
+            golden,
+            [x.seq for x in c.calls],
+            [f"new session with {len(c.calls)} steps: {[x.tool for x in c.calls]}"],
+            why,
+        )
+        before = history.Before(True, None, True, cand_before)
+        journal.commit(config, golden, complete_bytes(c), entry, before=before, remove_candidate=True)
+        return entry
+    g = load(golden, keep_bytes=True)
+    golden_before = file_bytes(g.index)
+    cmp = compare(g, c, config)
+    if steps is None:
+        details = _details(cmp, cmp.changed_steps) + ([] if cmp.changed_steps else ["no differences"])
+        entry = journal.new_entry("accept", config, golden, [s.seq for s in cmp.changed_steps if s.old], details, why)
+        before = history.Before(True, golden_before, True, cand_before)
+        journal.commit(config, golden, complete_bytes(c), entry, before=before, remove_candidate=True)
+        return entry
+    wanted = sorted(set(steps))
+    by_seq = {s.old.seq: s for s in cmp.steps if s.old is not None and s.kind in ("same", "changed")}
+    replace: dict[int, bytes] = {}
+    manifests: list[bytes] = []
+    chosen = []
+    for n in wanted:
+        sd = by_seq.get(n)
+        if sd is None or sd.new is None:
+            raise TapeError(
+                f"{golden}: step {n} does not line up with a step of the candidate; accept the whole candidate instead"
+            )
+        assert sd.old is not None
+        chosen.append(sd)
+        raw = dict(sd.new.raw)
+        raw["seq"] = sd.old.seq
+        i = next(i for i in range(len(g.index)) if g.index.lines[i] == sd.old.line)
+        replace[i] = dump_line(raw)
+        if sd.fingerprint and sd.tool in c.manifests:
+            manifests.append(c.index.manifest_lines[sd.tool])
+    data = rebuild(g.index, replace, manifests)
+    entry = journal.new_entry("accept", config, golden, wanted, _details(cmp, chosen), why)
+    # When nothing else differs any more, the candidate has been fully reviewed.
+    rest = [s for s in cmp.changed_steps if s not in chosen]
+    done = not rest and not cmp.edit_distance
+    before = history.Before(True, golden_before, done, cand_before)
+    journal.commit(config, golden, data, entry, before=before, remove_candidate=done)
+    return entry
+
+
+def file_bytes(index: TapeIndex) -> bytes:
+    """A tape's bytes: as the index read them when it kept them (a small tape), else read now.
+
+    Raises:
+        TapeError: the file is not a regular file any more.
+    """
+    if index.data is not None and len(index.data) == index.size:
+        return index.data
+    return read_regular(index.path)
+
+
+def complete_bytes(t: LoadedTape) -> bytes:
+    """A tape's complete lines as indexed (a torn tail a dead recorder left is not promoted)."""
+    idx = t.index
+    if idx.data is not None and len(idx.data) >= idx.scanned:
+        return idx.data[: idx.scanned]
+    with open(t.path, "rb") as fh:
+        data = fh.read(t.index.scanned)
+    if len(data) != t.index.scanned:
+        raise TapeError(f"{t.path}: changed while it was read; try again")
+    return data
+
+
+def _details(cmp: Comparison, chosen: Iterable[StepDiff]) -> list[str]:
+    out = []
+    if cmp.edit_distance:
+        out.append(f"tool sequence edit distance {cmp.edit_distance}: {list(cmp.old_tools)} → {list(cmp.new_tools)}")
+    for s in chosen:
+        keys = f"key {s.old.key if s.old else '-'} → {s.new.key if s.new else '-'}"
+        fp = ""
+        if s.old and s.new and s.old.fingerprint != s.new.fingerprint:
+            fp = f"; fingerprint {s.old.fingerprint} → {s.new.fingerprint}"
+        out.append(f"step {s.seq} {s.tool} ({s.kind}): {keys}{fp}")
+        out += [f"step {s.seq} {line}" for line in format_changes(s.arg_changes, prefix="args")]
+        out += [f"step {s.seq} {line}" for line in format_changes(s.result_changes, prefix="result")]
+        if s.expiry is not None:
+            out.append(f"step {s.seq} expires_at {s.expiry[0] or '(none)'} → {s.expiry[1] or '(none)'}")
+        out += [f"step {s.seq} contract: {line}" for line in s.fingerprint]
+    return out
+
+
+def reject(config: Config, golden: Path, why: str | None = None) -> Entry | None:
+    """Discard the pending candidate; a changelog note only when a reason is given."""
+    golden = Path(golden)
+    cand = candidate_path(golden)
+    refuse_links_out(config.tapes_dir, golden, cand)
+    with journal.session(config, golden):
+        if not os.path.lexists(cand):
+            raise TapeError(f"{golden}: no pending candidate to reject")
+        data = read_regular(cand, "candidate")
+        reason = why.strip() if why and why.strip() else None
+        entry = journal.new_entry("reject", config, golden, [], [f"candidate {cand.name} discarded"], reason)
+        before = history.Before(False, None, True, data)
+        if reason is not None:
+            journal.commit(config, golden, None, entry, before=before, remove_candidate=True)
+            return entry
+        try:  # no reason, no changelog entry (as always); kept as history all the same, so undo finds it
+            history.save(config, golden, entry, before, after_sha256=None, logged=False)
+            cand.unlink()
+            fsync_dir(cand.parent)
+        except OSError as e:
+            raise TapeError(f"{e.filename or golden}: cannot write: {e.strerror}; nothing was changed") from None
+        return None
+
+
+def expire(
+    config: Config,
+    golden: Path,
+    steps: Iterable[int] | None = None,
+    *,
+    all_time_sensitive: bool = False,
+    why: str | None = None,
+    now: datetime | None = None,
+) -> Entry:
+    """Mark entries expired (``expires_at`` = now) so the next ``fill`` re-records them."""
+    golden = Path(golden)
+    refuse_links_out(config.tapes_dir, golden)
+    with journal.session(config, golden):
+        return _expire_locked(config, golden, steps, all_time_sensitive, why, now)
+
+
+class AlreadyExpired(TapeError):
+    """Every entry asked for has expired already: nothing was changed and no changelog entry written."""
+
+
+def _expire_locked(
+    config: Config,
+    golden: Path,
+    steps: Iterable[int] | None,
+    all_time_sensitive: bool,
+    why: str | None,
+    now: datetime | None,
+) -> Entry:
+    g = load(golden, keep_bytes=True)
+    when = iso((now or utcnow()).replace(microsecond=0))
+    wanted = set(steps or ())
+    if all_time_sensitive:
+        targets = [i for i, c in enumerate(g.calls) if c.expires_at is not None]
+        if not targets:
+            raise TapeError(f"{golden}: no time-sensitive entries (none has expires_at)")
+    else:
+        if not wanted:
+            raise TapeError("expire needs --step N or --all-time-sensitive")
+        targets = [i for i, c in enumerate(g.calls) if c.seq in wanted]
+        missing = wanted - {g.calls[i].seq for i in targets}
+        if missing:
+            raise TapeError(f"{golden}: no step {', '.join(map(str, sorted(missing)))} on the tape")
+    instant = parse_iso(when)
+    assert instant is not None
+    done = [i for i in targets if (d := parse_iso(g.calls[i].expires_at or "")) is not None and d <= instant]
+    if len(done) == len(targets):  # pressing x again must not move an expiry later, nor log a change
+        steps_text = ", ".join(f"{g.calls[i].seq} (at {g.calls[i].expires_at})" for i in done)
+        raise AlreadyExpired(
+            f"{golden}: already expired: step {steps_text}; nothing to do (the next fill re-records expired steps)"
+        )
+    targets = [i for i in targets if i not in done]
+    replace = {}
+    details = []
+    for i in targets:
+        raw = dict(g.calls[i].raw)
+        old = raw.get("expires_at")
+        details.append(
+            f"step {g.calls[i].seq} {g.calls[i].tool}: "
+            + (f"expires_at {old} → {when}" if isinstance(old, str) else f"marked expired at {when} (it had no expiry)")
+        )
+        raw["expires_at"] = when
+        replace[i] = dump_line(raw)
+    entry = journal.new_entry(
+        "expire",
+        config,
+        golden,
+        [g.calls[i].seq for i in targets],
+        details,
+        why.strip() if why and why.strip() else None,
+    )
+    before = history.Before(True, file_bytes(g.index))
+    journal.commit(config, golden, rebuild(g.index, replace, []), entry, before=before)
+    return entry
+
+
+def restore(config: Config, golden: Path, data: bytes, why: str, candidate: bytes | None = None) -> Entry:
+    """Put back an earlier golden (undo), with a changelog entry; optionally its candidate too."""
+    golden = Path(golden)
+    details = [f"restored the golden as it was before ({len(data)} bytes)"]
+    entry = journal.new_entry("undo", config, golden, [], details, why)
+    with journal.session(config, golden):
+        cand = candidate_path(golden)
+        now = history.Before(
+            True,
+            read_regular(golden) if golden.exists() else None,
+            candidate is not None,
+            read_regular(cand, "candidate") if candidate is not None and os.path.lexists(cand) else None,
+        )
+        journal.commit(config, golden, data, entry, before=now)
+        if candidate is not None:
+            atomic_write(candidate_path(golden), candidate)
+    return entry
+
+
+def restore_candidate(config: Config, golden: Path, data: bytes, why: str) -> Entry:
+    """Put back a rejected candidate (undo of a reject), noted in the changelog."""
+    golden = Path(golden)
+    entry = journal.new_entry("undo", config, golden, [], ["restored the rejected candidate"], why)
+    with journal.session(config, golden):
+        if os.path.lexists(candidate_path(golden)):
+            raise TapeError(f"{golden}: a newer candidate is pending; review it before restoring the rejected one")
+        atomic_write(candidate_path(golden), data)
+        journal.commit(config, golden, None, entry, before=history.Before(False, None, True, None))
+    return entry
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    """One session of :func:`accept_all`: its changelog entry, or why it was not accepted."""
+
+    golden: Path
+    entry: Entry | None
+    error: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def accept_all(config: Config, why: str | None, goldens: Iterable[Path] | None = None) -> list[BatchResult]:
+    """Accept every pending candidate (or those of ``goldens``), each whole, with one rationale.
+
+    Each session is accepted as :func:`accept` does (its own lock, changelog entry and history
+    record); one that fails is reported in its result and the others go on.
+
+    Raises:
+        TapeError: no rationale (nothing is accepted then).
+    """
+    why = _require_why(why, "accept")
+    chosen = [g for g, _ in pending(config)] if goldens is None else [Path(g) for g in goldens]
+    out = []
+    for g in chosen:
+        try:
+            out.append(BatchResult(g, accept(config, g, why), None))
+        except TapeError as e:
+            out.append(BatchResult(g, None, str(e)))
+        except OSError as e:
+            out.append(BatchResult(g, None, f"{e.filename or g}: {e.strerror or e}"))
+    return out

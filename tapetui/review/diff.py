@@ -1,0 +1,104 @@
+"""One diff of a golden against its candidate, another tape or a run log: for ``tapetui diff`` and the app.
+
+:func:`diff` finds what to compare with and compares it once; the :class:`Diff` it returns holds
+the structured result (a :class:`~tapetui.review.compare.Comparison`, or run-log
+:class:`~tapetui.review.check.Finding` s) and renders it as text lines or JSON, so every front
+shows the same thing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from tapetui.core.config import Config
+from tapetui.core.errors import TapeError
+from tapetui.core.runlog import read_run_log
+from tapetui.core.store import candidate_path, runlog_path
+from tapetui.core.tapefile import read_index
+from tapetui.review.check import Finding, compare_run, run_log_stale
+from tapetui.review.compare import Comparison, LoadedTape, compare
+
+__all__ = ["Diff", "DiffLevel", "DiffSource", "diff"]
+
+DiffSource = Literal["candidate", "tape", "run_log"]
+DiffLevel = Literal["differs", "warning", "clean"]
+"""How a line of a diff reads: a difference, a warning that does not fail, or "no differences"."""
+
+
+@dataclass(frozen=True)
+class Diff:
+    """A golden compared with one other file."""
+
+    golden: Path
+    other: Path
+    source: DiffSource
+    comparison: Comparison | None = None  # source "candidate" or "tape"
+    findings: tuple[Finding, ...] = ()  # source "run_log"
+
+    @property
+    def differs(self) -> bool:
+        """Whether anything differs (``tapetui diff`` exits 1): a warning alone does not."""
+        if self.comparison is not None:
+            return not self.comparison.clean
+        return any(not f.warning for f in self.findings)
+
+    @property
+    def title(self) -> str:
+        return f"{self.golden.name} ⟷ {self.other.name}" + (" (run log)" if self.source == "run_log" else "")
+
+    def rows(self) -> list[tuple[str, DiffLevel]]:
+        """Each line with how it reads (for colour); ``no differences`` alone when nothing differs."""
+        if self.comparison is not None:
+            level: DiffLevel = "clean" if self.comparison.clean else "differs"
+            return [(line, level) for line in self.comparison.lines() or ["no differences"]]
+        if not self.findings:
+            return [("no differences", "clean")]
+        return [(f.text, "warning" if f.warning else "differs") for f in self.findings]
+
+    def lines(self) -> list[str]:
+        """The text lines ``tapetui diff`` prints under its title."""
+        return [text for text, _ in self.rows()]
+
+    def to_json(self) -> dict[str, Any]:
+        """What ``tapetui diff --json`` prints."""
+        if self.comparison is not None:
+            return self.comparison.to_json()
+        return {
+            "golden": str(self.golden),
+            "run_log": str(self.other),
+            "findings": [f.to_json() for f in self.findings],
+        }
+
+
+def diff(config: Config, golden: Path, other: Path | None = None, *, loaded: LoadedTape | None = None) -> Diff:
+    """Compare a golden with ``other``: by default its candidate, else its latest run log.
+
+    A file named ``*.run.jsonl`` is read as a run log (its findings against the golden, or one
+    ``stale_run`` finding when it ran against an earlier golden); any other as a tape.
+
+    Args:
+        loaded: the golden, when the caller has read it already (not read again).
+
+    Raises:
+        TapeError: nothing to compare with, or a file that cannot be read as what it is named.
+    """
+    golden = Path(golden)
+    source: DiffSource = "tape"
+    if other is None:
+        other, source = candidate_path(golden), "candidate"
+        if not other.exists():
+            other, source = runlog_path(golden), "run_log"
+    if not other.exists():
+        raise TapeError(f"{golden}: nothing to compare with (no candidate and no run log; name one as B)")
+    if other.name.endswith(".run.jsonl"):
+        events = read_run_log(other)
+        idx = loaded.index if loaded is not None else read_index(golden, validate=True, keep_bytes=True)
+        whole = idx.data if idx.data is not None and len(idx.data) == idx.size else None
+        stale = run_log_stale(golden, events, whole)  # a small golden is hashed as read, not read again
+        findings = [Finding("stale_run", stale)] if stale else compare_run(idx, events, config, log=other, checked=True)
+        return Diff(golden, other, "run_log", findings=tuple(findings))
+    if source == "tape" and other == candidate_path(golden):
+        source = "candidate"
+    return Diff(golden, other, source, comparison=compare(loaded or golden, other, config))

@@ -1,0 +1,431 @@
+"""What a front knows of a session: its latest run, its steps, a recorded error, and the filter that picks it.
+
+The app and the command line read sessions through this module (a front never reads tape bytes itself):
+``select(config, "status:drift")`` is both the app's ``/`` filter and ``tapetui accept --all --filter``.
+Status names and their glyphs are said once, here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import orjson
+
+from tapetui.core.config import Config
+from tapetui.core.errors import TapeError
+from tapetui.core.files import open_regular
+from tapetui.core.index import CallRecord, TapeIndex
+from tapetui.core.runlog import RunLogReader, RunSummary, event_problem, read_run_log
+from tapetui.core.store import candidate_path, iter_goldens, refuse_links_out, runlog_path, samples_of, session_name
+from tapetui.core.tapefile import read_index
+from tapetui.review.check import golden_sha256
+from tapetui.review.compare import Comparison
+from tapetui.review.diff import diff
+
+# a step's status in the tree ("" not replayed yet), and a session's "pending" (its candidate waits for review)
+StatusName = Literal["hit", "drift", "miss", "stale", "unused", "contract", "error", "pending", ""]
+
+GLYPH: Final[Mapping[str, str]] = {
+    "hit": "✓",
+    "drift": "≠",
+    "miss": "?",
+    "stale": "⌛",
+    "unused": "∅",
+    "contract": "⚡",
+    "error": "✗",
+    "pending": "●",  # a session's candidate waits for review
+    "running": "▶",  # a session's replay is running
+    "marked": "▣",  # a session is chosen for a batch action
+    "": "·",  # not replayed yet
+}
+
+# A step's status when the last run said several things of it (stale, then missed, then unused): the
+# first of these it was given. What asks most of the reviewer wins; each step is counted once.
+STATUS_PRECEDENCE: Final[tuple[StatusName, ...]] = ("contract", "drift", "miss", "stale", "hit", "unused")
+_RANK: Final[dict[str, int]] = {name: i for i, name in enumerate(STATUS_PRECEDENCE)}
+
+# what the filter understands after status:  (error: a tape that cannot be read, or one that recorded an error)
+FILTER_STATUSES: Final[tuple[StatusName, ...]] = ("drift", "contract", "miss", "stale", "unused", "pending", "error")
+
+ERROR_SCAN_MAX: Final = 5000  # a step list marks recorded errors only for tapes up to this many calls
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    """What tells that a file changed: its mtime and size."""
+    st = path.stat()
+    return st.st_mtime_ns, st.st_size
+
+
+# ---- the latest run ------------------------------------------------------------------------------
+@dataclass
+class StepSummary(RunSummary):
+    """A RunSummary whose ``status`` gives each step exactly one status, by STATUS_PRECEDENCE (not by
+    the order the events came in), so per-step counts add up to the steps the run touched.
+
+    ``off_tape`` counts misses that name no recorded step (a call the tape never had).
+    """
+
+    seen: dict[int, set[str]] = field(default_factory=dict, repr=False)
+    off_tape: int = 0
+
+    def add(self, ev: dict[str, Any]) -> None:
+        super().add(ev)
+        if event_problem(ev) is not None or ev.get("event") == "invalid":
+            return  # counted as invalid by RunSummary
+        kind = ev.get("event")
+        step = ev.get("step", ev.get("seq"))
+        if kind == "miss":
+            step = ev.get("nearest")
+            if not isinstance(step, int):
+                self.off_tape += 1
+        elif kind == "fingerprint":
+            kind = None if ev.get("allowed") else "contract"
+        if not isinstance(kind, str) or kind not in _RANK or not isinstance(step, int):
+            return
+        seen = self.seen.setdefault(step, set())
+        seen.add(kind)
+        self.status[step] = min(seen, key=_RANK.__getitem__)
+
+    def reset(self) -> None:
+        fresh = StepSummary()
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(fresh, name))
+
+    @classmethod
+    def of(cls, events: list[dict[str, Any]]) -> StepSummary:
+        s = cls()
+        for ev in events:
+            s.add(ev)
+        return s
+
+    def counts(self) -> dict[str, int]:
+        """Steps per status, in STATUS_PRECEDENCE order (only those with steps)."""
+        out = dict.fromkeys(STATUS_PRECEDENCE, 0)
+        for status in self.status.values():
+            if status in out:
+                out[status] += 1
+        return {k: v for k, v in out.items() if v}
+
+
+def current(golden: Path, summary: StepSummary) -> StepSummary:
+    """``summary``, or an empty one marked ``outdated`` when its run played against an earlier golden.
+
+    After an accept the old run's drift is history: a front then shows "last run predates the golden"
+    (as ``tapetui check`` does), not the drift just accepted. Runs that do not name their golden are
+    taken as they are (file times cannot tell: a fresh clone resets them). Hashes the golden: file IO.
+    """
+    if summary.golden_sha256 is None or summary.outdated or summary.running:
+        return summary
+    if summary.golden_sha256 == golden_sha256(golden):
+        return summary
+    fresh = StepSummary()
+    fresh.golden_sha256, fresh.outdated, fresh.ended = summary.golden_sha256, True, True
+    return fresh
+
+
+class RunLogs:
+    """Incremental readers of the sessions' run logs: each byte is read once, however often it is polled.
+
+    Not thread-safe: one thread polls at a time (the app's feed hands the readers from one to the other).
+    """
+
+    def __init__(self, tapes_dir: Path) -> None:
+        self.tapes_dir = tapes_dir
+        self._readers: dict[Path, RunLogReader] = {}
+        self._refused: set[Path] = set()  # run logs that cannot be read (a link out, a FIFO): reported once
+
+    def poll(self, golden: Path) -> tuple[bool, list[dict[str, Any]]]:
+        """Events appended to the session's run log since the last poll, and whether the log restarted.
+
+        A run log that cannot be read gives one ``invalid`` event naming why, then nothing until it can.
+        """
+        reader = self._readers.get(golden)
+        if reader is None:
+            reader = self._readers[golden] = RunLogReader(runlog_path(golden))
+        try:
+            refuse_links_out(self.tapes_dir, reader.path)
+            polled = reader.poll()  # a FIFO or a folder named like a run log: a TapeError, never a hang
+        except TapeError as e:
+            if golden in self._refused:  # said once already
+                return False, []
+            self._refused.add(golden)
+            return False, [{"event": "invalid", "problem": str(e)}]
+        self._refused.discard(golden)
+        return polled
+
+
+def read_summary(golden: Path, tapes_dir: Path | None = None) -> StepSummary:
+    """The session's latest run, its run log read whole, ``current`` applied."""
+    logs = RunLogs(tapes_dir if tapes_dir is not None else golden.parent)
+    return current(golden, StepSummary.of(logs.poll(golden)[1]))
+
+
+# ---- a session ---------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class StepRow:
+    """One call of a tape as a list of steps shows it."""
+
+    index: int  # call index in the tape
+    seq: int
+    tool: str
+    ms: float
+    error: bool  # the call recorded an error (looked for only in tapes up to ERROR_SCAN_MAX calls)
+
+
+@dataclass(eq=False)  # identity: two sessions are never equal by value
+class Session:
+    """A session as a front shows it: names, the latest run, a pending candidate, and caches of its tape."""
+
+    golden: Path
+    name: str
+    tapes_dir: Path | None = field(default=None, repr=False)  # symlinks leading out of it are not followed
+    summary: StepSummary = field(default_factory=lambda: StepSummary(), repr=False)
+    pending: bool = False
+    error: str | None = None
+    loaded: bool = False  # summary and pending were read
+    marked: bool = False  # chosen for a batch action (the app's space key)
+    _idx: tuple[tuple[int, int], TapeIndex] | None = field(default=None, repr=False)
+    _cmp: tuple[tuple[tuple[int, int], tuple[int, int]], Comparison] | None = field(default=None, repr=False)
+    recorded_error: bool | None = None  # a call of the tape recorded an error (None: not looked at yet)
+    _err_stamp: tuple[int, int] | None = field(default=None, repr=False)
+
+    def scan_recorded_error(self) -> bool:
+        """Whether a call of the tape recorded an error; reads the tape (run it in a worker), again only
+        when the file changed. A nested ``"error"`` key inside a result does not count."""
+        idx = self.index()
+        stamp = _stamp(idx.path)
+        if self._err_stamp == stamp and self.recorded_error is not None:
+            return self.recorded_error
+        found = False
+        with os.fdopen(open_regular(idx.path), "rb") as fh:
+            for i in range(len(idx)):
+                raw = idx.raw_line(i, fh)
+                if b'"error":{' in raw and isinstance(orjson.loads(raw).get("error"), dict):
+                    found = True
+                    break
+        self.recorded_error, self._err_stamp = found, stamp
+        return found
+
+    def older_candidates(self) -> list[Path]:
+        """Candidates a newer recording displaced into ``NAME.samples/`` (kept, never replaced silently)."""
+        return samples_of(self.golden)
+
+    def index(self) -> TapeIndex:
+        """The golden's index (the candidate's while there is no golden), re-read only when the file
+        changed (size or mtime).
+
+        Raises:
+            TapeError: the tape cannot be read; ``error`` says why until a read succeeds.
+        """
+        path = self.golden if self.golden.exists() else candidate_path(self.golden)
+        try:
+            if self.tapes_dir is not None:
+                refuse_links_out(self.tapes_dir, path)
+            stamp = _stamp(path)
+            if self._idx is not None and self._idx[0] == stamp:
+                return self._idx[1]
+            idx = read_index(path)
+        except TapeError as e:
+            self.error = str(e)
+            raise
+        except OSError as e:
+            self.error = f"{path}: {e.strerror}"
+            raise TapeError(self.error) from None
+        self.error = None
+        self._idx = (stamp, idx)
+        return idx
+
+    def record(self, index: int) -> CallRecord:
+        """Call ``index`` of the tape, decoded."""
+        return self.index().record(index)
+
+    def steps(self, start: int = 0, stop: int | None = None) -> list[StepRow]:
+        """Calls ``start…stop`` of the tape, each marked when it recorded an error.
+
+        Raises:
+            TapeError: the tape cannot be read.
+        """
+        idx = self.index()
+        end = len(idx) if stop is None else min(stop, len(idx))
+        errors = _error_lines(idx, start, end)
+        return [StepRow(i, idx.seqs[i], idx.tools[i], idx.ms[i], i in errors) for i in range(start, end)]
+
+    def comparison(self, config: Config) -> Comparison:
+        """The golden against its pending candidate, compared again only when either file changed
+        (moving over the steps of a session would otherwise re-read both tapes at every key)."""
+        cand = candidate_path(self.golden)
+        try:
+            stamp = (_stamp(self.golden), _stamp(cand))
+        except OSError as e:
+            raise TapeError(f"{e.filename}: {e.strerror}") from None
+        if self._cmp is not None and self._cmp[0] == stamp:
+            return self._cmp[1]
+        cmp = diff(config, self.golden, cand).comparison  # the diff `tapetui diff` prints
+        assert cmp is not None  # a tape compared with a tape
+        self._cmp = (stamp, cmp)
+        return cmp
+
+    def run_events(self) -> list[dict[str, Any]]:
+        """Every event of the session's run log (the latest run and what came before it in the file).
+
+        Raises:
+            TapeError: the run log is not a regular file or cannot be read.
+        """
+        return read_run_log(runlog_path(self.golden))
+
+    def has_candidate(self) -> bool:
+        """Whether a candidate waits for review (a stat, no read)."""
+        return has_candidate(self.golden)
+
+    @property
+    def statuses(self) -> set[str]:
+        s = self.summary
+        flags = {
+            "drift": s.drift,
+            "miss": s.misses,
+            "stale": s.stale,
+            "pending": self.pending,
+            "error": self.error,
+            "unused": s.unused,
+        }
+        return {name for name, on in flags.items() if on}
+
+    @property
+    def needs_review(self) -> bool:
+        return bool(self.statuses - {"stale", "unused"}) or bool(self.error)
+
+
+def _error_lines(idx: TapeIndex, start: int, end: int) -> set[int]:
+    """Call indices in ``start…end`` whose line holds a recorded error (found without decoding lines)."""
+    out: set[int] = set()
+    if len(idx) > ERROR_SCAN_MAX:
+        return out
+    try:
+        fd = open_regular(idx.path)  # a FIFO in its place since the scan: no marks, never a hang
+    except TapeError:
+        return out
+    with open(fd, "rb") as fh:
+        for i in range(start, end):
+            fh.seek(idx.offsets[i])
+            if b',"error":{' in fh.read(idx.lengths[i]):
+                out.add(i)
+    return out
+
+
+def has_candidate(golden: Path) -> bool:
+    """Whether a candidate of ``golden`` waits for review (a stat, no read)."""
+    return candidate_path(golden).exists()
+
+
+def goldens(config: Config) -> list[Path]:
+    """Every session's golden under the tapes folder, sorted (see ``iter_goldens``)."""
+    return list(iter_goldens(config.tapes_dir))
+
+
+def session_of(config: Config, golden: Path) -> Session:
+    """The session of ``golden``, named from the tapes folder; nothing is read yet."""
+    return Session(golden, session_name(golden, config.tapes_dir), config.tapes_dir)
+
+
+def read_session(config: Config, golden: Path) -> Session:
+    """The session with its latest run read and whether a candidate is pending."""
+    s = session_of(config, golden)
+    s.summary = read_summary(golden, config.tapes_dir)
+    s.pending, s.loaded = s.has_candidate(), True
+    return s
+
+
+# ---- the filter --------------------------------------------------------------------------------
+FilterKind = Literal["all", "status", "tool", "text"]
+
+
+@dataclass(frozen=True, slots=True)
+class Filter:
+    """A parsed filter: ``status:NAME``, ``tool:NAME``, a part of a session's name, or nothing."""
+
+    kind: FilterKind
+    value: str  # lower-cased
+    problem: str | None = None  # why nothing can match (an unknown status), for the person who typed it
+
+    @property
+    def scans_errors(self) -> bool:
+        """Whether matching needs ``Session.scan_recorded_error`` to have run (``status:error``)."""
+        return self.kind == "status" and self.value == "error"
+
+
+class FilterError(TapeError):
+    """A filter that cannot match anything as written (an unknown status)."""
+
+
+def parse_filter(text: str | None) -> Filter:
+    """``status:drift|contract|miss|stale|unused|pending|error``, ``tool:NAME``, or any part of a name."""
+    q = (text or "").strip().lower()
+    if not q:
+        return Filter("all", "")
+    if q.startswith("status:"):
+        want = q[7:].strip()
+        if want not in FILTER_STATUSES:
+            return Filter(
+                "status",
+                want,
+                f"Unknown status {want!r}. Valid: "
+                + ", ".join(f"status:{x}" for x in FILTER_STATUSES)
+                + "; or tool:NAME, or any part of a session's name.",
+            )
+        return Filter("status", want)
+    if q.startswith("tool:"):
+        return Filter("tool", q[5:])
+    return Filter("text", q)
+
+
+def matches(filt: Filter | str, s: Session) -> bool:
+    """Whether session ``s`` passes the filter. ``tool:`` reads the tape's index (cached);
+    ``status:error`` counts a recorded error only once ``s.scan_recorded_error()`` has run."""
+    f = parse_filter(filt) if isinstance(filt, str) else filt
+    if f.kind == "all":
+        return True
+    if f.kind == "status":
+        want = f.value
+        return (
+            want in s.statuses
+            or (want == "contract" and "contract" in s.summary.status.values())
+            or (want == "error" and bool(s.error or s.recorded_error))
+        )
+    if f.kind == "tool":
+        try:
+            return f.value in {t.lower() for t in s.index().tools}
+        except TapeError:
+            return False
+    return f.value in s.name.lower()
+
+
+def select(config: Config, filt: Filter | str | None = None, *, pending_only: bool = False) -> list[Session]:
+    """Every session of the tapes folder that the filter matches, read (``read_session``), in folder order.
+
+    Args:
+        config: the project; its tapes folder is walked.
+        filt: a filter as the app's ``/`` takes it; None or "" matches every session.
+        pending_only: only sessions whose candidate waits for review.
+
+    Raises:
+        FilterError: the filter names an unknown status.
+    """
+    f = filt if isinstance(filt, Filter) else parse_filter(filt)
+    if f.problem is not None:
+        raise FilterError(f.problem)
+    out = []
+    for g in goldens(config):
+        s = read_session(config, g)
+        if pending_only and not s.pending:
+            continue
+        if f.scans_errors:
+            with contextlib.suppress(TapeError, OSError):  # unreadable: s.error says so; status:error matches it
+                s.scan_recorded_error()
+        if matches(f, s):
+            out.append(s)
+    return out

@@ -1,0 +1,37 @@
+"""Counts for a session: steps, tools, side effects, expiry, the latest run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tapetui.core.clock import parse_iso, utcnow
+from tapetui.core.runlog import read_run_log
+from tapetui.core.store import candidate_path, runlog_path
+from tapetui.core.tapefile import read_index
+
+__all__ = ["stats_of"]
+
+
+def stats_of(golden: Path) -> dict[str, Any]:
+    """Counts for a session: steps, tools, side effects, time-sensitive and expired entries, latest run."""
+    idx = read_index(golden, validate=True)
+    now = utcnow()
+    expired = sum(1 for e in idx.expires.values() if (d := parse_iso(e)) is not None and d <= now)
+    out: dict[str, Any] = {
+        "steps": len(idx),
+        "tools": sorted(set(idx.tools)),
+        "side_effect_steps": sum(idx.side_effects),
+        "time_sensitive": len(idx.expires),
+        "expired": expired,
+        "recorded_ms": round(sum(idx.ms), 3),
+        "pending_candidate": candidate_path(golden).exists(),
+        "torn_tail": idx.torn is not None,
+    }
+    log = runlog_path(golden)
+    if log.exists():
+        for ev in reversed(read_run_log(log)):
+            if ev.get("event") == "end":
+                out["last_run"] = ev.get("stats")
+                break
+    return out

@@ -1,0 +1,139 @@
+"""Undo from any process: revert the newest accept, reject or expire of a session.
+
+What a change replaced is kept by the commit protocol under ``.tapetui/history/``
+(:mod:`tapetui.review.history`); the changelog says which changes were made and which were
+undone already. An undo is itself a change: it is journaled, kept as history and logged as an
+``undo`` entry that names the entry it reverts, so a second undo reverts the change before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import tapetui.review.history as history
+import tapetui.review.journal as journal
+from tapetui.core.config import Config
+from tapetui.core.errors import TapeError
+from tapetui.core.files import atomic_write, read_regular
+from tapetui.core.store import candidate_path, refuse_links_out, session_name
+from tapetui.review.changelog import Entry, Logged, logged_entries, rendered_session
+from tapetui.review.history import HistoryRecord
+
+__all__ = ["UNDOABLE", "undo", "undo_target"]
+
+UNDOABLE = frozenset(("accept", "accept (new session)", "reject", "expire"))
+"""The actions :func:`undo` reverts (an undo is not undone: the next undo reverts the change before)."""
+
+
+def undo_target(config: Config, golden: Path) -> HistoryRecord | None:
+    """The change :func:`undo` would revert now, or None when there is none.
+
+    Raises:
+        TapeError: the newest change the changelog names has no history record (made before
+            history was kept, or its history was removed), so nothing older may be undone either.
+    """
+    golden = Path(golden)
+    logged = logged_entries(config.changelog)
+    ids = {e.id for e in logged}
+    recs = history.records(config, golden)
+    by_id = {r.id: r for r in recs}
+    reverted = {r.reverts for r in recs if r.action == "undo" and r.id in ids and r.reverts}
+    name = rendered_session(session_name(golden, config.tapes_dir))
+    mine = [e for e in logged if e.session == name]
+    reverted |= {e.reverts for e in mine if e.action == "undo" and e.reverts}
+    target = None
+    for r in reversed(recs):
+        if r.action in UNDOABLE and r.id not in reverted and _done(r, ids, golden):
+            target = r
+            break
+    newest = next((e for e in reversed(mine) if e.action in UNDOABLE and e.id not in reverted), None)
+    if newest is not None and newest.id not in by_id and (target is None or target.logged):
+        raise TapeError(_gone(config, golden, newest))
+    return target
+
+
+def undo(config: Config, golden: Path) -> Entry:
+    """Revert the newest accept, reject or expire of a session that is not undone yet.
+
+    The golden (and the candidate, when the change removed it) get back the exact bytes they had
+    before it; the ``undo`` changelog entry names the entry it reverts.
+
+    Raises:
+        TapeError: nothing to undo, the history is gone, or the files changed since in a way an
+            undo would lose (a newer candidate, a golden changed outside the changelog).
+    """
+    golden = Path(golden)
+    cand = candidate_path(golden)
+    refuse_links_out(config.tapes_dir, golden, cand)
+    with journal.session(config, golden):
+        target = undo_target(config, golden)
+        if target is None:
+            raise TapeError(
+                f"{session_name(golden, config.tapes_dir)}: nothing to undo (no accept, reject or expire of it "
+                f"in {config.changelog.name} that is not undone already)"
+            )
+        return _revert(config, golden, cand, target)
+
+
+def _revert(config: Config, golden: Path, cand: Path, rec: HistoryRecord) -> Entry:
+    what = f"the {rec.action} of {rec.session} (changelog entry {rec.id}, {rec.when})"
+    if rec.action == "accept (new session)":
+        raise TapeError(f"cannot undo {what}: there was no golden before it (reject-style undo would delete it)")
+    old_cand = history.read_bytes(rec, "candidate") if rec.before.touches_candidate else None
+    now_cand = read_regular(cand, "candidate") if os.path.lexists(cand) else None
+    if old_cand is not None and now_cand is not None and now_cand != old_cand:
+        raise TapeError(f"cannot undo {what}: a newer candidate is pending; accept or reject it first")
+    details = [f"reverts changelog entry {rec.id} ({rec.action} of {rec.when})"]
+    entry = journal.new_entry("undo", config, golden, [], details, f"undo of {rec.action} {rec.id}")
+    if not rec.before.touches_golden:  # a reject: the candidate comes back, the golden is as it is
+        assert old_cand is not None
+        if now_cand is None:
+            atomic_write(cand, old_cand)  # first: a crash before the entry leaves it, and undo again finds it
+        before = history.Before(False, None, True, None)
+        journal.commit(config, golden, None, entry, before=before, reverts=rec.id)
+        return entry
+    old_golden = history.read_bytes(rec, "golden")
+    assert old_golden is not None  # an accept of an existing golden, or an expire
+    now_golden = read_regular(golden) if golden.exists() else None
+    now_sha = hashlib.sha256(now_golden).hexdigest() if now_golden is not None else None
+    if rec.after_sha256 is not None and now_sha != rec.after_sha256:
+        raise TapeError(
+            f"cannot undo {what}: the golden changed since outside the changelog's history "
+            "(a scrub, a hand edit); nothing was changed"
+        )
+    restore_cand = old_cand is not None and now_cand is None
+    if restore_cand:
+        assert old_cand is not None
+        atomic_write(cand, old_cand)  # first: a crash before the commit leaves it, and undo again finds it
+    before = history.Before(True, now_golden, restore_cand, None)
+    journal.commit(config, golden, old_golden, entry, before=before, reverts=rec.id)
+    return entry
+
+
+def _done(rec: HistoryRecord, ids: set[str], golden: Path) -> bool:
+    """Whether a kept change was made: its changelog entry is there (the commit protocol writes the
+    entry before the golden changes, and recover finishes it); a reject without a reason writes no
+    entry: it was made when its candidate is gone (or is another one by now)."""
+    if rec.logged:
+        return rec.id in ids
+    try:
+        kept = history.read_bytes(rec, "candidate")
+    except TapeError:
+        return False
+    cand = candidate_path(golden)
+    if not os.path.lexists(cand):
+        return True
+    try:
+        return read_regular(cand, "candidate") != kept
+    except TapeError:
+        return True
+
+
+def _gone(config: Config, golden: Path, newest: Logged) -> str:
+    return (
+        f"{session_name(golden, config.tapes_dir)}: cannot undo the {newest.action} of changelog entry {newest.id}: "
+        f"its history is gone ({config.root / history.HISTORY_DIR} keeps the last {history.KEEP} changes of a "
+        "session; changes made before tapetui kept history have none); nothing was changed"
+    )

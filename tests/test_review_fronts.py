@@ -1,0 +1,120 @@
+"""The review layer behind both fronts: check's progress, one diff, accept --all, replay."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tapetui import TapeError, load_config
+from tapetui.core.store import candidate_path
+from tapetui.review import check, diff, replay_argv
+from tapetui.review.changelog import logged_entries
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def tapetui(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tapetui", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_check_reports_progress_up_to_n_of_n(sample_dir: Path) -> None:
+    cfg = load_config(sample_dir / "tapes.toml")
+    seen: list[tuple[int, int]] = []
+    reports = check(cfg.tapes_dir, cfg, progress=lambda done, total: seen.append((done, total)))
+    n = len(reports)
+    assert n == 6 and seen == [(i, n) for i in range(n + 1)]
+
+
+@pytest.mark.parametrize("name", ["drift_summarize", "miss_extra_doc"])  # a candidate; a run log
+def test_diff_text_and_json_come_from_one_function(sample_dir: Path, name: str) -> None:
+    cfg = load_config(sample_dir / "tapes.toml")
+    d = diff(cfg, cfg.tapes_dir / f"{name}.jsonl")
+    assert d.source == ("candidate" if name == "drift_summarize" else "run_log") and d.differs
+    text = tapetui(sample_dir, "diff", name)
+    assert text.returncode == 1
+    assert text.stdout.splitlines() == [d.title] + [f"  {line}" for line in d.lines()]
+    js = tapetui(sample_dir, "diff", name, "--json")
+    assert js.returncode == 1 and orjson.loads(js.stdout) == orjson.loads(orjson.dumps(d.to_json(), default=str))
+
+
+def test_diff_with_nothing_to_compare_is_an_error(sample_dir: Path) -> None:
+    cfg = load_config(sample_dir / "tapes.toml")
+    g = cfg.tapes_dir / "clean.jsonl"
+    (cfg.tapes_dir / "clean.run.jsonl").unlink()
+    with pytest.raises(TapeError, match="nothing to compare with"):
+        diff(cfg, g)
+
+
+def test_accept_all_with_a_filter_then_without(sample_dir: Path) -> None:
+    cfg = load_config(sample_dir / "tapes.toml")
+    pending = ["contract_change", "drift_summarize"]
+    r = tapetui(sample_dir, "accept", "--all")
+    assert r.returncode == 2 and "rationale" in r.stderr  # nothing accepted without one
+    assert all(candidate_path(cfg.tapes_dir / f"{p}.jsonl").exists() for p in pending)
+    r = tapetui(sample_dir, "accept", "--all", "--why", "x", "--filter", "status:bogus")
+    assert r.returncode == 2 and "Unknown status" in r.stderr
+    r = tapetui(sample_dir, "accept", "--all", "--filter", "tool:summarize", "--why", "shorter")
+    assert r.returncode == 0 and "2 of 2 candidate(s) accepted" in r.stdout, r.stderr  # both call summarize
+    r = tapetui(sample_dir, "undo", "drift_summarize")
+    assert r.returncode == 0
+    r = tapetui(sample_dir, "undo", "contract_change")
+    assert r.returncode == 0
+    r = tapetui(sample_dir, "accept", "--all", "--filter", "drift_summ", "--why", "only this one")
+    assert r.returncode == 0 and "1 of 1 candidate(s) accepted" in r.stdout
+    assert not candidate_path(cfg.tapes_dir / "drift_summarize.jsonl").exists()
+    assert candidate_path(cfg.tapes_dir / "contract_change.jsonl").exists()
+    r = tapetui(sample_dir, "accept", "--all", "--why", "the rest")
+    assert r.returncode == 0 and "accepted contract_change" in r.stdout and "1 of 1" in r.stdout
+    assert not candidate_path(cfg.tapes_dir / "contract_change.jsonl").exists()
+    r = tapetui(sample_dir, "accept", "--all", "--why", "again")
+    assert r.returncode == 0 and "no pending candidates" in r.stdout
+    accepts = [e for e in logged_entries(cfg.changelog) if e.action == "accept"]
+    assert len(accepts) == 4
+
+
+def test_accept_all_refuses_a_tape_or_steps(sample_dir: Path) -> None:
+    r = tapetui(sample_dir, "accept", "drift_summarize", "--all", "--why", "x")
+    assert r.returncode == 2 and "--all" in r.stderr
+
+
+def test_replay_runs_the_configured_command_with_the_tape(tmp_path: Path, sample_dir: Path) -> None:
+    script = sample_dir / "record_arg.py"
+    script.write_text("import sys, pathlib\npathlib.Path('replayed.txt').write_text(sys.argv[1])\nsys.exit(3)\n")
+    toml = sample_dir / "tapes.toml"
+    text = toml.read_text()
+    start = text.index("replay_command")
+    end = text.index("\n", start)
+    toml.write_text(text[:start] + f"replay_command = '{sys.executable} record_arg.py {{tape}}'" + text[end:])
+    cfg = load_config(toml)
+    g = cfg.tapes_dir / "clean.jsonl"
+    assert replay_argv(cfg, g) == [sys.executable, "record_arg.py", str(g)]
+    r = tapetui(sample_dir, "replay", "clean")
+    assert r.returncode == 3  # the command's own exit code
+    assert (sample_dir / "replayed.txt").read_text() == str(g)  # run in the folder of tapes.toml
+
+
+def test_replay_without_a_command_says_so(sample_dir: Path) -> None:
+    toml = sample_dir / "tapes.toml"
+    toml.write_text("\n".join(line for line in toml.read_text().splitlines() if "replay_command" not in line))
+    r = tapetui(sample_dir, "replay", "clean")
+    assert r.returncode == 2 and "no replay_command" in r.stderr
+
+
+def test_help_says_how_to_open_a_folder_named_like_a_command(sample_dir: Path) -> None:
+    r = tapetui(sample_dir, "--help")
+    assert "tapetui ./undo" in r.stdout
+    for verb in ("undo", "replay"):
+        r = tapetui(sample_dir, verb, "--help")
+        assert r.returncode == 0 and "exit codes" in r.stdout

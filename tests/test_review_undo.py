@@ -1,0 +1,140 @@
+"""Undo from any process: the commit protocol keeps the bytes each change replaced under .tapetui/history/."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tapetui import TapeError, load_config
+from tapetui.core.config import Config
+from tapetui.core.store import candidate_path, iter_goldens
+from tapetui.review import accept, check, expire, reject, undo, undo_target
+from tapetui.review.changelog import logged_entries
+from tapetui.review.history import KEEP, history_dir, records
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def tapetui(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tapetui", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _undo_entries(cfg: Config) -> list[tuple[str, str | None]]:
+    return [(e.id, e.reverts) for e in logged_entries(cfg.changelog) if e.action == "undo"]
+
+
+def test_undo_in_another_process_restores_the_exact_bytes_of_an_accept_made_by_another(sample_dir: Path) -> None:
+    cfg = load_config(sample_dir / "tapes.toml")
+    g = cfg.tapes_dir / "drift_summarize.jsonl"
+    golden, cand = g.read_bytes(), candidate_path(g).read_bytes()
+    r = tapetui(sample_dir, "accept", "drift_summarize", "--why", "shorter summaries")
+    assert r.returncode == 0, r.stderr
+    accepted = re.search(r"changelog entry ([0-9a-f]+)", r.stdout)
+    assert accepted is not None and g.read_bytes() == cand and not candidate_path(g).exists()
+    r = tapetui(sample_dir, "undo", "drift_summarize")
+    assert r.returncode == 0, r.stderr
+    assert g.read_bytes() == golden and candidate_path(g).read_bytes() == cand
+    assert f"reverts changelog entry {accepted[1]}" in r.stdout
+    ((undo_id, reverts),) = _undo_entries(cfg)
+    assert reverts == accepted[1] and undo_id in r.stdout
+    # history lives in the project folder, hidden: never taken for a tape
+    assert (sample_dir / ".tapetui" / "history" / "drift_summarize").is_dir()
+    assert all(".tapetui" not in str(p) for p in iter_goldens(sample_dir))
+    # nothing left to undo for this session: said clearly, exit 2, nothing changed
+    r = tapetui(sample_dir, "undo", "drift_summarize")
+    assert r.returncode == 2 and "nothing to undo" in r.stderr and "Traceback" not in r.stderr
+    assert g.read_bytes() == golden
+
+
+def test_undo_of_a_reject_with_and_without_a_reason(sample_dir: Path) -> None:
+    cfg = load_config(sample_dir / "tapes.toml")
+    g = cfg.tapes_dir / "contract_change.jsonl"
+    golden, cand = g.read_bytes(), candidate_path(g).read_bytes()
+    reject(cfg, g)  # no reason: no changelog entry (as always), but kept as history
+    assert not cfg.changelog.exists() and not candidate_path(g).exists()
+    entry = undo(cfg, g)
+    assert candidate_path(g).read_bytes() == cand and g.read_bytes() == golden
+    assert entry.action == "undo"
+    rej = reject(cfg, g, "not this contract")
+    assert rej is not None
+    entry = undo(cfg, g)
+    assert candidate_path(g).read_bytes() == cand and f"reverts changelog entry {rej.id}" in entry.details[0]
+    assert (entry.id, rej.id) in _undo_entries(cfg)
+
+
+def test_undo_of_an_expire_then_of_the_accept_before_it(sample_dir: Path) -> None:
+    cfg = load_config(sample_dir / "tapes.toml")
+    g = cfg.tapes_dir / "drift_summarize.jsonl"
+    original, cand = g.read_bytes(), candidate_path(g).read_bytes()
+    acc = accept(cfg, g, "take it")
+    after_accept = g.read_bytes()
+    exp = expire(cfg, g, [2], why="refresh")
+    assert g.read_bytes() != after_accept
+    first = undo(cfg, g)  # the newest: the expire
+    assert g.read_bytes() == after_accept and f"reverts changelog entry {exp.id}" in first.details[0]
+    second = undo(cfg, g)  # a second undo reverts the change before: the accept
+    assert g.read_bytes() == original and candidate_path(g).read_bytes() == cand
+    assert f"reverts changelog entry {acc.id}" in second.details[0]
+    with pytest.raises(TapeError, match="nothing to undo"):
+        undo(cfg, g)
+
+
+def test_a_newer_candidate_is_never_overwritten_by_an_undo(sample_dir: Path) -> None:
+    cfg = load_config(sample_dir / "tapes.toml")
+    g = cfg.tapes_dir / "drift_summarize.jsonl"
+    newer = g.read_bytes()  # a later recording that happens to be the old golden again
+    accept(cfg, g, "take it")
+    after = g.read_bytes()
+    candidate_path(g).write_bytes(newer)
+    with pytest.raises(TapeError, match="newer candidate is pending"):
+        undo(cfg, g)
+    assert g.read_bytes() == after and candidate_path(g).read_bytes() == newer
+
+
+def test_history_is_gone_is_said_clearly(sample_dir: Path) -> None:
+    cfg = load_config(sample_dir / "tapes.toml")
+    g = cfg.tapes_dir / "drift_summarize.jsonl"
+    acc = accept(cfg, g, "take it")
+    for p in history_dir(cfg, g).iterdir():
+        p.unlink()
+    with pytest.raises(TapeError, match=f"changelog entry {acc.id}: its history is gone"):
+        undo(cfg, g)
+
+
+def test_21_accepts_keep_the_last_20_history_records(tmp_path: Path, sample_dir: Path) -> None:
+    cfg = load_config(sample_dir / "tapes.toml")
+    g = cfg.tapes_dir / "drift_summarize.jsonl"
+    versions = [g.read_bytes(), candidate_path(g).read_bytes()]
+    ids = []
+    for n in range(KEEP + 1):
+        candidate_path(g).write_bytes(versions[(n + 1) % 2])
+        ids.append(accept(cfg, g, f"accept {n}").id)
+    kept = records(cfg, g)
+    assert len(kept) == KEEP and [r.id for r in kept] == ids[1:]
+    files = list(history_dir(cfg, g).iterdir())  # each: the golden and candidate before, and its .json
+    assert len(files) == 3 * KEEP and {f.name.partition(".")[0] for f in files} == {r.stem for r in kept}
+    target = undo_target(cfg, g)
+    assert target is not None and target.id == ids[-1]
+
+
+def test_check_never_takes_history_for_tapes(sample_dir: Path) -> None:
+    cfg = load_config(sample_dir / "tapes.toml")
+    before = len(check(cfg.tapes_dir, cfg))
+    accept(cfg, cfg.tapes_dir / "drift_summarize.jsonl", "take it")
+    # a project whose tapes folder is its root: the history folder sits among the tapes
+    flat = Config.for_dir(cfg.tapes_dir)
+    expire(flat, cfg.tapes_dir / "clean.jsonl", [2], why="x")
+    assert (cfg.tapes_dir / ".tapetui" / "history").is_dir()
+    assert len(check(cfg.tapes_dir, cfg)) == before

@@ -1,0 +1,154 @@
+"""The app by role: sessions read by the review layer, a controller that changes state on the main thread
+and undoes through the review layer, a feed that never takes hidden files for tapes.
+
+UI tests drive the real app with Pilot; waits are on conditions (see tests.test_tui.wait_for), never on time.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tapetui import load_config
+from tapetui.core.store import candidate_path
+from tapetui.review import sessions
+from tapetui.review.sessions import GLYPH, FilterError, matches, parse_filter, read_session, select
+from tapetui.tui.controller import UndoItem
+from tapetui.tui.feed import _hidden
+from tapetui.tui.screens.help import GLANCE, LEGEND
+from tests.test_tui import SIZE, app_for, goto_session, wait_for
+
+
+def names(found: list[sessions.Session]) -> list[str]:
+    return [s.name for s in found]
+
+
+# ---- the filter, shared by the app's / and `tapetui accept --all --filter` -------------------------------
+def test_select_is_the_apps_filter_without_the_app(sample_dir: Path) -> None:
+    cfg = load_config(sample_dir / "tapes.toml")
+    assert names(select(cfg, "status:drift")) == ["contract_change", "drift_summarize"]
+    assert names(select(cfg, "status:contract")) == ["contract_change"]
+    assert names(select(cfg, "status:pending")) == ["contract_change", "drift_summarize"]
+    assert names(select(cfg, "status:miss")) == ["miss_extra_doc", "stale_quote"]
+    assert names(select(cfg, "status:error")) == ["error_missing_doc"]  # the tape recorded an error
+    assert names(select(cfg, "tool:quote_price")) == ["stale_quote"]
+    assert names(select(cfg, "  DRIFT ")) == ["drift_summarize"]  # a part of a name, any case
+    assert len(select(cfg, "")) == len(select(cfg, None)) == 6
+    assert names(select(cfg, None, pending_only=True)) == ["contract_change", "drift_summarize"]
+    assert names(select(cfg, "status:miss", pending_only=True)) == []
+
+
+def test_an_unknown_status_is_an_error_that_lists_the_valid_ones(sample_dir: Path) -> None:
+    cfg = load_config(sample_dir / "tapes.toml")
+    with pytest.raises(FilterError, match=r"Unknown status 'bogus'\. Valid: status:drift, .*status:error"):
+        select(cfg, "status:bogus")
+    f = parse_filter("status: bogus")
+    assert f.kind == "status" and f.problem is not None
+    assert not matches(f, read_session(cfg, sample_dir / "sample_tapes" / "clean.jsonl"))
+
+
+def test_status_error_matches_a_recorded_error_only_once_the_tape_was_scanned(sample_dir: Path) -> None:
+    cfg = load_config(sample_dir / "tapes.toml")
+    s = read_session(cfg, sample_dir / "sample_tapes" / "error_missing_doc.jsonl")
+    f = parse_filter("status:error")
+    assert f.scans_errors and not matches(f, s)
+    assert s.scan_recorded_error() and matches(f, s)
+
+
+def test_a_sessions_steps_mark_the_call_that_recorded_an_error(sample_dir: Path) -> None:
+    cfg = load_config(sample_dir / "tapes.toml")
+    s = read_session(cfg, sample_dir / "sample_tapes" / "error_missing_doc.jsonl")
+    rows = s.steps()
+    assert [r.seq for r in rows] == list(range(1, len(rows) + 1))
+    assert [r.seq for r in rows if r.error] == [r.seq for r in rows if "error" in s.record(r.index).raw]
+    assert any(r.error for r in rows)
+    assert s.steps(1, 2) == rows[1:2]
+
+
+def test_the_glyphs_are_said_once() -> None:
+    assert GLANCE.startswith(f"{GLYPH['hit']} hit  {GLYPH['drift']} drift  {GLYPH['contract']} contract")
+    assert {glyph.split(" ")[0].removesuffix("+N") for glyph, _ in LEGEND} <= set(GLYPH.values())
+
+
+# ---- the feed ------------------------------------------------------------------------------------------
+def test_the_watcher_ignores_hidden_files_in_the_tapes_folder(tmp_path: Path) -> None:
+    assert _hidden(tmp_path / ".tapetui" / "history" / "a" / "x.jsonl", tmp_path)
+    assert _hidden(tmp_path / "sub" / ".a.jsonl.swp", tmp_path)
+    assert not _hidden(tmp_path / "sub" / "a.run.jsonl", tmp_path)
+    assert not _hidden(Path("/elsewhere/.x/a.jsonl"), tmp_path)  # outside the folder: not for it to say
+
+
+# ---- the controller ------------------------------------------------------------------------------------
+class _MainThreadOnly(list[Any]):
+    """A list that remembers which thread changed it."""
+
+    threads: set[str]
+
+    def append(self, item: Any) -> None:
+        self.threads.add(threading.current_thread().name)
+        super().append(item)
+
+
+async def test_actions_change_the_undo_stack_on_the_main_thread_and_u_undoes_through_the_review_layer(
+    sample_dir: Path,
+) -> None:
+    app = app_for(sample_dir)
+    cfg = app.config
+    stack = _MainThreadOnly()
+    stack.threads = set()
+    app.controller.undo_stack = stack
+    async with app.run_test(size=SIZE) as pilot:
+        await goto_session(pilot, app, "clean")
+        g = cfg.tapes_dir / "clean.jsonl"
+        before = g.read_bytes()
+        await pilot.press("enter", "j", "j", "x")  # expire step 2
+        await wait_for(pilot, lambda: bool(stack), "the expire")
+        item = stack[-1]
+        assert isinstance(item, UndoItem) and item.kind == "expire" and item.golden == g and item.entry_id
+        assert stack.threads == {threading.main_thread().name}
+        await pilot.press("u")
+        await wait_for(pilot, lambda: any("Undid the expire" in n.message for n in app._notifications), "undo")
+        await wait_for(pilot, lambda: g.read_bytes() == before, "the golden as it was")
+        # the review layer's undo: its entry names the entry it reverts, as `tapetui undo` writes it
+        assert f"- reverts changelog entry {item.entry_id} (expire of " in cfg.changelog.read_text()
+        assert not stack
+
+
+async def test_a_replay_command_that_cannot_be_split_is_an_error_shown(sample_dir: Path) -> None:
+    toml = sample_dir / "tapes.toml"
+    text = toml.read_text()
+    start = text.index("replay_command = ")
+    end = text.index("\n", start)
+    toml.write_text(text[:start] + "replay_command = 'echo \"{tape}'" + text[end:])
+    app = app_for(sample_dir)
+    async with app.run_test(size=SIZE) as pilot:
+        await goto_session(pilot, app, "clean")
+        await pilot.press("p")
+        await wait_for(
+            pilot,
+            lambda: any("replay_command cannot be split" in n.message for n in app._notifications),
+            "the error",
+        )
+        assert app.is_running  # the worker did not take the app down
+
+
+async def test_u_after_a_reject_puts_the_candidate_back_and_says_the_reject_had_no_entry(sample_dir: Path) -> None:
+    app = app_for(sample_dir)
+    cfg = app.config
+    g = cfg.tapes_dir / "contract_change.jsonl"
+    cand = candidate_path(g)
+    before = cand.read_bytes()
+    async with app.run_test(size=SIZE) as pilot:
+        await goto_session(pilot, app, "contract_change")
+        await pilot.press("r")
+        await wait_for(pilot, lambda: bool(app.controller.undo_stack), "the reject")
+        assert not cand.exists() and app.controller.undo_stack[-1] == UndoItem("reject", g, None)
+        await pilot.press("u")
+        await wait_for(pilot, lambda: any("Undid the reject" in n.message for n in app._notifications), "undo")
+        message = next(n.message for n in app._notifications if "Undid the reject" in n.message)
+        assert "(no changelog entry); logged as changelog entry" in message
+        assert cand.read_bytes() == before
+        await wait_for(pilot, lambda: app.sessions[g].pending, "the session is pending again")
