@@ -7,9 +7,12 @@ import time
 from pathlib import Path
 
 import orjson
+import pytest
 
 from tapetui.core.runlog import RunLog, RunLogReader, read_run_log
 from tapetui.core.tapefile import Appender, call_line, dump_line, read_index
+
+pytestmark = pytest.mark.slow  # `pytest -m "not slow"` skips the harnesses for a quick loop
 
 WRITERS = 8
 PER_WRITER = 150

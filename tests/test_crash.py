@@ -7,7 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.crash_harness import OPS, run, run_mixed
+
+pytestmark = pytest.mark.slow  # `pytest -m "not slow"` skips the harnesses for a quick loop
 
 TRIALS_PER_OP = 4  # 24 kills in CI
 

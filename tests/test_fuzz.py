@@ -28,7 +28,10 @@ from tapetui.core.runlog import RunLogReader, read_run_log
 from tapetui.core.tapefile import call_line, dump_line, read_index
 from tapetui.review import check_session, load
 
-CASE_SECONDS = 20  # a bound per case, far above what any case needs: a hang fails instead of stalling CI
+# A bound per case, far above what any case needs: a hang fails instead of stalling CI. Generous, because
+# hypothesis traces the first run of an explicit example, and a diff of a 1,000-deep value under that
+# tracer takes seconds (tens on a busy machine) where it takes milliseconds untraced.
+CASE_SECONDS = 120
 
 pytestmark = pytest.mark.filterwarnings("ignore::hypothesis.errors.NonInteractiveExampleWarning")
 

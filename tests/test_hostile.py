@@ -276,7 +276,7 @@ def test_a_tape_deleted_between_scan_and_decode(sample_dir: Path, monkeypatch: p
             g.unlink()
         return out
 
-    for module in ("tapetui.review.compare", "tapetui.review.check"):  # load, and check_session's golden
+    for module in ("tapetui.review.comparison", "tapetui.review.findings"):  # load, and check_session's golden
         monkeypatch.setattr(importlib.import_module(module), "read_index", scan_then_delete)
     with pytest.raises(TapeError, match=r"drift_summarize\.jsonl: cannot read tape: No such file"):
         review.load(g)

@@ -207,3 +207,21 @@ def test_the_engine_and_review_layers_never_import_a_screen() -> None:
         if name.split(".")[0] in screens
     ]
     assert wrong == []
+
+
+def test_no_package_attribute_hides_a_submodule() -> None:
+    """`import tapetui.review.findings as m` must give the module: a function of the same name re-exported by
+    the package would shadow it (and pytest's string monkeypatch targets with it)."""
+    import importlib
+    import types
+
+    hidden = []
+    for mod in MODULES:
+        parent, _, leaf = mod.rpartition(".")
+        if leaf == "__main__":
+            continue  # importing it runs the command line
+        if parent and not isinstance(getattr(importlib.import_module(parent), leaf, None), types.ModuleType):
+            importlib.import_module(mod)
+            if not isinstance(getattr(importlib.import_module(parent), leaf), types.ModuleType):
+                hidden.append(mod)
+    assert hidden == []

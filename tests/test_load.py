@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # `pytest -m "not slow"` skips the harnesses for a quick loop
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -39,13 +39,13 @@ from typing import Any
 
 import orjson
 
-from tapetui.core.cachedir import cache_dir, entry_path, forget
+from tapetui.core.cachedir import cache_dir, entry_path
 from tapetui.core.files import atomic_write
 from tapetui.core.fingerprint import ToolManifest, redact_manifest_line
 from tapetui.core.index import TapeIndex
 from tapetui.core.redact import DEFAULT_REDACTOR
 
-__all__ = ["MAX_ENTRIES", "MIN_BYTES", "RACY_NS", "cache_dir", "drop_where", "entry_path", "forget", "load", "save"]
+__all__ = ["MAX_ENTRIES", "MIN_BYTES", "RACY_NS", "drop_where", "load", "save"]
 
 MIN_BYTES = 8 * 1024 * 1024  # below this a scan takes a fraction of a second: not worth a file
 MAX_ENTRIES = 32

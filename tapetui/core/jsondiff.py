@@ -12,19 +12,10 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from tapetui.core.changes import MISSING, Change, format_changes, format_path, short
+from tapetui.core.changes import MISSING, Change, format_path
 from tapetui.core.errors import TooDeep
 
-__all__ = [
-    "MISSING",
-    "Change",
-    "IgnoreRules",
-    "VOLATILE_DEFAULTS",
-    "diff_values",
-    "format_changes",
-    "format_path",
-    "short",
-]
+__all__ = ["VOLATILE_DEFAULTS", "IgnoreRules", "diff_values"]
 
 
 # Paths that differ between otherwise identical runs. On by default; tapes.toml

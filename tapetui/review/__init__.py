@@ -2,13 +2,13 @@
 
 Import from here (``from tapetui import review``; ``review.accept(...)``). One module per noun:
 
-- :mod:`.compare` — a golden against another tape (``LoadedTape``, ``StepDiff``, ``Comparison``);
-- :mod:`.check` — findings of a session (run log, stored keys, candidate) and ``check`` of a folder;
-- :mod:`.diff` — one ``diff`` for ``tapetui diff`` and the app;
+- :mod:`.comparison` — a golden against another tape (``LoadedTape``, ``StepDiff``, ``Comparison``);
+- :mod:`.findings` — findings of a session (run log, stored keys, candidate) and ``check`` of a folder;
+- :mod:`.diffs` — one ``diff`` for ``tapetui diff`` and the app;
 - :mod:`.journal` — the commit protocol (a golden never changes without its changelog entry) and ``recover``;
 - :mod:`.history` — the bytes each change replaced, under ``.tapetui/history/``;
-- :mod:`.actions` — accept, accept-all, reject, expire, restore; :mod:`.undo` — undo from any process;
-- :mod:`.rerecord`, :mod:`.replay`, :mod:`.stats`, :mod:`.scrub`, :mod:`.changelog`, :mod:`.textdiff`.
+- :mod:`.actions` — accept, accept-all, reject, expire, restore; :mod:`.revert` — undo from any process;
+- :mod:`.rerecording`, :mod:`.replay`, :mod:`.stats`, :mod:`.scrub`, :mod:`.changelog`, :mod:`.textdiff`.
 """
 
 from tapetui.review.actions import (
@@ -22,7 +22,9 @@ from tapetui.review.actions import (
     restore_candidate,
 )
 from tapetui.review.changelog import Entry
-from tapetui.review.check import (
+from tapetui.review.comparison import Comparison, LoadedTape, StepDiff, StepKind, compare, load
+from tapetui.review.diffs import Diff, DiffLevel, DiffSource, diff
+from tapetui.review.findings import (
     Finding,
     FindingKind,
     Progress,
@@ -35,14 +37,12 @@ from tapetui.review.check import (
     pending,
     run_log_stale,
 )
-from tapetui.review.compare import Comparison, LoadedTape, StepDiff, StepKind, compare, load
-from tapetui.review.diff import Diff, DiffLevel, DiffSource, diff
 from tapetui.review.history import HistoryRecord
 from tapetui.review.journal import recover
 from tapetui.review.replay import replay_argv
-from tapetui.review.rerecord import load_registry, rerecord
+from tapetui.review.rerecording import load_registry, rerecord
+from tapetui.review.revert import undo, undo_target
 from tapetui.review.stats import stats_of
-from tapetui.review.undo import undo, undo_target
 
 __all__ = [
     "AlreadyExpired",

@@ -25,8 +25,8 @@ from tapetui.core.index import TapeIndex
 from tapetui.core.store import candidate_path, refuse_links_out
 from tapetui.core.tapefile import dump_line
 from tapetui.review.changelog import Entry
-from tapetui.review.check import pending
-from tapetui.review.compare import Comparison, LoadedTape, StepDiff, compare, load
+from tapetui.review.comparison import Comparison, LoadedTape, StepDiff, compare, load
+from tapetui.review.findings import pending
 
 __all__ = [
     "AlreadyExpired",

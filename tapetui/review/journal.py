@@ -13,7 +13,7 @@ that the golden never changes without its changelog entry, even if the process d
 5. the journal is removed.
 
 A crash before 2 leaves the golden as it was (a history record with no changelog entry is
-never undone: :func:`tapetui.review.undo.undo` only reverts changes the changelog names).
+never undone: :func:`tapetui.review.revert.undo` only reverts changes the changelog names).
 :func:`recover` (run first by every command and by the app) finishes any journal it finds,
 after checking the temp golden against the journal's sha256, and deletes temp files that
 never got a journal, so an interrupted accept is either fully done or never happened.

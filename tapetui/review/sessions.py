@@ -23,9 +23,9 @@ from tapetui.core.index import CallRecord, TapeIndex
 from tapetui.core.runlog import RunLogReader, RunSummary, event_problem, read_run_log
 from tapetui.core.store import candidate_path, iter_goldens, refuse_links_out, runlog_path, samples_of, session_name
 from tapetui.core.tapefile import read_index
-from tapetui.review.check import golden_sha256
-from tapetui.review.compare import Comparison
-from tapetui.review.diff import diff
+from tapetui.review.comparison import Comparison
+from tapetui.review.diffs import diff
+from tapetui.review.findings import golden_sha256
 
 # a step's status in the tree ("" not replayed yet), and a session's "pending" (its candidate waits for review)
 StatusName = Literal["hit", "drift", "miss", "stale", "unused", "contract", "error", "pending", ""]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tapetui.core.jsondiff import Change
+from tapetui.core.changes import Change
 from tapetui.review import Comparison, StepDiff
 from tapetui.review.textdiff import common_prefix
 

@@ -17,9 +17,9 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
+from tapetui.core.changes import format_changes
 from tapetui.core.config import Config
 from tapetui.core.index import CallRecord
-from tapetui.core.jsondiff import format_changes
 from tapetui.core.textsafe import safe_json_text, safe_text
 from tapetui.review import Comparison, StepDiff
 from tapetui.review.sessions import Session

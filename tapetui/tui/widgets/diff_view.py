@@ -11,7 +11,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from tapetui.core.jsondiff import MISSING
+from tapetui.core.changes import MISSING
 from tapetui.core.textsafe import safe_json_text
 from tapetui.review.textdiff import diff_lines, diff_text
 

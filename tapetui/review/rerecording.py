@@ -19,7 +19,7 @@ from tapetui.core.registry import ToolRegistry
 from tapetui.core.store import candidate_path, refuse_links_out
 from tapetui.core.tapefile import dump_line, session_line
 from tapetui.review.actions import rebuild
-from tapetui.review.compare import load
+from tapetui.review.comparison import load
 
 __all__ = ["load_registry", "rerecord"]
 

@@ -24,7 +24,7 @@ from tapetui.core.locks import reading
 from tapetui.core.runlog import CALL_EVENTS, EXECUTED_EVENTS, RunLogReader, event_problem
 from tapetui.core.store import candidate_path, iter_goldens, refuse_links_out, runlog_path, session_name
 from tapetui.core.tapefile import read_index
-from tapetui.review.compare import Comparison, LoadedTape, compare, load
+from tapetui.review.comparison import Comparison, LoadedTape, compare, load
 from tapetui.review.journal import recover
 
 __all__ = [

@@ -1,8 +1,8 @@
 """One diff of a golden against its candidate, another tape or a run log: for ``tapetui diff`` and the app.
 
 :func:`diff` finds what to compare with and compares it once; the :class:`Diff` it returns holds
-the structured result (a :class:`~tapetui.review.compare.Comparison`, or run-log
-:class:`~tapetui.review.check.Finding` s) and renders it as text lines or JSON, so every front
+the structured result (a :class:`~tapetui.review.comparison.Comparison`, or run-log
+:class:`~tapetui.review.findings.Finding` s) and renders it as text lines or JSON, so every front
 shows the same thing.
 """
 
@@ -17,8 +17,8 @@ from tapetui.core.errors import TapeError
 from tapetui.core.runlog import read_run_log
 from tapetui.core.store import candidate_path, runlog_path
 from tapetui.core.tapefile import read_index
-from tapetui.review.check import Finding, compare_run, run_log_stale
-from tapetui.review.compare import Comparison, LoadedTape, compare
+from tapetui.review.comparison import Comparison, LoadedTape, compare
+from tapetui.review.findings import Finding, compare_run, run_log_stale
 
 __all__ = ["Diff", "DiffLevel", "DiffSource", "diff"]
 
