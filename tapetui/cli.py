@@ -21,7 +21,7 @@ import tapetui.review as review
 from tapetui.cli_output import Out, ProgressBar, plural, print_json
 from tapetui.core.config import Config, find_config, load_config
 from tapetui.core.errors import TapeError
-from tapetui.core.store import candidate_path, golden_of, iter_goldens, safe_path, samples_dir, samples_of, session_name
+from tapetui.core.store import candidate_path, golden_of, safe_path, samples_dir, samples_of, session_name
 from tapetui.review.scrub import scrub
 from tapetui.review.sessions import FilterError, select
 
@@ -148,8 +148,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 def cmd_stats(args: argparse.Namespace) -> int:
     cfg = _config(args)
     target = Path(args.target) if args.target else cfg.tapes_dir
-    goldens = list(iter_goldens(target)) if target.is_dir() else [_tape(cfg, str(target))]
-    rows = {session_name(g, cfg.tapes_dir): review.stats_of(g) for g in goldens if g.exists()}
+    rows = review.stats(cfg, target if target.is_dir() else _tape(cfg, str(target)))
     if args.json:
         print_json(rows)
         return 0

@@ -42,7 +42,7 @@ from tapetui.review.journal import recover
 from tapetui.review.replay import replay_argv
 from tapetui.review.rerecording import load_registry, rerecord
 from tapetui.review.revert import undo, undo_target
-from tapetui.review.stats import stats_of
+from tapetui.review.stats import stats, stats_of
 
 __all__ = [
     "AlreadyExpired",
@@ -80,6 +80,7 @@ __all__ = [
     "restore",
     "restore_candidate",
     "run_log_stale",
+    "stats",
     "stats_of",
     "undo",
     "undo_target",

@@ -6,11 +6,12 @@ from pathlib import Path
 from typing import Any
 
 from tapetui.core.clock import parse_iso, utcnow
+from tapetui.core.config import Config
 from tapetui.core.runlog import read_run_log
-from tapetui.core.store import candidate_path, runlog_path
+from tapetui.core.store import candidate_path, iter_goldens, runlog_path, session_name
 from tapetui.core.tapefile import read_index
 
-__all__ = ["stats_of"]
+__all__ = ["stats", "stats_of"]
 
 
 def stats_of(golden: Path) -> dict[str, Any]:
@@ -35,3 +36,10 @@ def stats_of(golden: Path) -> dict[str, Any]:
                 out["last_run"] = ev.get("stats")
                 break
     return out
+
+
+def stats(config: Config, where: Path | None = None) -> dict[str, dict[str, Any]]:
+    """:func:`stats_of` for each session in a folder (default: the tapes folder) or for one golden, by session name."""
+    where = config.tapes_dir if where is None else Path(where)
+    goldens = iter_goldens(where) if where.is_dir() else [where]
+    return {session_name(g, config.tapes_dir): stats_of(g) for g in goldens if g.exists()}

@@ -207,14 +207,14 @@ class DiffResult:
             self._row(line, line.copy())
             self.unified.append(Text.assemble("  ", line, style="dim"))
 
-    def render(self, unified: bool, title_old: str = "recorded", title_new: str = "new") -> RenderableType:
+    def render(self, unified: bool) -> RenderableType:
         if unified:
             rows = self.unified[:MAX_ROWS]
             body: RenderableType = Group(*rows) if rows else Text("(empty)")
         else:
             table = Table(expand=True, box=None, show_edge=False, pad_edge=False, padding=(0, 1))
-            table.add_column(title_old, ratio=1, overflow="fold", header_style="bold red")
-            table.add_column(title_new, ratio=1, overflow="fold", header_style="bold green")
+            table.add_column("recorded", ratio=1, overflow="fold", header_style="bold red")
+            table.add_column("new", ratio=1, overflow="fold", header_style="bold green")
             for left, right in self.rows:
                 table.add_row(left, right)
             body = table
