@@ -4,6 +4,7 @@ import io
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,21 @@ settings.register_profile("fuzz", max_examples=3000, database=None, deadline=Non
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def tapetui_cli(
+    cwd: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """``tapetui ARGS`` in a child process, as a person runs it; a hang fails at the timeout instead of the suite."""
+    return subprocess.run(
+        [sys.executable, "-m", "tapetui", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        stdin=subprocess.DEVNULL,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(autouse=True, scope="session")

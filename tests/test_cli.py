@@ -1,27 +1,19 @@
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 import pytest
 
 from tapetui.core.store import candidate_path
+from tests.conftest import tapetui_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def run(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tapetui", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
-        stdin=subprocess.DEVNULL,
-    )
+    return tapetui_cli(cwd, *args, env=env)
 
 
 def test_check_readable_output_and_exit_codes(sample_dir: Path) -> None:

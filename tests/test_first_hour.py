@@ -11,6 +11,7 @@ import pytest
 from tapetui import Tape, ToolRegistry
 from tapetui.core.runlog import read_run_log
 from tapetui.core.store import runlog_path
+from tests.conftest import tapetui_cli
 
 
 def _registry() -> ToolRegistry:
@@ -69,9 +70,7 @@ def test_a_rerecord_that_only_refreshes_an_expiry_is_a_difference(tmp_path: Path
 def test_session_names_round_trip_between_commands(tmp_path: Path) -> None:
     """No tapes.toml, tapes recorded where the pytest plugin puts them (./tapes): every command names a
     session the same way, and that name is what the other commands take."""
-    import os
     import subprocess
-    import sys
 
     import orjson
 
@@ -82,17 +81,9 @@ def test_session_names_round_trip_between_commands(tmp_path: Path) -> None:
         with Tape(golden, "record", _registry(), run_log=False) as tape:
             tape.call("summarize", {"text": text})
     assert candidate_path(golden).exists()
-    root = Path(__file__).resolve().parent.parent
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "tapetui", *args],
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-            env={**os.environ, "PYTHONPATH": str(root)},
-            timeout=60,
-        )
+        return tapetui_cli(tmp_path, *args, timeout=60)
 
     checked = {r["session"] for r in orjson.loads(run("check", "--json").stdout)["reports"]}
     pending = {p["session"] for p in orjson.loads(run("pending", "--json").stdout)}

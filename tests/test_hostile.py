@@ -10,7 +10,6 @@ import importlib
 import os
 import shutil
 import subprocess
-import sys
 import tracemalloc
 import warnings
 from pathlib import Path
@@ -25,6 +24,7 @@ from tapetui.core.keys import key_of
 from tapetui.core.runlog import RunLogReader, RunLogWarning, RunSummary, read_run_log
 from tapetui.core.store import runlog_path
 from tapetui.core.tapefile import Appender, call_line, dump_line, read_index
+from tests.conftest import tapetui_cli
 
 from .conftest import Calls
 
@@ -32,16 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """The command line in a child; a hang fails the test at the timeout instead of blocking the suite."""
-    return subprocess.run(
-        [sys.executable, "-m", "tapetui", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"},
-        stdin=subprocess.DEVNULL,
-        timeout=60,
-    )
+    return tapetui_cli(cwd, *args, env={"NO_COLOR": "1"}, timeout=60)
 
 
 def answered_cleanly(r: subprocess.CompletedProcess[str], *needles: str) -> None:

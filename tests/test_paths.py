@@ -3,7 +3,6 @@ project, and opening a folder never imports or runs code."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,19 +12,13 @@ import pytest
 from tapetui import ConfigError, load_config
 from tapetui.core.store import candidate_path, iter_goldens, runlog_path
 from tapetui.review import accept, check_session, compare
+from tests.conftest import tapetui_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tapetui", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdin=subprocess.DEVNULL,
-    )
+    return tapetui_cli(cwd, *args)
 
 
 @pytest.fixture

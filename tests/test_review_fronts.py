@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,19 +13,13 @@ from tapetui import TapeError, load_config
 from tapetui.core.store import candidate_path
 from tapetui.review import check, diff, replay_argv
 from tapetui.review.changelog import logged_entries
+from tests.conftest import tapetui_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def tapetui(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tapetui", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdin=subprocess.DEVNULL,
-    )
+    return tapetui_cli(cwd, *args)
 
 
 def test_check_reports_progress_up_to_n_of_n(sample_dir: Path) -> None:

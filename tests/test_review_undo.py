@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,19 +14,13 @@ from tapetui.core.store import candidate_path, iter_goldens
 from tapetui.review import accept, check, expire, reject, undo, undo_target
 from tapetui.review.changelog import logged_entries
 from tapetui.review.history import KEEP, history_dir, records
+from tests.conftest import tapetui_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def tapetui(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tapetui", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdin=subprocess.DEVNULL,
-    )
+    return tapetui_cli(cwd, *args)
 
 
 def _undo_entries(cfg: Config) -> list[tuple[str, str | None]]:
