@@ -130,3 +130,31 @@ def test_check_never_takes_history_for_tapes(sample_dir: Path) -> None:
     expire(flat, cfg.tapes_dir / "clean.jsonl", [2], why="x")
     assert (cfg.tapes_dir / ".tapetui" / "history").is_dir()
     assert len(check(cfg.tapes_dir, cfg)) == before
+
+
+def test_history_is_never_kept_through_a_symlink_out_of_the_project(sample_dir: Path, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
+    cfg = load_config(sample_dir / "tapes.toml")
+    g = cfg.tapes_dir / "drift_summarize.jsonl"
+    golden = g.read_bytes()
+    outside = tmp_path_factory.mktemp("outside")
+    (sample_dir / ".tapetui").symlink_to(outside, target_is_directory=True)
+    r = tapetui(sample_dir, "accept", "drift_summarize", "--why", "shorter summaries")
+    assert r.returncode == 2 and "not a folder tapetui made (a symlink)" in r.stderr and "Traceback" not in r.stderr
+    assert list(outside.iterdir()) == [] and g.read_bytes() == golden and candidate_path(g).exists()
+    assert not cfg.changelog.exists()  # no change, so no entry
+
+
+def test_a_fifo_or_folder_among_the_records_is_skipped_never_waited_on(sample_dir: Path) -> None:
+    import os
+
+    cfg = load_config(sample_dir / "tapes.toml")
+    g = cfg.tapes_dir / "drift_summarize.jsonl"
+    golden = g.read_bytes()
+    acc = accept(cfg, g, "take it")
+    folder = history_dir(cfg, g)
+    os.mkfifo(folder / f"{'9' * 20}-deadbeef.json")  # newest by its name, and no writer will ever come
+    (folder / f"{'9' * 19}8-cafe.json").mkdir()
+    target = undo_target(cfg, g)
+    assert target is not None and target.id == acc.id
+    undo(cfg, g)
+    assert g.read_bytes() == golden

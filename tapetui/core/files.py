@@ -82,6 +82,8 @@ def file_kind(mode: int) -> str:
         (stat.S_ISSOCK, "a socket"),
         (stat.S_ISCHR, "a character device"),
         (stat.S_ISBLK, "a block device"),
+        (stat.S_ISLNK, "a symlink"),  # from lstat
+        (stat.S_ISREG, "a file"),
     ):
         if test(mode):
             return name

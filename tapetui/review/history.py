@@ -28,7 +28,7 @@ import orjson
 
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
-from tapetui.core.files import atomic_write
+from tapetui.core.files import atomic_write, file_kind, read_regular
 from tapetui.core.store import session_name
 from tapetui.review.changelog import Entry
 
@@ -51,6 +51,7 @@ KEEP = 20
 
 _ACTIONS: frozenset[str] = frozenset(("accept", "accept (new session)", "reject", "expire", "undo"))
 _MAX_FILE = 1 << 30  # a record's bytes are read whole to restore them
+_MAX_META = 1 << 16  # a record's description: a few hundred bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +94,32 @@ def history_dir(config: Config, golden: Path) -> Path:
     return config.root / HISTORY_DIR / session_name(golden, config.tapes_dir)
 
 
+def _folder(config: Config, golden: Path, *, create: bool) -> Path | None:
+    """The session's history folder, each part of it below the project root a real folder (never a symlink,
+    so nothing is read or written outside the project); created (private) when ``create``, else None if missing.
+
+    Raises:
+        TapeError: a part of the path is a symlink, a file or anything but a folder.
+    """
+    folder = config.root
+    for part in history_dir(config, golden).relative_to(config.root).parts:
+        folder = folder / part
+        try:
+            st = os.lstat(folder)
+        except FileNotFoundError:
+            if not create:
+                return None
+            with contextlib.suppress(FileExistsError):  # another process made it meanwhile: checked below
+                os.mkdir(folder, 0o700)
+            st = os.lstat(folder)
+        if not stat.S_ISDIR(st.st_mode):
+            raise TapeError(
+                f"{folder}: not a folder tapetui made ({file_kind(st.st_mode)}); history for undo is kept only "
+                f"in a plain folder inside the project; move it away"
+            )
+    return folder
+
+
 def save(
     config: Config,
     golden: Path,
@@ -108,8 +135,8 @@ def save(
     Raises:
         OSError: the record cannot be written (the caller changes nothing then).
     """
-    folder = history_dir(config, golden)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = _folder(config, golden, create=True)
+    assert folder is not None
     existing = records(config, golden)
     n = max(time.time_ns(), existing[-1].n + 1 if existing else 0)
     rec = HistoryRecord(
@@ -139,10 +166,12 @@ def save(
 
 def records(config: Config, golden: Path) -> list[HistoryRecord]:
     """A session's history records, oldest first (without their bytes: see :func:`read_bytes`)."""
-    folder = history_dir(config, golden)
+    folder = _folder(config, golden, create=False)
+    if folder is None:
+        return []
     try:
         names = os.listdir(folder)
-    except (FileNotFoundError, NotADirectoryError):
+    except OSError:
         return []
     out = []
     for name in names:
@@ -188,8 +217,11 @@ def _read_meta(folder: Path, stem: str) -> HistoryRecord | None:
     n_text, _, rid = stem.partition("-")
     try:
         n = int(n_text)
-        meta: Any = orjson.loads((folder / f"{stem}.json").read_bytes())
-    except (ValueError, OSError, orjson.JSONDecodeError):
+        path = folder / f"{stem}.json"
+        if os.lstat(path).st_size > _MAX_META:
+            return None  # not what tapetui writes (a few hundred bytes)
+        meta: Any = orjson.loads(read_regular(path, "history record"))  # a FIFO or folder: refused, never a hang
+    except (ValueError, OSError, TapeError):
         return None
     if not isinstance(meta, dict) or meta.get("id") != rid or meta.get("action") not in _ACTIONS:
         return None
@@ -236,7 +268,9 @@ def prune(folder: Path, keep: int = KEEP) -> None:
 
 def forget(config: Config, golden: Path) -> None:
     """Remove a session's history records (scrub: the kept bytes may hold what it removed)."""
-    folder = history_dir(config, golden)
+    folder = _folder(config, golden, create=False)
+    if folder is None:
+        return
     try:
         names = os.listdir(folder)
     except OSError:
