@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -96,6 +97,30 @@ def test_replay_runs_the_configured_command_with_the_tape(tmp_path: Path, sample
     r = tapetui(sample_dir, "replay", "clean")
     assert r.returncode == 3  # the command's own exit code
     assert (sample_dir / "replayed.txt").read_text() == str(g)  # run in the folder of tapes.toml
+
+
+def test_no_character_of_a_tape_name_is_parsed_by_the_replay_command(sample_dir: Path) -> None:
+    cfg = load_config(sample_dir / "tapes.toml")
+    evil = cfg.tapes_dir / "y;touch PWNED;'q\" $(id).jsonl"
+    evil.write_bytes((cfg.tapes_dir / "clean.jsonl").read_bytes())
+    toml = sample_dir / "tapes.toml"
+    text = toml.read_text()
+    start = text.index("replay_command")
+    end = text.index("\n", start)
+    toml.write_text(text[:start] + "replay_command = 'printf %s {tape}'" + text[end:])
+    cfg = load_config(toml)
+    assert replay_argv(cfg, evil) == ["printf", "%s", str(evil)]  # one argument, whatever it holds
+    r = tapetui(sample_dir, "replay", str(evil))
+    assert r.returncode == 0, r.stderr
+    for command in (
+        "sh -c 'wc -c {tape}'",
+        'sh -c "wc -c {tape}"',
+        "bash -lc 'wc -c < {tape}'",
+    ):  # a shell parses these
+        toml.write_text(text[:start] + "replay_command = " + json.dumps(command) + text[end:])
+        r = tapetui(sample_dir, "replay", str(evil))
+        assert r.returncode == 0, (command, r.stderr)
+    assert not (sample_dir / "PWNED").exists()
 
 
 def test_replay_without_a_command_says_so(sample_dir: Path) -> None:

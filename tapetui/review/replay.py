@@ -12,21 +12,41 @@ __all__ = ["replay_argv"]
 
 
 def replay_argv(config: Config, golden: Path) -> list[str]:
-    """``replay_command`` split into arguments, ``{tape}`` replaced by the golden's path.
+    """``replay_command`` split into arguments, then ``{tape}`` replaced by the golden's path in each.
 
-    Run it with ``cwd=config.root`` (where ``tapes.toml`` is). The path is quoted before the
-    command is split, so a session name with spaces or quotes stays one argument.
+    Run it with ``cwd=config.root`` (where ``tapes.toml`` is), without a shell. The command is split
+    first and the path put into the arguments afterwards, so no character of a tape's name (spaces,
+    quotes, ``;``) is ever parsed: ``{tape}`` as its own argument is exactly one argument. A command
+    that starts a shell itself should pass the path as a positional parameter, not inside the script:
+    ``sh -c 'wc -c "$1"' sh {tape}``. In the script of ``sh -c`` (``bash -lc``...) a bare ``{tape}`` is
+    quoted for that shell.
 
     Raises:
         TapeError: ``tapes.toml`` names no replay_command, or it cannot be split (unbalanced quotes).
     """
+    where = config.path or "tapes.toml"
     if not config.replay_command:
-        raise TapeError(f"{config.path or 'tapes.toml'}: no replay_command to run a replay with")
-    cmd = config.replay_command.replace("{tape}", shlex.quote(str(golden)))
+        raise TapeError(f"{where}: no replay_command to run a replay with")
     try:
-        argv = shlex.split(cmd)
+        argv = shlex.split(config.replay_command)
     except ValueError as e:
-        raise TapeError(f"{config.path or 'tapes.toml'}: replay_command cannot be split: {e}") from None
+        raise TapeError(f"{where}: replay_command cannot be split: {e}") from None
     if not argv:
-        raise TapeError(f"{config.path or 'tapes.toml'}: replay_command is empty")
-    return argv
+        raise TapeError(f"{where}: replay_command is empty")
+    path = str(golden)
+    script = _script_index(argv)
+    return [arg.replace("{tape}", shlex.quote(path) if i == script else path) for i, arg in enumerate(argv)]
+
+
+_SHELLS = frozenset(("sh", "bash", "dash", "zsh", "ksh", "ash"))
+
+
+def _script_index(argv: list[str]) -> int | None:
+    """Where the script of ``sh -c SCRIPT`` (``bash -lc``...) is: a shell parses it, so the path put into it
+    is quoted for the shell; everywhere else the path goes in as it is, one argument nothing parses."""
+    if Path(argv[0]).name not in _SHELLS:
+        return None
+    for i, arg in enumerate(argv[1:-1], 1):
+        if arg.startswith("-") and not arg.startswith("--") and "c" in arg:
+            return i + 1
+    return None
