@@ -556,12 +556,25 @@ def _ui(argv: Sequence[str]) -> int:
     return 0
 
 
+def _first_word(argv: Sequence[str]) -> str | None:
+    """The first argument that is not an option or the value of ``--config``: a subcommand, or the folder."""
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--config":
+            skip = True
+        elif a == "--" or not a.startswith("-"):
+            return None if a == "--" else a
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     err = Out(sys.stderr)
     try:
-        first = next((a for a in argv if not a.startswith("-")), None)
-        if first in SUBCOMMANDS or any(a in ("-h", "--help") for a in argv[:1]) and first in SUBCOMMANDS:
+        first = _first_word(argv)
+        if first in SUBCOMMANDS:
             args = _parser().parse_args(argv)
             return int(args.fn(args))
         return _ui(argv)

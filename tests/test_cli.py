@@ -156,3 +156,12 @@ def test_an_os_error_is_one_line_and_exit_2(
     monkeypatch.setattr(cli, "cmd_stats", denied)
     assert cli.main(["stats"]) == 2
     assert capsys.readouterr().err == "tapetui: /srv/tapes/x.jsonl: Permission denied\n"
+
+
+def test_the_config_option_before_a_command(sample_dir: Path) -> None:
+    r = run(sample_dir, "--config", "tapes.toml", "check")
+    assert r.returncode == 1 and "summarize  step 3" in r.stdout
+    r = run(sample_dir, "--config", "tapes.toml", "undo", "clean")
+    assert r.returncode == 2 and "nothing to undo" in r.stderr
+    r = run(sample_dir, "--config=tapes.toml", "pending")
+    assert r.returncode == 0 and "drift_summarize" in r.stdout

@@ -10,7 +10,7 @@ import pytest
 
 from tapetui import TapeError, load_config
 from tapetui.core.config import Config
-from tapetui.core.store import candidate_path, iter_goldens
+from tapetui.core.store import candidate_path, iter_goldens, samples_of
 from tapetui.review import accept, check, expire, reject, undo, undo_target
 from tapetui.review.changelog import logged_entries
 from tapetui.review.history import KEEP, history_dir, records
@@ -89,10 +89,27 @@ def test_a_newer_candidate_is_never_overwritten_by_an_undo(sample_dir: Path) -> 
     newer = g.read_bytes()  # a later recording that happens to be the old golden again
     accept(cfg, g, "take it")
     after = g.read_bytes()
+    accepted = candidate_path(g).exists()
     candidate_path(g).write_bytes(newer)
-    with pytest.raises(TapeError, match="newer candidate is pending"):
-        undo(cfg, g)
-    assert g.read_bytes() == after and candidate_path(g).read_bytes() == newer
+    entry = undo(cfg, g)  # the accept's candidate comes back; the newer one is kept beside it, never lost
+    assert not accepted and g.read_bytes() != after
+    (kept,) = samples_of(g)
+    assert kept.read_bytes() == newer and str(kept) in entry.details[1]
+
+
+def test_undo_walks_back_through_two_accepts_in_a_row(sample_dir: Path) -> None:
+    cfg = load_config(sample_dir / "tapes.toml")
+    g = cfg.tapes_dir / "drift_summarize.jsonl"
+    original, cand_a = g.read_bytes(), candidate_path(g).read_bytes()
+    accept(cfg, g, "A")
+    cand_b = (cfg.tapes_dir / "clean.jsonl").read_bytes()
+    candidate_path(g).write_bytes(cand_b)
+    accept(cfg, g, "B")
+    undo(cfg, g)  # B: its candidate is pending again
+    assert candidate_path(g).read_bytes() == cand_b
+    undo(cfg, g)  # A: the golden before it and A's candidate; B's candidate is kept in the samples
+    assert g.read_bytes() == original and candidate_path(g).read_bytes() == cand_a
+    assert [p.read_bytes() for p in samples_of(g)] == [cand_b]
 
 
 def test_history_is_gone_is_said_clearly(sample_dir: Path) -> None:
@@ -158,3 +175,20 @@ def test_a_fifo_or_folder_among_the_records_is_skipped_never_waited_on(sample_di
     assert target is not None and target.id == acc.id
     undo(cfg, g)
     assert g.read_bytes() == golden
+
+
+def test_undo_records_do_not_push_the_changes_they_revert_out_of_the_history(
+    sample_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tapetui.review.history as history
+
+    monkeypatch.setattr(history, "KEEP", 2)
+    cfg = load_config(sample_dir / "tapes.toml")
+    g = cfg.tapes_dir / "drift_summarize.jsonl"
+    original = g.read_bytes()
+    accept(cfg, g, "A")
+    candidate_path(g).write_bytes((cfg.tapes_dir / "clean.jsonl").read_bytes())
+    accept(cfg, g, "B")
+    undo(cfg, g)
+    undo(cfg, g)  # A's record is still there: the undo of B did not count against the two kept changes
+    assert g.read_bytes() == original

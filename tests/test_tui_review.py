@@ -493,3 +493,20 @@ def test_snapshot_200x60_session_review(
         await settle(pilot)
 
     assert snap_compare(str(SNAP), terminal_size=(200, 60), run_before=run_before)
+
+
+def test_the_committed_samples_are_what_the_sample_agent_writes_today(
+    tmp_path: Path, _committed_samples: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README says `python -m tapetui.sample_agent regenerate sample_tapes` rebuilds them byte for byte:
+    a change to what a recording writes (a new field of a run log's start, a fingerprint form) must come with
+    regenerated samples, or the tour shows what this version never writes."""
+    from tapetui.sample_agent import regenerate
+
+    monkeypatch.chdir(tmp_path)
+    regenerate(Path("sample_tapes"))
+    committed = _committed_samples / "sample_tapes"
+    names = sorted(p.name for p in committed.iterdir())
+    assert sorted(p.name for p in Path("sample_tapes").iterdir() if not p.name.startswith(".")) == names
+    stale = [n for n in names if (committed / n).read_bytes() != (Path("sample_tapes") / n).read_bytes()]
+    assert stale == []

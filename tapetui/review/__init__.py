@@ -8,7 +8,7 @@ Import from here (``from tapetui import review``; ``review.accept(...)``). One m
 - :mod:`.journal` — the commit protocol (a golden never changes without its changelog entry) and ``recover``;
 - :mod:`.history` — the bytes each change replaced, under ``.tapetui/history/``;
 - :mod:`.actions` — accept, accept-all, reject, expire, restore; :mod:`.revert` — undo from any process;
-- :mod:`.rerecording`, :mod:`.replay`, :mod:`.stats`, :mod:`.scrub`, :mod:`.changelog`, :mod:`.textdiff`.
+- :mod:`.rerecording`, :mod:`.replay`, :mod:`.counts`, :mod:`.scrub`, :mod:`.changelog`, :mod:`.textdiff`.
 """
 
 from tapetui.review.actions import (
@@ -42,7 +42,7 @@ from tapetui.review.journal import recover
 from tapetui.review.replay import replay_argv
 from tapetui.review.rerecording import load_registry, rerecord
 from tapetui.review.revert import undo, undo_target
-from tapetui.review.stats import stats, stats_of
+from tapetui.review.counts import stats, stats_of
 
 __all__ = [
     "AlreadyExpired",

@@ -28,7 +28,7 @@ import orjson
 
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
-from tapetui.core.files import atomic_write, file_kind, read_regular
+from tapetui.core.files import atomic_write, file_kind
 from tapetui.core.store import session_name
 from tapetui.review.changelog import Entry
 
@@ -210,6 +210,22 @@ def read_bytes(rec: HistoryRecord, which: Literal["golden", "candidate"]) -> byt
         os.close(fd)
 
 
+def _read_small(path: Path) -> bytes:
+    """A record's description: a regular file (never through a symlink, never a FIFO) of the size tapetui writes.
+
+    Raises:
+        OSError: anything else.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_META:
+            raise OSError(f"{path}: not a history record tapetui wrote")
+        return os.read(fd, _MAX_META + 1)
+    finally:
+        os.close(fd)
+
+
 _PRESENT = b""  # stands for "there were bytes" in a record read from disk (they are read on demand)
 
 
@@ -217,11 +233,8 @@ def _read_meta(folder: Path, stem: str) -> HistoryRecord | None:
     n_text, _, rid = stem.partition("-")
     try:
         n = int(n_text)
-        path = folder / f"{stem}.json"
-        if os.lstat(path).st_size > _MAX_META:
-            return None  # not what tapetui writes (a few hundred bytes)
-        meta: Any = orjson.loads(read_regular(path, "history record"))  # a FIFO or folder: refused, never a hang
-    except (ValueError, OSError, TapeError):
+        meta: Any = orjson.loads(_read_small(folder / f"{stem}.json"))
+    except (ValueError, OSError):
         return None
     if not isinstance(meta, dict) or meta.get("id") != rid or meta.get("action") not in _ACTIONS:
         return None
@@ -249,14 +262,19 @@ def _read_meta(folder: Path, stem: str) -> HistoryRecord | None:
     )
 
 
-def prune(folder: Path, keep: int = KEEP) -> None:
-    """Drop the oldest records beyond ``keep``, and bytes a crash left without their ``.json``."""
+def prune(folder: Path, keep: int | None = None) -> None:
+    """Keep the newest ``keep`` changes an undo can revert (and the undo records among them, which say what
+    was reverted already); drop older records, and bytes a crash left without their ``.json``."""
+    keep = KEEP if keep is None else keep
     try:
         names = os.listdir(folder)
     except OSError:
         return
     stems = sorted(n[: -len(".json")] for n in names if n.endswith(".json") and not n.startswith("."))
-    kept = set(stems[-keep:]) if keep else set()
+    metas = {stem: _read_meta(folder, stem) for stem in stems}
+    changes = [stem for stem in stems if (m := metas[stem]) is not None and m.action != "undo"]
+    oldest = changes[-keep] if keep and len(changes) >= keep else (changes[0] if keep and changes else None)
+    kept = {stem for stem in stems if oldest is not None and stem >= oldest and metas[stem] is not None}
     for name in names:
         if name.startswith(".") or os.path.isdir(folder / name):
             continue  # temp files of atomic writes in flight; sub-sessions' folders

@@ -17,7 +17,7 @@ import tapetui.review.journal as journal
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
 from tapetui.core.files import atomic_write, read_regular
-from tapetui.core.store import candidate_path, refuse_links_out, session_name
+from tapetui.core.store import candidate_path, refuse_links_out, rotate_candidate, session_name
 from tapetui.review.changelog import Entry, Logged, logged_entries, rendered_session
 from tapetui.review.history import HistoryRecord
 
@@ -78,38 +78,46 @@ def undo(config: Config, golden: Path) -> Entry:
 
 
 def _revert(config: Config, golden: Path, cand: Path, rec: HistoryRecord) -> Entry:
-    what = f"the {rec.action} of {rec.session} (changelog entry {rec.id}, {rec.when})"
+    what = f"the {rec.action} of {rec.session} ({_named(rec)}, {rec.when})"
     if rec.action == "accept (new session)":
         raise TapeError(f"cannot undo {what}: there was no golden before it (reject-style undo would delete it)")
     old_cand = history.read_bytes(rec, "candidate") if rec.before.touches_candidate else None
+    old_golden = history.read_bytes(rec, "golden") if rec.before.touches_golden else None
+    if (old_cand is None and not rec.before.touches_golden) or (rec.before.touches_golden and old_golden is None):
+        raise TapeError(f"{rec.folder}/{rec.stem}.json: this record keeps nothing to put back; not undone")
     now_cand = read_regular(cand, "candidate") if os.path.lexists(cand) else None
-    if old_cand is not None and now_cand is not None and now_cand != old_cand:
-        raise TapeError(f"cannot undo {what}: a newer candidate is pending; accept or reject it first")
-    details = [f"reverts changelog entry {rec.id} ({rec.action} of {rec.when})"]
-    entry = journal.new_entry("undo", config, golden, [], details, f"undo of {rec.action} {rec.id}")
-    if not rec.before.touches_golden:  # a reject: the candidate comes back, the golden is as it is
-        assert old_cand is not None
-        if now_cand is None:
-            atomic_write(cand, old_cand)  # first: a crash before the entry leaves it, and undo again finds it
-        before = history.Before(False, None, True, None)
-        journal.commit(config, golden, None, entry, before=before, reverts=rec.id)
-        return entry
-    old_golden = history.read_bytes(rec, "golden")
-    assert old_golden is not None  # an accept of an existing golden, or an expire
+    details = [f"reverts {_named(rec)} ({rec.action} of {rec.when})"]
     now_golden = read_regular(golden) if golden.exists() else None
-    now_sha = hashlib.sha256(now_golden).hexdigest() if now_golden is not None else None
-    if rec.after_sha256 is not None and now_sha != rec.after_sha256:
-        raise TapeError(
-            f"cannot undo {what}: the golden changed since outside the changelog's history "
-            "(a scrub, a hand edit); nothing was changed"
-        )
-    restore_cand = old_cand is not None and now_cand is None
+    if old_golden is not None:
+        now_sha = hashlib.sha256(now_golden).hexdigest() if now_golden is not None else None
+        if rec.after_sha256 is not None and now_sha != rec.after_sha256:
+            raise TapeError(
+                f"cannot undo {what}: the golden changed since outside the changelog's history "
+                "(a scrub, a hand edit); nothing was changed"
+            )
+    restore_cand = old_cand is not None and now_cand != old_cand
+    if restore_cand and now_cand is not None:  # another candidate is pending: kept beside, never overwritten
+        moved = rotate_candidate(golden)
+        details.append(f"the candidate pending then was moved to {moved} (never replaced silently)")
+    entry = journal.new_entry("undo", config, golden, [], details, f"undo of {rec.action} {rec.id}")
     if restore_cand:
-        assert old_cand is not None
-        atomic_write(cand, old_cand)  # first: a crash before the commit leaves it, and undo again finds it
-    before = history.Before(True, now_golden, restore_cand, None)
-    journal.commit(config, golden, old_golden, entry, before=before, reverts=rec.id)
+        assert old_cand is not None  # for mypy: restore_cand says so
+        atomic_write(cand, old_cand)  # first: a crash before the entry leaves it, and undo again finds it
+    before = history.Before(old_golden is not None, now_golden, restore_cand, None)
+    try:
+        journal.commit(config, golden, old_golden, entry, before=before, reverts=rec.id)
+    except TapeError as e:
+        if restore_cand:
+            raise TapeError(
+                f"{e} (the candidate of {what} is back already; run tapetui undo again to finish)"
+            ) from None
+        raise
     return entry
+
+
+def _named(rec: HistoryRecord) -> str:
+    """How the reverted change is named: its changelog entry, or what it was when it wrote none."""
+    return f"changelog entry {rec.id}" if rec.logged else "a reject without a reason (no changelog entry)"
 
 
 def _done(rec: HistoryRecord, ids: set[str], golden: Path) -> bool:
