@@ -320,4 +320,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as `python -m tapetui.sample_agent`, this file is `__main__`: its tools and errors must be the ones
+    # of `tapetui.sample_agent`, so a recorded DocNotFound names the module a replay can import it from.
+    from tapetui.sample_agent import main as _main  # deferred: importing itself under its own name
+
+    sys.exit(_main())

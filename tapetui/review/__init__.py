@@ -23,6 +23,7 @@ from tapetui.review.actions import (
 )
 from tapetui.review.changelog import Entry
 from tapetui.review.comparison import Comparison, LoadedTape, StepDiff, StepKind, compare, load
+from tapetui.review.counts import stats, stats_of
 from tapetui.review.diffs import Diff, DiffLevel, DiffSource, diff
 from tapetui.review.findings import (
     Finding,
@@ -42,7 +43,6 @@ from tapetui.review.journal import recover
 from tapetui.review.replay import replay_argv
 from tapetui.review.rerecording import load_registry, rerecord
 from tapetui.review.revert import undo, undo_target
-from tapetui.review.counts import stats, stats_of
 
 __all__ = [
     "AlreadyExpired",
