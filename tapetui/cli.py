@@ -344,6 +344,11 @@ def cmd_scrub(args: argparse.Namespace) -> int:
                 f"index cache: {report.cache_dropped} entr{'y' if report.cache_dropped == 1 else 'ies'} "
                 f"{'to drop' if args.dry_run else 'dropped'} (the next open of a big tape makes a new one)"
             )
+        if report.history_dropped:
+            out.line(
+                f"undo history: {plural(report.history_dropped, 'record')} that kept what the rules remove "
+                f"{'to drop' if args.dry_run else 'dropped'} (those changes can no longer be undone)"
+            )
         rules = report.rules
         total = ", ".join(f"{name} ×{n}" for name, n in sorted(rules.items()))
         done = "to scrub" if args.dry_run else "scrubbed"

@@ -251,3 +251,26 @@ def test_a_session_another_process_holds_is_reported_and_the_rest_scrubbed(
     assert len(report.errors) == 1 and "agent.jsonl" in report.errors[0] and "in use" in report.errors[0]
     leaks = _leaks(tapes)
     assert leaks and all(Path(p).relative_to(tapes).parts[0].startswith("agent") for p in leaks), leaks  # held: kept
+
+
+def test_scrub_drops_undo_history_that_kept_what_the_rules_remove_now(sample_dir: Path) -> None:
+    from dataclasses import replace
+
+    from tapetui import load_config
+    from tapetui.review import accept, undo
+
+    cfg = load_config(sample_dir / "tapes.toml")
+    g = cfg.tapes_dir / "drift_summarize.jsonl"
+    secret = "SECRETZZZ123456"  # an opaque value the rules in force missed when it was recorded
+    g.write_bytes(g.read_bytes().replace(b"Agents call tools", secret.encode() + b" call tools"))
+    accept(cfg, g, "shorter summaries")  # the history keeps the golden before: the secret with it
+    history = sample_dir / ".tapetui" / "history"
+    assert any(secret.encode() in p.read_bytes() for p in history.rglob("*") if p.is_file())
+    stricter = replace(cfg, redact_patterns=(*cfg.redact_patterns, "SECRETZZZ[0-9]+"))
+    assert scrub(stricter, dry_run=True).history_dropped == 1
+    report = scrub(stricter)
+    assert report.history_dropped == 1
+    held = [p for p in sample_dir.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+    assert held == [cfg.changelog]  # the changelog is not rewritten (README: what scrub does not touch)
+    with pytest.raises(TapeError, match="history is gone"):
+        undo(stricter, g)  # the secret cannot come back through an undo

@@ -27,6 +27,7 @@ rewritten: its entries were redacted when written, and appenders hold it open.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from collections import Counter
@@ -121,6 +122,7 @@ class ScrubReport:
     changed_sessions: list[str] = field(default_factory=list)
     entries: dict[str, str] = field(default_factory=dict)  # session → changelog entry id
     cache_dropped: int = 0
+    history_dropped: int = 0  # undo records whose kept bytes held what the rules remove
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -132,7 +134,7 @@ class ScrubReport:
 
     @property
     def changed(self) -> bool:
-        return bool(self.files) or self.cache_dropped > 0
+        return bool(self.files) or self.cache_dropped > 0 or self.history_dropped > 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -145,6 +147,7 @@ class ScrubReport:
             "removed_by_rule": dict(sorted(self.rules.items())),
             "changelog_entries": self.entries,
             "cache_entries_dropped": self.cache_dropped,
+            "history_records_dropped": self.history_dropped,
             "errors": self.errors,
         }
 
@@ -176,6 +179,7 @@ def scrub(
             report.errors.append(str(e))
         except OSError as e:
             report.errors.append(f"{e.filename or golden}: {e.strerror or e}")
+    _scrub_history(config, rules, report, dry_run)
     if not dry_run:
         report.cache_dropped += indexcache.drop_where(lambda meta: _meta_needs_scrub(meta, rules))
     else:
@@ -230,6 +234,36 @@ def _scrub_session(config: Config, golden: Path, r: Redactor, report: ScrubRepor
             if cached is not None and cached.exists():
                 cachedir.forget(f.path)
                 report.cache_dropped += 1
+
+
+def _scrub_history(config: Config, r: Redactor, report: ScrubReport, dry_run: bool) -> None:
+    """Undo records keep the bytes a change replaced: any that hold what the rules remove now are dropped
+    (the undo they allowed goes with them), for every session, also those whose golden is gone."""
+    root = config.root / history.HISTORY_DIR
+    try:
+        if not stat.S_ISDIR(os.lstat(root).st_mode):
+            return  # not a folder tapetui made: history refuses to use it, and so does this
+    except FileNotFoundError:
+        return
+    for folder, _dirs, names in os.walk(root, followlinks=False):
+        for stem in sorted({n.rpartition(".")[0] for n in names if n.endswith((".golden", ".candidate"))}):
+            kept = [Path(folder) / f"{stem}{ext}" for ext in (".golden", ".candidate")]
+            try:
+                holds = any(
+                    _scrub_file(p, "history", lambda data, f: _tape_bytes(data, f, r)).changed
+                    for p in kept
+                    if os.path.lexists(p)
+                )
+            except TapeError:
+                holds = True  # kept bytes that are not a tape this version reads: not kept past a scrub
+            if not holds:
+                continue
+            report.history_dropped += 1
+            if not dry_run:
+                for n in names:
+                    if n.rpartition(".")[0] == stem:
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(Path(folder) / n)
 
 
 def _scrub_file(path: Path, kind: str, fn: Any) -> FileScrub:
