@@ -136,3 +136,10 @@ def test_help_says_how_to_open_a_folder_named_like_a_command(sample_dir: Path) -
     for verb in ("undo", "replay"):
         r = tapetui(sample_dir, verb, "--help")
         assert r.returncode == 0 and "exit codes" in r.stdout
+
+
+def test_accept_all_of_drift_never_promotes_a_changed_contract(sample_dir: Path) -> None:
+    r = tapetui(sample_dir, "accept", "--all", "--filter", "status:drift", "--why", "argument drift is fine")
+    assert r.returncode == 0, r.stderr
+    assert "drift_summarize" in r.stdout and "contract_change" not in r.stdout
+    assert (sample_dir / "sample_tapes" / "contract_change.candidate.jsonl").exists()

@@ -285,8 +285,12 @@ class Session:
     @property
     def statuses(self) -> set[str]:
         s = self.summary
+        steps = set(s.status.values())
+        # a contract change is counted among a run's drift events, but it is its own status: `status:drift`
+        # (and `accept --all --filter status:drift`) must never pick a session only for a changed contract
         flags = {
-            "drift": s.drift,
+            "drift": "drift" in steps or (s.drift and not steps),
+            "contract": "contract" in steps,
             "miss": s.misses,
             "stale": s.stale,
             "pending": self.pending,
@@ -391,11 +395,7 @@ def matches(filt: Filter | str, s: Session) -> bool:
         return True
     if f.kind == "status":
         want = f.value
-        return (
-            want in s.statuses
-            or (want == "contract" and "contract" in s.summary.status.values())
-            or (want == "error" and bool(s.error or s.recorded_error))
-        )
+        return want in s.statuses or (want == "error" and bool(s.error or s.recorded_error))
     if f.kind == "tool":
         try:
             return f.value in {t.lower() for t in s.index().tools}

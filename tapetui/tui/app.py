@@ -88,7 +88,8 @@ class TapeApp(App[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Input(
-            placeholder="filter: tool:NAME  status:drift|miss|stale|pending|error  or text — esc closes", id="filter"
+            placeholder="filter: tool:NAME  status:drift|contract|miss|stale|unused|pending|error  or text; esc",
+            id="filter",
         )
         with Horizontal(id="main"):
             yield SessionTree(str(self.config.tapes_dir), id="tree")
