@@ -370,12 +370,16 @@ def cmd_scrub(args: argparse.Namespace) -> int:
 def cmd_recover(args: argparse.Namespace) -> int:
     cfg = _config(args)
     notes = review.recover(cfg)
-    out = Out(sys.stdout)
+    out, err = Out(sys.stdout), Out(sys.stderr)
+    left = [n for n in notes if "left in place" in n or "cannot recover" in n]
     for n in notes:
-        out.line(n)
+        if n in left:
+            err.line(f"tapetui: {n}", "red")
+        else:
+            out.line(n)
     if not notes:
         out.line("nothing to recover")
-    return 0
+    return 2 if left else 0
 
 
 class _Usage(Exception):
@@ -390,6 +394,7 @@ _EXITS = {
     "scrub": "0 done; 1 (--dry-run) something would be removed; 2 bad input or a session could not be scrubbed",
     "accept": "0 done; 2 bad input, or (--all) a candidate that could not be accepted (the others are)",
     "replay": "the replay command's own exit code; 2 no replay_command, or it cannot be run",
+    "recover": "0 done (or nothing to do); 2 an interrupted change could not be finished (left in place, said why)",
 }
 
 

@@ -468,3 +468,15 @@ def test_a_tape_name_too_long_for_its_side_files_is_refused_before_any_tool_runs
     assert not counter.exists() and not long.exists()
     with pytest.raises(TapeError, match="too long|no tape to replay"):  # never a raw OSError
         Tape(tmp_path / ("y" * 300 + ".jsonl"), "replay", _registry(), run_log=False)
+
+
+def test_a_journal_recover_cannot_finish_fails_check_and_recover(sample_dir: Path) -> None:
+    from tests.conftest import tapetui_cli
+
+    journal = sample_dir / "sample_tapes" / "clean.jsonl.journal"
+    journal.write_text('{"bad":1}')
+    r = tapetui_cli(sample_dir, "check")
+    assert r.returncode == 1 and "clean.jsonl.journal: an interrupted change could not be finished" in r.stdout
+    r = tapetui_cli(sample_dir, "recover")
+    assert r.returncode == 2 and r.stderr.startswith("tapetui: ") and "malformed journal" in r.stderr
+    assert journal.read_text() == '{"bad":1}'  # left in place for a person to look at

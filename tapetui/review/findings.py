@@ -22,7 +22,14 @@ from tapetui.core.index import TapeIndex
 from tapetui.core.jsondiff import IgnoreRules
 from tapetui.core.locks import reading
 from tapetui.core.runlog import CALL_EVENTS, EXECUTED_EVENTS, RunLogReader, event_problem
-from tapetui.core.store import candidate_path, iter_goldens, refuse_links_out, runlog_path, session_name
+from tapetui.core.store import (
+    candidate_path,
+    iter_goldens,
+    journal_path,
+    refuse_links_out,
+    runlog_path,
+    session_name,
+)
 from tapetui.core.tapefile import read_index
 from tapetui.review.comparison import Comparison, LoadedTape, compare, load
 from tapetui.review.journal import recover
@@ -54,6 +61,7 @@ FindingKind = Literal[
     "tools",  # the executed tool sequence changed
     "torn",  # the golden's last line is torn
     "key",  # a stored key is not the key of its arguments
+    "journal",  # an interrupted change recover could not finish: review actions on the session are refused
 ]
 """What a :class:`Finding` is about."""
 
@@ -344,6 +352,14 @@ def _check_session_once(golden: Path, config: Config) -> SessionReport:
     try:
         cand, log = candidate_path(golden), runlog_path(golden)
         refuse_links_out(config.tapes_dir, golden, cand, log)
+        if os.path.lexists(journal_path(golden)):  # check ran recover first: what is left, it could not finish
+            rep.findings.append(
+                Finding(
+                    "journal",
+                    f"{journal_path(golden).name}: an interrupted change could not be finished; review actions on "
+                    "this session are refused until it is resolved (`tapetui recover` says why)",
+                )
+            )
         idx = read_index(golden, validate=True, keep_bytes=True) if golden.exists() else None
         if idx is not None:
             rep.findings += _key_findings(idx)

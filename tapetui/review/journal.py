@@ -267,7 +267,7 @@ def _recover_session(config: Config, golden: Path, *, strict: bool = False) -> l
                     f"{golden}: completed an interrupted {journal['entry']['action']} (changelog entry {journal['id']})"
                 )
             except TapeError as e:
-                problem = str(e)
+                problem = f"{e} (the journal is left in place)"
         else:
             problem = f"{jp}: malformed journal ({problem}); left in place, the golden was not changed"
         if problem is not None:
