@@ -53,7 +53,15 @@ def idle(app: TapeApp) -> bool:
 
 
 async def settle(pilot) -> None:  # type: ignore[no-untyped-def]
+    """Idle, and the screen the same after one more round of messages: a refresh the last update scheduled (a
+    scrollbar for content that grew, a scroll) has been drawn before a snapshot is taken."""
     await wait_for(pilot, lambda: idle(pilot.app), "the app settles")
+    for _ in range(POLLS):
+        before = _visible(pilot.app)
+        await pilot.pause()
+        if idle(pilot.app) and _visible(pilot.app) == before:
+            return
+    raise AssertionError(f"the screen kept changing for {POLLS} rounds")
 
 
 async def goto_session(pilot, app: TapeApp, name: str) -> None:  # type: ignore[no-untyped-def]
