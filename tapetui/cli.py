@@ -10,6 +10,7 @@ and a tapes folder that does not exist or holds no tapes.
 from __future__ import annotations
 
 import argparse
+import shlex
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -133,7 +134,11 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     cfg = _config(args)
-    d = review.diff(cfg, _tape(cfg, args.a), Path(args.b).resolve() if args.b else None)
+    golden = _tape(cfg, args.a)
+    other = Path(args.b) if args.b else None
+    if other is not None and not other.is_absolute() and not other.exists():
+        other = golden.parent / other  # a name beside the golden, as `rerecord` and `pending` print them
+    d = review.diff(cfg, golden, other.resolve() if other is not None else None)
     if args.json:
         print_json(d.to_json())
     else:
@@ -323,7 +328,11 @@ def cmd_rerecord(args: argparse.Namespace) -> int:
     if cfg.registry:  # without one, rerecord says what to configure
         Out(sys.stderr).line(f"tapetui: importing the registry {cfg.registry} to run the live tool")
     cand = review.rerecord(cfg, tape, args.step, yes=args.yes)
-    Out(sys.stdout).line(f"re-recorded step {args.step}; review it: tapetui diff {tape.name} {cand.name}", "green")
+    name = shlex.quote(session_name(tape, cfg.tapes_dir))
+    Out(sys.stdout).line(
+        f"re-recorded step {args.step} into {cand.name}; review it: tapetui diff {name}, then accept or reject it",
+        "green",
+    )
     return 0
 
 

@@ -165,3 +165,10 @@ def test_the_config_option_before_a_command(sample_dir: Path) -> None:
     assert r.returncode == 2 and "nothing to undo" in r.stderr
     r = run(sample_dir, "--config=tapes.toml", "pending")
     assert r.returncode == 0 and "drift_summarize" in r.stdout
+
+
+def test_diff_finds_b_beside_the_golden_and_names_a_missing_one(sample_dir: Path) -> None:
+    r = run(sample_dir, "diff", "drift_summarize.jsonl", "drift_summarize.candidate.jsonl")
+    assert r.returncode == 1 and "args.max_words  120 → 80" in r.stdout
+    r = run(sample_dir, "diff", "clean.jsonl", "clean.candidate.jsonl")
+    assert r.returncode == 2 and "clean.candidate.jsonl: no such file to compare clean.jsonl with" in r.stderr

@@ -90,8 +90,10 @@ def diff(config: Config, golden: Path, other: Path | None = None, *, loaded: Loa
         other, source = candidate_path(golden), "candidate"
         if not other.exists():
             other, source = runlog_path(golden), "run_log"
-    if not other.exists():
-        raise TapeError(f"{golden}: nothing to compare with (no candidate and no run log; name one as B)")
+        if not other.exists():
+            raise TapeError(f"{golden}: nothing to compare with (no candidate and no run log; name one as B)")
+    elif not other.exists():
+        raise TapeError(f"{other}: no such file to compare {golden.name} with")
     if other.name.endswith(".run.jsonl"):
         events = read_run_log(other)
         idx = loaded.index if loaded is not None else read_index(golden, validate=True, keep_bytes=True)
