@@ -213,7 +213,7 @@ def cmd_pending(args: argparse.Namespace) -> int:
                 else f"{plural(len(changed), 'step', name_only=True)} {', '.join(map(str, changed))}"
             )
             out.line(
-                f"{it['session']}: {what} differ{'s' if changed is not None and len(changed) == 1 else ''}"
+                f"{it['session']}: {what} differ{'s' if changed is not None and len(changed) <= 1 else ''}"
                 + (f", contract of {', '.join(it['contracts'])} changed" if it.get("contracts") else "")
                 + (
                     f"; {older} older candidate(s) it displaced are kept in {samples_dir(Path(it['golden']))}"
@@ -316,7 +316,8 @@ def cmd_expire(args: argparse.Namespace) -> int:
         return 0
     steps = ", ".join(map(str, entry.steps))
     Out(sys.stdout).line(
-        f"expired {entry.session} step{'s' if len(entry.steps) != 1 else ''} {steps}; the next fill re-records them",
+        f"expired {entry.session} step{'s' if len(entry.steps) != 1 else ''} {steps}; "
+        f"the next fill re-records {'them' if len(entry.steps) != 1 else 'it'}",
         "green",
     )
     return 0

@@ -138,7 +138,7 @@ class ReviewController:
         n = len(entry.steps)
         message = (
             f"Expired step{'s' if n != 1 else ''} {', '.join(map(str, entry.steps))} of {s.name}; "
-            "the next fill re-records them."
+            f"the next fill re-records {'them' if n != 1 else 'it'}."
         )
         self._later(self._done, s, message, UndoItem("expire", s.golden, entry.id))
 
@@ -146,7 +146,9 @@ class ReviewController:
     def undo(self) -> None:
         """Undo the newest accept, reject or expire of this sitting (or say there is none)."""
         if not self.undo_stack:
-            self.host.notify("Nothing to undo: no accept, reject or expire was made in this sitting.", markup=False)
+            self.host.notify(
+                "Nothing left to undo in this sitting; `tapetui undo SESSION` reverts older changes.", markup=False
+            )
             return
         self._run(self._undo, self.undo_stack.pop())
 

@@ -26,8 +26,9 @@ def event_line(ev: dict[str, Any]) -> str:
         extra = f"  {ev.get('recorded')} → {ev.get('live')}"
     elif kind == "end":
         st = ev.get("stats") or {}
+        hits, misses = st.get("tape_hits", 0), st.get("tape_misses", 0)
         extra = (
-            f"  {st.get('tape_hits', 0)} hits, {st.get('tape_misses', 0)} misses, "
+            f"  {hits} hit{'s' * (hits != 1)}, {misses} miss{'es' * (misses != 1)}, "
             f"{st.get('drift_events', 0)} drift, {st.get('unused', 0)} unused"
         )
     elif kind == "start":
