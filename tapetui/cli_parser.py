@@ -1,0 +1,161 @@
+"""The command line's grammar: every subcommand, its options, its --help text and its exit codes."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = ["Command", "parser"]
+
+Command = Callable[[argparse.Namespace], int]
+"""What runs a subcommand: the parsed arguments in, the exit code out."""
+
+_EXITS = {
+    "check": "0 every session matches; 1 findings (drift, misses, unused steps, contract changes, stale or "
+    "unfinished runs, pending candidates); 2 bad input or no tapes found",
+    "diff": "0 no differences; 1 differences; 2 bad input",
+    "default": "0 done; 2 bad input, or nothing was changed because of an error (the message says which)",
+    "scrub": "0 done; 1 (--dry-run) something would be removed; 2 bad input or a session could not be scrubbed",
+    "accept": "0 done; 2 bad input, or (--all) a candidate that could not be accepted (the others are)",
+    "replay": "the replay command's own exit code; 2 no replay_command, or it cannot be run",
+    "recover": "0 done (or nothing to do); 2 an interrupted change could not be finished (left in place, said why)",
+}
+
+
+def _sub(sub: Any, name: str, summary: str, details: str = "") -> argparse.ArgumentParser:
+    """A subcommand whose --help page has a description and its exit codes."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name,
+        help=summary,
+        description=summary[0].upper() + summary[1:] + "." + (f"\n\n{details}" if details else ""),
+        epilog=f"exit codes: {_EXITS.get(name, _EXITS['default'])}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return parser
+
+
+def parser(commands: Mapping[str, Command]) -> argparse.ArgumentParser:
+    """The subcommands' parser; ``commands`` maps each name to the function that runs it."""
+    ap = argparse.ArgumentParser(
+        prog="tapetui",
+        description="Record, replay and review agent tool calls. `tapetui [DIR]` opens the app on a tapes "
+        "folder; a folder named like a command opens with a path: `tapetui ./undo`.",
+    )
+    ap.add_argument("--config", help="tapes.toml to use (default: the nearest one above the current folder)")
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    json_help = "one JSON document on stdout (for scripts)"
+    tape_help = "a session: its name in the tapes folder (folder/name), or a path to its golden"
+    p = _sub(
+        sub,
+        "check",
+        "replay findings and pending candidates of every session; exit 1 on any finding",
+        "Reads every golden, its latest run log and its candidate. A run log older than the golden, a run\n"
+        "that was killed or ended in an error, and a hand-edited call are findings too.",
+    )
+    p.add_argument("dir", nargs="?", help="tapes folder (default: tapes.toml's, else ./tapes, else .)")
+    p.add_argument("--json", action="store_true", help=json_help)
+    p.set_defaults(fn=commands["check"])
+    p = _sub(sub, "diff", "compare a golden with its candidate, run log, or another tape")
+    p.add_argument("a", help=tape_help)
+    p.add_argument("b", nargs="?", help="candidate, run log or tape (default: A's candidate, else its run log)")
+    p.add_argument("--json", action="store_true", help=json_help)
+    p.set_defaults(fn=commands["diff"])
+    p = _sub(sub, "stats", "counts per session: steps, tools, side effects, expiry, the last run")
+    p.add_argument("target", nargs="?", help="a session or a folder (default: the tapes folder)")
+    p.add_argument("--json", action="store_true", help=json_help)
+    p.set_defaults(fn=commands["stats"])
+    p = _sub(sub, "pending", "list candidates waiting for review (and older ones a newer recording displaced)")
+    p.add_argument("--json", action="store_true", help=json_help)
+    p.set_defaults(fn=commands["pending"])
+    p = _sub(
+        sub,
+        "accept",
+        "promote a candidate to golden, with a rationale in the changelog",
+        "The golden never changes without its changelog entry; a crash at any point leaves the old\n"
+        "golden, or the new one with its entry.",
+    )
+    p.add_argument("tape", nargs="?", help=tape_help + " (not with --all)")
+    p.add_argument("--why", help="the rationale, written to the changelog (required)")
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="accept every pending candidate whole (the app's A), or those --filter matches",
+    )
+    p.add_argument(
+        "--filter",
+        metavar="FILTER",
+        help="with --all: the app's / filter: tool:NAME, status:drift|contract|miss|stale|unused|pending|error, "
+        "or any part of a session's name",
+    )
+    p.add_argument(
+        "--step",
+        type=int,
+        action="append",
+        metavar="N",
+        help="accept only golden step N, where the sequences line up (repeatable)",
+    )
+    p.set_defaults(fn=commands["accept"])
+    p = _sub(sub, "reject", "discard a candidate")
+    p.add_argument("tape", help=tape_help)
+    p.add_argument("--why", help="note the reason in the changelog")
+    p.set_defaults(fn=commands["reject"])
+    p = _sub(
+        sub,
+        "expire",
+        "mark entries expired so the next fill re-records them",
+        "Entries that have expired already are left as they are (exit 0, nothing written).",
+    )
+    p.add_argument("tape", help=tape_help)
+    p.add_argument("--step", type=int, action="append", metavar="N", help="expire step N (repeatable)")
+    p.add_argument(
+        "--all-time-sensitive", action="store_true", help="expire every entry that has an expiry (tools with a ttl)"
+    )
+    p.add_argument("--why", help="note the reason in the changelog")
+    p.set_defaults(fn=commands["expire"])
+    p = _sub(
+        sub,
+        "undo",
+        "revert the newest accept, reject or expire of a session (the app's u), from any process",
+        "The golden and candidate get back the exact bytes they had before it (kept under .tapetui/history/\n"
+        "in the project folder, the last 20 changes per session); the undo is a changelog entry naming the\n"
+        "entry it reverts. Run it again to revert the change before.",
+    )
+    p.add_argument("tape", help=tape_help)
+    p.set_defaults(fn=commands["undo"])
+    p = _sub(
+        sub,
+        "rerecord",
+        "run one step's tool live; the result becomes a candidate",
+        "Imports the registry named in tapes.toml ([tapes] registry = 'module:attribute').",
+    )
+    p.add_argument("tape", help=tape_help)
+    p.add_argument("--step", type=int, required=True, metavar="N", help="the step to run again")
+    p.add_argument("--yes", action="store_true", help="confirm running a side-effecting tool")
+    p.set_defaults(fn=commands["rerecord"])
+    p = _sub(
+        sub,
+        "replay",
+        "run tapes.toml's replay_command for a session (the app's p)",
+        "{tape} in the command becomes the session's golden; it runs in the folder of tapes.toml.",
+    )
+    p.add_argument("tape", help=tape_help)
+    p.set_defaults(fn=commands["replay"])
+    p = _sub(
+        sub,
+        "recover",
+        "finish or roll back what an interrupted command left",
+        "Every command and the app do this first; sessions another process holds are left alone.",
+    )
+    p.set_defaults(fn=commands["recover"])
+    p = _sub(
+        sub,
+        "scrub",
+        "re-redact every tape, run log and cached index with the current rules",
+        "Recomputes call keys and writes one changelog entry per session changed.",
+    )
+    p.add_argument("dir", nargs="?", help="tapes folder (default: tapes.toml's)")
+    p.add_argument("--dry-run", action="store_true", help="change nothing; exit 1 if something would be removed")
+    p.add_argument("--json", action="store_true", help=json_help)
+    p.set_defaults(fn=commands["scrub"])
+    return ap
