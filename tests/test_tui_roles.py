@@ -6,6 +6,7 @@ UI tests drive the real app with Pilot; waits are on conditions (see tests.test_
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -153,3 +154,24 @@ async def test_u_after_a_reject_puts_the_candidate_back_and_says_the_reject_had_
         assert "(no changelog entry); logged as changelog entry" in message
         assert cand.read_bytes() == before
         await wait_for(pilot, lambda: app.sessions[g].pending, "the session is pending again")
+
+
+async def test_the_detail_shows_a_run_that_just_ended_without_moving_the_cursor(sample_dir: Path) -> None:
+    from tests.test_tui import _visible
+
+    app = app_for(sample_dir, watch=True)
+    log = sample_dir / "sample_tapes" / "drift_summarize.run.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await goto_session(pilot, app, "drift_summarize")
+        await wait_for(pilot, lambda: re.search(r"last run +2 hits, 0 misses, 1 drift", _visible(app)), "the last run")
+        # a new run: every step a hit (the run log is replaced, as each run does)
+        hits = [
+            line.replace(b'"event":"drift"', b'"event":"hit"').replace(b'"event":"unused"', b'"event":"hit"')
+            for line in lines[1:-1]
+        ]
+        end = lines[-1].replace(b'"tape_hits":2', b'"tape_hits":4').replace(b'"drift_events":1', b'"drift_events":0')
+        tmp = log.with_name(".new-run")
+        tmp.write_bytes(lines[0] + b"".join(hits) + end)
+        tmp.replace(log)
+        await wait_for(pilot, lambda: re.search(r"last run +4 hits, 0 misses, 0 drift", _visible(app)), "the new run")

@@ -208,6 +208,8 @@ class TapeApp(App[None]):
                 if pane.follow:
                     self._follow_step(s, events)
         tree.refresh_folders(touched)
+        if self._cursor()[0] in touched and any(e.get("event") == "end" for _, es, _ in msg.updates for e in es):
+            self._refresh_selected()  # a run just ended: the detail shows its outcome, not the run before it
 
     def on_files_changed(self, msg: FilesChanged) -> None:
         # Run logs arrive as RunEvents (read incrementally); here only tapes and candidates matter.
