@@ -213,7 +213,7 @@ async def test_space_marks_sessions_and_A_accepts_the_marked_ones(sample_dir: Pa
         assert node is not None and node.data.marked and not node.is_expanded  # marked, not expanded
         await goto_session(pilot, app, "drift_summarize")
         await pilot.press("space")
-        assert "▣ contract_change" in _visible(app) and "▣ drift_summarize" in _visible(app)
+        await wait_for(pilot, lambda: "▣ contract_change" in _visible(app) and "▣ drift_summarize" in _visible(app))
         await pilot.press("A")
         assert isinstance(app.screen, RationaleScreen)
         assert "2 session(s): contract_change, drift_summarize" in _visible(app)
@@ -290,9 +290,11 @@ async def test_follow_shows_the_following_indicator(sample_dir: Path) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await goto_session(pilot, app, "clean")
         await pilot.press("F")
-        assert "live run log  [following]" in _visible(app)
+        await wait_for(pilot, lambda: "live run log  [following]" in _visible(app))
         await pilot.press("F")
-        assert "[following]" not in _visible(app) and "live run log  (F follows)" in _visible(app)
+        await wait_for(
+            pilot, lambda: "[following]" not in _visible(app) and "live run log  (F follows)" in _visible(app)
+        )
 
 
 # ---- 11: one status per step ----------------------------------------------------------------------------
@@ -431,13 +433,14 @@ async def test_help_has_a_glyph_legend_and_says_when_nothing_matches(sample_dir:
     app = app_for(sample_dir)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("question_mark")
+        await wait_for(pilot, lambda: "● pending" in _visible(app), "the help screen")
         text = _visible(app)
         for glyph in ("✓", "≠", "?", "⌛", "∅", "⚡", "● pending", "·"):
             assert f" {glyph} " in text or f" {glyph}  " in text, glyph
         await pilot.press(*"expired")  # the legend's rows are searched too
-        assert "stale: the recorded answer had expired" in _visible(app)
+        await wait_for(pilot, lambda: "stale: the recorded answer had expired" in _visible(app), "the search")
         await pilot.press(*["backspace"] * 7, *"xyz")
-        assert "no key matches 'xyz'" in _visible(app)
+        await wait_for(pilot, lambda: "no key matches 'xyz'" in _visible(app), "no match said")
 
 
 # ---- 18: an empty or wrong folder -------------------------------------------------------------------------
