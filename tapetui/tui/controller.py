@@ -147,7 +147,7 @@ class ReviewController:
         """Undo the newest accept, reject or expire of this sitting (or say there is none)."""
         if not self.undo_stack:
             self.host.notify(
-                "Nothing left to undo in this sitting; `tapetui undo SESSION` reverts older changes.", markup=False
+                "Nothing to undo in this sitting; `tapetui undo SESSION` reverts older changes.", markup=False
             )
             return
         self._run(self._undo, self.undo_stack.pop())
