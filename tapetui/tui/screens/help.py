@@ -55,14 +55,16 @@ LEGEND: list[tuple[str, str]] = [
     (GLYPH["marked"], "marked with space: A accepts every marked session"),
 ]
 
-GLANCE = "  ".join(
-    [
-        *(f"{GLYPH[k]} {k}" for k in ("hit", "drift", "contract", "miss", "stale", "unused", "error")),
-        f"{GLYPH['']} not replayed",
-        f"{GLYPH['pending']} pending",
-        f"{GLYPH['running']} running",
-        f"{GLYPH['marked']} marked",
-    ]
+# two lines, so that no glyph is ever wrapped away from its word: what a step was, then what a session is
+GLANCE = (
+    "  ".join(
+        [
+            *(f"{GLYPH[k]} {k}" for k in ("hit", "drift", "contract", "miss", "stale", "unused", "error")),
+            f"{GLYPH['']} not replayed",
+        ]
+    )
+    + "\n"
+    + "  ".join([f"{GLYPH['pending']} pending", f"{GLYPH['running']} running", f"{GLYPH['marked']} marked"])
 )
 
 # what each action does, for the command palette (ctrl+p): one line per key binding
