@@ -192,3 +192,13 @@ def test_undo_records_do_not_push_the_changes_they_revert_out_of_the_history(
     undo(cfg, g)
     undo(cfg, g)  # A's record is still there: the undo of B did not count against the two kept changes
     assert g.read_bytes() == original
+
+
+def test_an_unreadable_record_of_the_change_to_undo_is_named(sample_dir: Path) -> None:
+    cfg = load_config(sample_dir / "tapes.toml")
+    g = cfg.tapes_dir / "drift_summarize.jsonl"
+    acc = accept(cfg, g, "take it")
+    (meta,) = history_dir(cfg, g).glob(f"*-{acc.id}.json")
+    meta.write_bytes(b"\\xff not json")
+    with pytest.raises(TapeError, match=f"history record {re.escape(str(meta))} is not one tapetui wrote"):
+        undo(cfg, g)

@@ -140,8 +140,19 @@ def _done(rec: HistoryRecord, ids: set[str], golden: Path) -> bool:
 
 
 def _gone(config: Config, golden: Path, newest: Logged) -> str:
+    folder = history.history_dir(config, golden)
+    try:
+        kept = sorted(folder.glob(f"*-{newest.id}.json")) if folder.is_dir() and not folder.is_symlink() else []
+    except OSError:
+        kept = []
+    name = session_name(golden, config.tapes_dir)
+    if kept:  # the record is there but could not be read as one tapetui wrote
+        return (
+            f"{name}: cannot undo the {newest.action} of changelog entry {newest.id}: its history record {kept[0]} "
+            "is not one tapetui wrote (unreadable, too big, not a plain file, or changed by hand); nothing was changed"
+        )
     return (
-        f"{session_name(golden, config.tapes_dir)}: cannot undo the {newest.action} of changelog entry {newest.id}: "
+        f"{name}: cannot undo the {newest.action} of changelog entry {newest.id}: "
         f"its history is gone ({config.root / history.HISTORY_DIR} keeps the last {history.KEEP} changes of a "
         "session; changes made before tapetui kept history have none); nothing was changed"
     )
