@@ -177,9 +177,9 @@ def outcome_line(
 ) -> tuple[bytes, bool, str]:
     """The call line of a call that ran: ``(line, recorded_error, problem)``. Never raises for the outcome:
     what cannot be recorded becomes the line's error, and ``problem`` says why (else it is empty)."""
-    try:
-        err = error_record(error, redactor) if error is not None else None
-        line = call_line(
+
+    def line(result: Any, err: dict[str, Any] | None) -> bytes:  # the two outcomes below share every other field
+        return call_line(
             seq=seq,
             tool=name,
             key=key,
@@ -189,34 +189,23 @@ def outcome_line(
             expires_at=stamp.expires_at,
             recorded_at=stamp.recorded_at,
             args=orjson.Fragment(args_json),
-            result=None if err else redactor.redact(result),
+            result=result,
             error=err,
             requested_tool=requested_tool,
             extra=extra,
         )
-        return line, err is not None, ""
+
+    try:
+        err = error_record(error, redactor) if error is not None else None
+        return line(None if err else redactor.redact(result), err), err is not None, ""
     except Exception as e:  # noqa: BLE001 - whatever it is, the call is not lost
         problem = _unrecordable(e, error, result)
     try:
         problem = redactor.redact_text(problem)  # it may name result paths (dict keys)
     except Exception:  # noqa: BLE001
         problem = "its outcome cannot be recorded"
-    err = {"type": "TapeError", "module": "tapetui.core.errors", "message": f"{name} (step {seq}) {problem}"}
-    line = call_line(
-        seq=seq,
-        tool=name,
-        key=key,
-        fingerprint=tool.fingerprint,
-        side_effect=tool.side_effect,
-        ms=ms,
-        expires_at=stamp.expires_at,
-        recorded_at=stamp.recorded_at,
-        args=orjson.Fragment(args_json),
-        error=err,
-        requested_tool=requested_tool,
-        extra=extra,
-    )
-    return line, True, problem
+    fallback = {"type": "TapeError", "module": "tapetui.core.errors", "message": f"{name} (step {seq}) {problem}"}
+    return line(None, fallback), True, problem
 
 
 def record_live(
