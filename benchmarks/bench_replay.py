@@ -14,6 +14,7 @@ dumps and loads of the same value in the same rounds: what tapetui adds to a big
 from __future__ import annotations
 
 import argparse
+import asyncio
 import hashlib
 import json
 import os
@@ -80,12 +81,25 @@ def bench_calls(d: Path) -> dict[str, list[float]]:
             call("lookup", args)
         return (time.perf_counter() - t0) / len(order) * 1e6
 
+    async def atimed(acall: Any, order: list[dict]) -> float:
+        t0 = time.perf_counter()
+        for args in order:
+            await acall("lookup", args)
+        return (time.perf_counter() - t0) / len(order) * 1e6
+
+    has_acall = hasattr(Tape, "acall")  # the same script measures a checkout from before acall
+    if has_acall:
+        rounds["acall_hit"] = []
+
     for r in range(ROUNDS):
         with Tape(d / f"rec{r}.jsonl", "record", reg, run_log=False) as t:  # a fresh tape per round
             rounds["record"].append(timed(t.call, calls))
         for name, (order, log) in plans.items():
             with Tape(tape_path, "replay", reg, run_log=log) as t:  # opened outside the timing
                 rounds[name].append(timed(t.call, order))
+        if has_acall:
+            with Tape(tape_path, "replay", reg, run_log=False) as t:
+                rounds["acall_hit"].append(asyncio.run(atimed(t.acall, calls)))
         rounds["reference"].append(timed(reference.call, calls))
     return rounds
 
@@ -232,11 +246,42 @@ def print_big_value(big: dict[str, list[float]]) -> None:
     )
 
 
+def print_calls(rounds: dict[str, list[float]]) -> dict[str, float]:
+    med = {k: statistics.median(v) for k, v in rounds.items()}
+    ratio = {
+        k: statistics.median(x / ref for x, ref in zip(v, rounds["reference"], strict=True)) for k, v in rounds.items()
+    }
+    print(
+        f"per call: median of {ROUNDS} interleaved rounds of {N_CALLS:,} calls (best round); "
+        "× the json reference's hit in the same round"
+    )
+    for key, label, note in (
+        ("hit", "replay hit", "in recorded order, run log off   target ≤ 10 µs"),
+        ("acall_hit", "replay hit, acall", "await tape.acall   target ≤ 1.5× call's hit"),
+        ("hit_reversed", "replay hit, reversed", "each call looked up by key"),
+        ("hit_log", "replay hit + run log", "one locked append per event"),
+        ("record", "record per call", "no fsync   target ≤ 40 µs"),
+        ("reference", "plain-json ref. hit", "lookup only: no canon, redaction or fingerprint check"),
+    ):
+        if key in med:
+            print(f"{label:22}: {med[key]:7.2f} µs ({min(rounds[key]):5.2f})  {ratio[key]:5.2f}×   {note}")
+    if "acall_hit" in rounds:
+        per_round = statistics.median(a / h for a, h in zip(rounds["acall_hit"], rounds["hit"], strict=True))
+        print(f"acall hit / call hit  : {per_round:5.2f}× (median of per-round ratios)")
+    return ratio
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=1_000_000)
     ap.add_argument("--big-value-only", action="store_true", help="only the 1 MB result figures")
+    ap.add_argument("--calls-only", action="store_true", help="only the per-call figures (no 1 MB value, no open)")
     a = ap.parse_args()
+    if a.calls_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            os.environ["TAPETUI_CACHE_DIR"] = "off"
+            print_calls(bench_calls(Path(tmp)))
+        return
     if a.big_value_only:
         with tempfile.TemporaryDirectory() as tmp:
             os.environ["TAPETUI_CACHE_DIR"] = "off"
@@ -263,22 +308,7 @@ def main() -> None:
         entry_mb = sum(f.stat().st_size for f in cache.glob("*.idx")) / 1e6
         warm = bench_open(big, "tapetui", str(cache))
         t_ref, rss_ref = bench_open(big, "json")[:2]
-    med = {k: statistics.median(v) for k, v in rounds.items()}
-    ratio = {
-        k: statistics.median(x / ref for x, ref in zip(v, rounds["reference"], strict=True)) for k, v in rounds.items()
-    }
-    print(
-        f"per call: median of {ROUNDS} interleaved rounds of {N_CALLS:,} calls (best round); "
-        "× the json reference's hit in the same round"
-    )
-    for key, label, note in (
-        ("hit", "replay hit", "in recorded order, run log off   target ≤ 10 µs"),
-        ("hit_reversed", "replay hit, reversed", "each call looked up by key"),
-        ("hit_log", "replay hit + run log", "one locked append per event"),
-        ("record", "record per call", "no fsync   target ≤ 40 µs"),
-        ("reference", "plain-json ref. hit", "lookup only: no canon, redaction or fingerprint check"),
-    ):
-        print(f"{label:22}: {med[key]:7.2f} µs ({min(rounds[key]):5.2f})  {ratio[key]:5.2f}×   {note}")
+    ratio = print_calls(rounds)
     print(f"open {a.calls:,}-call tape ({size_mb:.0f} MB), target ≤ 2 s and ≤ 400 MB peak RSS (medians of 3):")
     source = f"from a {entry_mb:.0f} MB index-cache entry" if entry_mb else "no entry: tapes under 8 MB are not cached"
     for label, (t, rss, t_keys, rss_keys) in (("first open (scan)", cold), ("next opens (cached)", warm)):

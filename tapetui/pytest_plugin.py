@@ -2,12 +2,15 @@
 
 The tape of a test lives under the configured tapes folder at a path derived from
 the test's node id (``tests/test_agent.py::test_x[a]`` → ``tests/test_agent/test_x-a.jsonl``).
-The default mode is ``replay``, so CI never records. A failing call shows the drift
-report (paths that changed, both values), not only an exception's repr.
+The default mode is ``replay``, so CI never records. ``@pytest.mark.tape(path=..., mode=...)``
+overrides both for one test. A failing call shows the drift report (paths that changed, both
+values), not only an exception's repr — also when the agent wrapped the ``TapeError`` (an
+``ExceptionGroup`` member, or the cause or context of what the test raised).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Generator, Iterator
 from pathlib import Path
@@ -17,10 +20,16 @@ import pytest
 
 from tapetui.core.config import Config, find_config, load_config
 from tapetui.core.errors import TapeError
+from tapetui.core.registry import ToolRegistry
 from tapetui.core.tape import MODES, Tape
 from tapetui.core.textsafe import safe_text
 
-__all__ = ["tape_path_for"]
+__all__ = ["tape_errors", "tape_path_for"]
+
+_MARKER = (
+    "tape(path=None, mode=None): this test's tape at `path` (relative to the tapes folder) and in `mode` "
+    "(record | replay | fill), whatever --tape-mode says"
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -30,6 +39,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--tape-dir", default=None, help="tapes folder (default: tapes.toml's, else ./tapes)")
     parser.addini("tape_mode", "default tape mode", default="replay")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", _MARKER)
 
 
 def tape_path_for(nodeid: str, tapes_dir: Path) -> Path:
@@ -51,16 +64,40 @@ def tape_config(request: pytest.FixtureRequest) -> Config:
 
 
 @pytest.fixture
-def tape_registry() -> Any:
-    """Override in your conftest to return the ToolRegistry your agent uses."""
-    return None
+def tape_registry() -> ToolRegistry:
+    """A fresh, empty :class:`~tapetui.ToolRegistry` for each test: register tools on it (the ``tape`` holds
+    the same registry), or override this fixture in your conftest to return the one your agent uses."""
+    return ToolRegistry()
+
+
+def _marked(request: pytest.FixtureRequest, tapes_dir: Path) -> tuple[Path | None, str | None]:
+    """``(path, mode)`` from the test's ``@pytest.mark.tape``, each None when not given."""
+    marker = request.node.get_closest_marker("tape")
+    if marker is None:
+        return None, None
+    test = request.node.nodeid
+    unknown = sorted(set(marker.kwargs) - {"path", "mode"})
+    if marker.args or unknown:
+        given = ", ".join([*map(repr, marker.args), *unknown])
+        pytest.fail(f"{test}: @pytest.mark.tape takes only path= and mode= (got {given})", pytrace=False)
+    path, mode = marker.kwargs.get("path"), marker.kwargs.get("mode")
+    if mode is not None and mode not in MODES:
+        pytest.fail(
+            f"{test}: @pytest.mark.tape(mode={mode!r}) is not a tape mode (one of: {', '.join(MODES)})", pytrace=False
+        )
+    if path is not None and not isinstance(path, (str, os.PathLike)):
+        pytest.fail(
+            f"{test}: @pytest.mark.tape(path=...) must be a str or a Path, not {type(path).__name__}", pytrace=False
+        )
+    return (Path(tapes_dir, path) if path is not None else None), mode  # an absolute path stays as it is
 
 
 @pytest.fixture
 def tape(request: pytest.FixtureRequest, tape_config: Config, tape_registry: Any) -> Iterator[Tape]:
-    """A :class:`~tapetui.Tape` for this test, in the session's ``--tape-mode``."""
-    mode = request.config.getoption("--tape-mode") or request.config.getini("tape_mode")
-    path = tape_path_for(request.node.nodeid, tape_config.tapes_dir)
+    """A :class:`~tapetui.Tape` for this test, in the session's ``--tape-mode`` (or its ``@pytest.mark.tape``'s)."""
+    marked_path, marked_mode = _marked(request, tape_config.tapes_dir)
+    mode = marked_mode or request.config.getoption("--tape-mode") or request.config.getini("tape_mode")
+    path = marked_path or tape_path_for(request.node.nodeid, tape_config.tapes_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     t = Tape(path, mode, tape_registry, config=tape_config)
     try:
@@ -69,11 +106,46 @@ def tape(request: pytest.FixtureRequest, tape_config: Config, tape_registry: Any
         t.close()
 
 
+def tape_errors(error: BaseException) -> list[TapeError]:
+    """The ``TapeError``s in what a test raised: itself, the members of an ``ExceptionGroup`` (nested too) and
+    the ``__cause__``/``__context__`` chain of each, in reading order, each once (a cycle ends the walk)."""
+    found: list[TapeError] = []
+    seen: set[int] = set()
+    stack: list[BaseException] = [error]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, TapeError):
+            found.append(e)
+            continue
+        linked: list[BaseException] = []
+        if isinstance(e, BaseExceptionGroup):
+            linked.extend(e.exceptions)
+        linked.extend(x for x in (e.__cause__, e.__context__) if isinstance(x, BaseException))
+        stack.extend(reversed(linked))
+    return found
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
     outcome = yield
     report = outcome.get_result()
-    if call.excinfo is not None and isinstance(call.excinfo.value, TapeError):
+    if call.excinfo is None:
+        return
+    error = call.excinfo.value
+    # escaped again here: tool names, arguments and paths in it come from tapes and reach a terminal
+    if isinstance(error, TapeError):
         # Show the readable drift report instead of the traceback's repr.
-        # escaped again here: tool names, arguments and paths in it come from tapes and reach a terminal
-        report.longrepr = "tapetui: " + safe_text(str(call.excinfo.value))
+        report.longrepr = "tapetui: " + safe_text(str(error))
+        return
+    wrapped = tape_errors(error) if report.failed else []
+    if not wrapped:
+        return
+    # The test's own traceback stays (it says how the agent failed); the drift report follows it.
+    text = "\n\n".join("tapetui: " + safe_text(str(e)) for e in wrapped)
+    if hasattr(report.longrepr, "addsection"):
+        report.longrepr.addsection("tapetui (a TapeError inside what the test raised)", text)
+    else:
+        report.longrepr = f"{report.longrepr}\n\n{text}"

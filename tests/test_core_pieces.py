@@ -202,9 +202,9 @@ def test_contract_change_explains_a_changed_tool() -> None:
     new.register(summarize, schema={"type": "object", "properties": {"n": {"maximum": 200}}}, version="1")
     r = Redactor()
     before = old["summarize"]
-    assert contract_change(before, before.fingerprint, form=2, old=before.manifest, redactor=r, where="t:1") is None
-    change = contract_change(new["summarize"], before.fingerprint, form=2, old=before.manifest, redactor=r, where="t:1")
-    assert change is not None and change.live == new["summarize"].fingerprint and change.form == 2
+    assert contract_change(before, before.fingerprint, form=3, old=before.manifest, redactor=r, where="t:1") is None
+    change = contract_change(new["summarize"], before.fingerprint, form=3, old=before.manifest, redactor=r, where="t:1")
+    assert change is not None and change.live == new["summarize"].fingerprint and change.form == 3
     assert any("maximum" in line and "500 → 200" in line for line in change.explanation)
     with pytest.raises(TapeError, match="fingerprint form 9"):
         contract_change(before, before.fingerprint, form=9, old=None, redactor=r, where="t:1")

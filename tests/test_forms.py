@@ -85,7 +85,7 @@ def test_tool_fingerprint_keeps_form_1_and_forms_agree_without_secrets() -> None
     tool = _registry()["search"]
     assert tool_fingerprint(tool.fn, SCHEMA, "1", "search") == tool.raw_manifest.fingerprint  # public API: form 1
     assert tool.fingerprint == tool.manifest.fingerprint != tool.raw_manifest.fingerprint
-    assert tool.manifest.form == 2 and tool.raw_manifest.form == 1
+    assert tool.manifest.form == 3 and tool.raw_manifest.form == 1  # new recordings: form 3
 
     def plain(query: str, limit: int = 5) -> None: ...
 
@@ -132,10 +132,10 @@ def test_form_2_rotating_a_key_is_not_drift_but_a_contract_change_is(tmp_path: P
     data = tape.read_bytes()
     assert KEY_1.encode() not in data and PW.encode() not in data
     tool_line = orjson.loads(next(x for x in data.splitlines() if b'"type":"tool"' in x))
-    assert tool_line["form"] == 2
+    assert tool_line["form"] == 3  # the latest form; it redacts as form 2 does
     calls = [orjson.loads(x) for x in data.splitlines() if b'"type":"call"' in x]
     assert {c["fingerprint"] for c in calls} == {tool_line["fingerprint"]}  # call lines carry the form-2 fingerprint
-    assert read_index(tape).fp_forms == {tool_line["fingerprint"]: 2}
+    assert read_index(tape).fp_forms == {tool_line["fingerprint"]: 3}
     assert _replay(tape, _registry(KEY_2)) == [{"hits": ["a"]}, {"hits": ["b"]}]
     with pytest.raises(ToolDriftError) as e:
         _replay(tape, _registry(KEY_2, extra=True))
@@ -189,7 +189,7 @@ def test_compare_across_forms_ignores_a_rotated_key_but_names_a_change(tmp_path:
         text = "\n".join(cmp.lines()) + orjson.dumps(cmp.to_json()).decode()
         assert KEY_1 not in text and KEY_2 not in text
         if contract_changed:
-            assert "version: 1 → 2" in text and "fingerprint form: 1 → 2" in text
+            assert "version: 1 → 2" in text and "fingerprint form: 1 → 3" in text
 
 
 def test_explanations_never_show_a_secret_looking_value() -> None:

@@ -443,7 +443,7 @@ def test_no_secret_in_any_file_written(tmp_path: Path, monkeypatch: pytest.Monke
     torn = golden.with_name(golden.name + ".torn")
     assert torn.exists(), "the torn tail was set aside"
     tool_lines = [orjson.loads(x) for x in golden.read_bytes().splitlines() if b'"type":"tool"' in x]
-    assert {m["name"]: m.get("form") for m in tool_lines} == {"echo": 2, "login": 2, "vault": 2, "explode": 2}
+    assert {m["name"]: m.get("form") for m in tool_lines} == {"echo": 3, "login": 3, "vault": 3, "explode": 3}
     vault_line = next(m for m in tool_lines if m["name"] == "vault")
     assert vault_line["schema"]["properties"]["password"]["minLength"] == 8  # the structure stays
     assert vault_line["schema"]["properties"]["password"]["default"] == "[REDACTED]"

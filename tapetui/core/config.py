@@ -5,6 +5,7 @@ Read with tomlkit (not tomllib) so that edits the app makes keep a person's comm
 
 from __future__ import annotations
 
+import fnmatch
 import math
 import os
 import re
@@ -19,6 +20,7 @@ from tomlkit.exceptions import ParseError
 
 from tapetui.core.errors import ConfigError, TapeError
 from tapetui.core.files import read_regular
+from tapetui.core.fingerprint import MANIFEST_FIELDS
 from tapetui.core.jsondiff import IgnoreRules
 from tapetui.core.redact import Redactor
 from tapetui.core.store import inside
@@ -49,6 +51,7 @@ class ToolPolicy:
     ttl: float | None = None
     stale_policy: str | None = None
     check_fingerprint: bool = True
+    fingerprint_ignore: tuple[str, ...] = ()
 
 
 _DEFAULT_POLICY = ToolPolicy()
@@ -70,6 +73,7 @@ class Config:
     redact_keys: tuple[str, ...] = ()
     redact_patterns: tuple[str, ...] = ()
     tools: dict[str, ToolPolicy] = field(default_factory=dict)
+    fingerprint_ignored: tuple[str, ...] = ()  # `[fingerprint] ignore`, for every tool
 
     @classmethod
     def for_dir(cls, tapes_dir: Path | str) -> Config:
@@ -79,6 +83,11 @@ class Config:
 
     def policy(self, tool: str) -> ToolPolicy:
         return self.tools.get(tool, _DEFAULT_POLICY)
+
+    def fingerprint_ignore(self, tool: str) -> tuple[str, ...]:
+        """The manifest fields left out when ``tool``'s contract is compared: ``[fingerprint] ignore``, then
+        ``[tools.NAME] fingerprint_ignore``. Never applied to a stored fingerprint."""
+        return self.fingerprint_ignored + self.policy(tool).fingerprint_ignore
 
     def redactor(self) -> Redactor:
         return Redactor(self.redact_keys, self.redact_patterns)
@@ -109,12 +118,16 @@ _SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
         "keys": ((list,), "a list of key names"),
         "patterns": ((list,), "a list of regular expressions"),
     },
+    "fingerprint": {
+        "ignore": ((list,), "a list of manifest field patterns"),
+    },
 }
 _TOOL_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "live": ((bool,), "true or false"),
     "ttl": ((int, float, str), 'seconds, or a duration such as "30m", "1h", "2d"'),
     "stale_policy": ((str,), "one of warn, miss, error"),
     "check_fingerprint": ((bool,), "true or false"),
+    "fingerprint_ignore": ((list,), "a list of manifest field patterns"),
 }
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$")
 _UNIT = {None: 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -282,6 +295,7 @@ def load_config(path: Path | str) -> Config:
             re.compile(pat)
         except re.error as e:
             raise ConfigError(f"{path}: 'redact.patterns' has an invalid regular expression {pat!r}: {e}") from None
+    _check_field_patterns(values.get("fingerprint.ignore", []), f"{path}: 'fingerprint.ignore'")
     registry = values.get("tapes.registry")
     if registry is not None and not re.fullmatch(r"[\w.]+:[\w.]+", registry):
         raise ConfigError(f"{path}: 'tapes.registry' must look like module:attribute, got {registry!r}")
@@ -299,6 +313,9 @@ def load_config(path: Path | str) -> Config:
                 value = parse_duration(value, where)
             if key == "stale_policy" and value not in STALE_POLICIES:
                 raise ConfigError(f"{where} must be one of {', '.join(STALE_POLICIES)}, got {value!r}")
+            if key == "fingerprint_ignore":
+                _check_field_patterns(value, where)
+                value = tuple(value)
             kw[key] = value
         tools[name] = ToolPolicy(**kw)
     tapes_dir = _inside(root, values.get("tapes.dir", "tapes"), f"{path}: 'tapes.dir'")
@@ -320,4 +337,25 @@ def load_config(path: Path | str) -> Config:
         redact_keys=tuple(values.get("redact.keys", ())),
         redact_patterns=tuple(values.get("redact.patterns", ())),
         tools=tools,
+        fingerprint_ignored=tuple(values.get("fingerprint.ignore", ())),
     )
+
+
+def _check_field_patterns(patterns: list[Any], where: str) -> None:
+    """Manifest field patterns (``title``, ``schema.properties.*.title``, ``*.title``) whose first segment
+    names a field of a manifest, or is a wildcard: a typo is an error, not a silently ignored nothing.
+
+    Raises:
+        ConfigError: naming ``where`` (the file and key) and the pattern.
+    """
+    for pat in patterns:
+        if not isinstance(pat, str):
+            raise ConfigError(f"{where} must be a list of manifest field patterns (strings only)")
+        segs = [s for s in re.split(r"\.|\[|\]", pat) if s]
+        if not segs:
+            raise ConfigError(f"{where} has an empty pattern {pat!r}")
+        if segs[0] != "**" and not any(fnmatch.fnmatchcase(f, segs[0]) for f in MANIFEST_FIELDS):
+            raise ConfigError(
+                f"{where} has {pat!r}, which names no field of a tool manifest "
+                f"(fields: {', '.join(MANIFEST_FIELDS)}; wildcards as in [diff] ignore)"
+            )

@@ -3,19 +3,22 @@
 Before a recorded call is replayed, the fingerprint on the tape is compared with the registered tool's
 (DESIGN §3). A tape recorded in fingerprint form 1 is verified in form 1, a newer one in its own form
 (see :mod:`tapetui.core.fingerprint`); a change is explained from the two manifests when the tape holds
-the old one.
+the old one. Fields tapes.toml ignores (``[fingerprint] ignore``) are removed from both manifests before
+they are compared; the stored fingerprint is never touched, so editing that list never turns a tape red.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from tapetui.core.errors import TapeError
-from tapetui.core.fingerprint import FORMS, LATEST_FORM, ToolManifest, explain_manifest_change, in_form
+from tapetui.core.fingerprint import FORMS, ToolManifest, explain_manifest_change, in_form, without_ignored
+from tapetui.core.jsondiff import IgnoreRules
 from tapetui.core.redact import Redactor
 from tapetui.core.registry import Tool
 
-__all__ = ["ContractChange", "contract_change"]
+__all__ = ["ContractChange", "contract_change", "ignore_rules"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +46,7 @@ def contract_change(
     old: ToolManifest | None,
     redactor: Redactor,
     where: str,
+    ignore: tuple[str, ...] = (),
 ) -> ContractChange | None:
     """None when ``live`` has the ``recorded`` fingerprint in fingerprint form ``form``, else what changed.
 
@@ -54,6 +58,8 @@ def contract_change(
             ``recorded``).
         redactor: the tape's redaction rules (form 2 hashes what they redact).
         where: ``path:line`` of the call, for the error.
+        ignore: manifest field patterns to leave out of the comparison (``Config.fingerprint_ignore(tool)``).
+            They apply only when the tape holds the recorded manifest: without it, any difference is a change.
 
     Raises:
         TapeError: the call was recorded in a form this version of tapetui does not know.
@@ -67,16 +73,29 @@ def contract_change(
     if expected.fingerprint == recorded:
         return None
     old = old if old and old.fingerprint == recorded else None
-    explanation = explain_manifest_change(old, expected, redactor)
+    if ignore and old is not None:
+        rules = ignore_rules(ignore)
+        old_kept, live_kept = without_ignored(old, rules), without_ignored(expected, rules)
+        if old_kept.fingerprint == live_kept.fingerprint:
+            return None
+        explanation = explain_manifest_change(old_kept, live_kept, redactor)  # ignored fields are not news
+    else:
+        explanation = explain_manifest_change(old, expected, redactor)
     if (
         form == 1
         and old is not None
         and old.form == 1
-        and in_form(old, LATEST_FORM, redactor).fingerprint == live.manifest_for(LATEST_FORM, redactor).fingerprint
+        and in_form(old, 2, redactor).fingerprint == live.manifest_for(2, redactor).fingerprint
     ):
         explanation.append(
             "only secret-looking values changed: this tape was recorded in fingerprint form 1, which "
-            "hashes them verbatim; `tapetui scrub` (or re-recording) moves it to form 2, where "
+            "hashes them verbatim; `tapetui scrub` moves it to form 2 (re-recording, to form 3), where "
             "rotating a key is not a contract change"
         )
     return ContractChange(recorded, expected.fingerprint, form, explanation)
+
+
+@lru_cache(maxsize=64)
+def ignore_rules(patterns: tuple[str, ...]) -> IgnoreRules:
+    """Rules for manifest field patterns (``schema.properties.*.title``), as ``[diff] ignore`` matches paths."""
+    return IgnoreRules(patterns, volatile=False)

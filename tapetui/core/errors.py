@@ -52,6 +52,8 @@ class TapeDrift(TapeError):
         recorded_key / new_key: the two call keys.
         recorded_args / new_args: the two (redacted) argument sets.
         changes: the differing argument paths, as ``(path, old, new)``.
+        recorded_seq: the step of the recording this call drifted from (``seq`` unless calls ran in
+            parallel or out of order: see README "Parallel tool calls").
     """
 
     def __init__(
@@ -65,6 +67,7 @@ class TapeDrift(TapeError):
         recorded_args: Any,
         new_args: Any,
         changes: list[tuple[str, Any, Any]],
+        recorded_seq: int | None = None,
     ) -> None:
         self.path = path
         self.seq = seq
@@ -74,9 +77,11 @@ class TapeDrift(TapeError):
         self.recorded_args = recorded_args
         self.new_args = new_args
         self.changes = changes
+        self.recorded_seq = seq if recorded_seq is None else recorded_seq
         lines = format_changes(changes, prefix="args")
+        against = f" against recorded step {self.recorded_seq}" if self.recorded_seq != seq else ""
         super().__init__(
-            f"{path}: argument drift at step {seq} ({tool}): "
+            f"{path}: argument drift at step {seq} ({tool}){against}: "
             f"{recorded_key} recorded, {new_key} now\n" + "\n".join(f"  {line}" for line in lines)
         )
 
@@ -163,9 +168,11 @@ class TapeReplayedError(TapeError):
 
     Attributes:
         tool, seq: the replayed call.
-        type_name / module: the class the tape names.
+        type_name / module: the class the tape names (its qualified name; a bare name on older tapes).
         message: the recorded message, as recorded.
-        attributes: the recorded attributes (JSON values; none are recorded today).
+        recorded_args: the recorded ``args`` of the exception (JSON values, a tuple), or None when the
+            tape holds none (they were not JSON, or the tape is older).
+        attributes: the recorded attributes (JSON values; empty on older tapes).
         reason: why the class itself was not raised.
     """
 
@@ -179,12 +186,14 @@ class TapeReplayedError(TapeError):
         message: str,
         attributes: dict[str, Any] | None = None,
         reason: str = "",
+        recorded_args: tuple[Any, ...] | None = None,
     ) -> None:
         self.tool = tool
         self.seq = seq
         self.type_name = type_name
         self.module = module
         self.message = message
+        self.recorded_args = recorded_args
         self.attributes = dict(attributes or {})
         self.reason = reason
         super().__init__(f"{tool} (step {seq}) raised {type_name} when recorded: {message}")

@@ -9,6 +9,9 @@ not JSON, an error whose text cannot be read) becomes the line's error, and the 
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -16,8 +19,9 @@ from typing import Any
 
 import orjson
 
-from tapetui.core.canon import canonical_json
+from tapetui.core.canon import canonical_json, dumps
 from tapetui.core.clock import Clock, Timer, iso, perf_timer, utcnow
+from tapetui.core.codecs import Codec, Unrecordable, codec_for, json_form
 from tapetui.core.config import ToolPolicy, ttl_problem
 from tapetui.core.errors import TapeError, TooDeep
 from tapetui.core.fingerprint import LATEST_FORM
@@ -35,7 +39,10 @@ __all__ = [
     "line_stamp",
     "outcome_line",
     "record_live",
+    "result_form",
+    "run_callable",
     "run_tool",
+    "stored_args",
     "tool_as_written",
 ]
 
@@ -55,7 +62,8 @@ class LiveCall:
     Attributes:
         line: the call line, ending with a newline, ready to append.
         key: the call key of the (redacted) arguments.
-        result: what the tool returned (None when it raised).
+        result: what a replay of the line returns: the type the tool's codec rebuilds, else the JSON form
+            (None when the tool raised).
         error: what the tool raised, to raise again to the caller, or None.
         ms: how long the tool ran, in milliseconds.
         recorded_error: the line records an error (the tool's, or ``problem``).
@@ -96,18 +104,35 @@ def check_tool_name(tool: Any, path: Path) -> None:
         ) from None
 
 
-def call_args(redactor: Redactor, tool: str, args: dict[str, Any], seq: int) -> tuple[Any, bytes, str]:
-    """``(redacted, args_json, key)``: the arguments redacted and canonical in one pass, as JSON, and their key.
+def call_args(redactor: Redactor, tool: str, args: dict[str, Any], seq: int) -> tuple[Any, str, Any]:
+    """``(redacted, key, passed)``: the arguments redacted and canonical in one pass, their key, and the
+    arguments as passed in their JSON form (a pydantic model as its JSON dump; the same object when they
+    are JSON already), which :func:`stored_args` writes.
 
     Raises:
         TapeError: the arguments have no JSON form, or are nested too deeply.
     """
     try:
-        redacted = redactor.canon_form(args)
-        args_json = canonical_json(redacted)  # = canon(redacted) as JSON: hashed here, written as is
+        try:
+            redacted = redactor.canon_form(args)
+        except TypeError:  # a pydantic model, a tuple of them...: recorded as their JSON form
+            args = json_form(args, "args")
+            redacted = redactor.canon_form(args)
+        # canonical JSON (= canon(redacted)) is hashed for the key; the tape keeps the arguments as passed
+        key = key_of_json(tool, canonical_json(redacted))
     except (TypeError, TooDeep) as e:
         raise TapeError(f"{tool} (step {seq}): arguments cannot be recorded: {e}") from None
-    return redacted, args_json, key_of_json(tool, args_json)
+    return redacted, key, args
+
+
+def stored_args(redactor: Redactor, passed: Any, redacted: Any) -> bytes:
+    """The JSON a call line stores as its ``args``: the arguments as passed (key order, whitespace and
+    ``None`` values kept), redacted; their canonical form (``redacted``) when that cannot be written
+    (keys that are not strings). Either hashes to the call's key through canon."""
+    try:
+        return dumps(redactor.redact(passed))
+    except (TypeError, TooDeep):
+        return canonical_json(redacted)
 
 
 def line_stamp(
@@ -150,14 +175,66 @@ def line_stamp(
 
 
 def run_tool(tool: Tool, args: dict[str, Any], timer: Timer = perf_timer) -> tuple[Any, Exception | None, float]:
-    """Call ``tool`` with ``args``: ``(result, error, ms)``. An ``Exception`` is returned, to be recorded; anything
-    else (an interrupt) propagates."""
+    """Call ``tool`` with ``args``: ``(result, error, ms)`` (see :func:`run_callable`).
+
+    Raises:
+        TapeError: the tool has no function (a contract registered without one), or is a coroutine function.
+    """
+    fn = tool.fn
+    if fn is None:
+        raise TapeError(f"tool {tool.name!r} has no function to run (registered as a contract): pass live=")
+    if tool.is_async:
+        if _loop_running():
+            raise TapeError(
+                f"tool {tool.name!r} is a coroutine function: inside a running event loop, run it "
+                "with `await tape.acall(...)`"
+            )
+        return run_callable(lambda: asyncio.run(fn(**args)), timer)  # sync code, no loop: run it to completion
+    return run_callable(lambda: fn(**args), timer)
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def run_callable(fn: Callable[[], Any], timer: Timer = perf_timer) -> tuple[Any, Exception | None, float]:
+    """Call ``fn()``: ``(result, error, ms)``. An ``Exception`` is returned, to be recorded; anything else (an
+    interrupt) propagates. An awaitable result is refused (closed, never run): a sync call cannot await it."""
     start = timer()
     try:
-        result = tool.fn(**args)
+        result = fn()
     except Exception as e:  # recorded, then raised again by the caller
         return None, e, round((timer() - start) * 1000, 3)
+    if inspect.isawaitable(result):
+        close = getattr(result, "close", None)
+        if callable(close):
+            close()  # a coroutine never started: nothing ran
+        raise TapeError("the tool returned an awaitable: an async tool runs with `await tape.acall(...)`")
     return result, None, round((timer() - start) * 1000, 3)
+
+
+def result_form(result: Any, codec: Codec | None) -> tuple[Any, Any, str]:
+    """``(data, value, problem)`` of what a tool returned: ``data`` the JSON form to record, ``value`` what the
+    caller gets — what a replay returns: the type rebuilt by ``codec``, else the JSON form — and ``problem``
+    why the result cannot be recorded (then ``data`` is None and ``value`` the result itself)."""
+    try:
+        data = codec.encode(result) if codec is not None else json_form(result)
+    except Unrecordable as e:
+        return None, result, f"returned a value that cannot be recorded: {e}"
+    except TooDeep:
+        return None, result, "returned a value nested too deeply to record"
+    except Exception as e:  # noqa: BLE001 - a codec that fails on this value: the call is still recorded
+        return None, result, f"returned a value that cannot be recorded ({type(e).__name__}: {e})"
+    if codec is None:
+        return data, data, ""
+    try:
+        return data, codec.decode(data), ""
+    except Exception:  # noqa: BLE001 - replay could not rebuild it either: both return the JSON form
+        return data, data, ""
 
 
 def outcome_line(
@@ -174,9 +251,11 @@ def outcome_line(
     redactor: Redactor,
     requested_tool: str | None = None,
     extra: dict[str, Any] | None = None,
+    unrecordable: str = "",
 ) -> tuple[bytes, bool, str]:
     """The call line of a call that ran: ``(line, recorded_error, problem)``. Never raises for the outcome:
-    what cannot be recorded becomes the line's error, and ``problem`` says why (else it is empty)."""
+    what cannot be recorded (``unrecordable`` says so already, from :func:`result_form`) becomes the line's
+    error, and ``problem`` says why (else it is empty). ``result`` is in its JSON form."""
 
     def line(result: Any, err: dict[str, Any] | None) -> bytes:  # the two outcomes below share every other field
         return call_line(
@@ -195,11 +274,14 @@ def outcome_line(
             extra=extra,
         )
 
-    try:
-        err = error_record(error, redactor) if error is not None else None
-        return line(None if err else redactor.redact(result), err), err is not None, ""
-    except Exception as e:  # noqa: BLE001 - whatever it is, the call is not lost
-        problem = _unrecordable(e, error, result)
+    if unrecordable:
+        problem = unrecordable
+    else:
+        try:
+            err = error_record(error, redactor) if error is not None else None
+            return line(None if err else redactor.redact(result), err), err is not None, ""
+        except Exception as e:  # noqa: BLE001 - whatever it is, the call is not lost
+            problem = _unrecordable(e, error, result)
     try:
         problem = redactor.redact_text(problem)  # it may name result paths (dict keys)
     except Exception:  # noqa: BLE001
@@ -232,7 +314,7 @@ def record_live(
         TapeError: before the tool runs, for arguments, a ttl or a name that cannot be recorded.
     """
     written = tool_as_written(tool, redactor)
-    _redacted, args_json, key = call_args(redactor, tool.name, args, seq)
+    redacted, key, passed = call_args(redactor, tool.name, args, seq)
     stamp = line_stamp(
         seq=seq,
         name=tool.name,
@@ -243,21 +325,23 @@ def record_live(
         requested_tool=requested_tool,
     )
     result, error, ms = run_tool(written, args, timer)
+    data, value, unrecordable = (None, None, "") if error is not None else result_form(result, codec_for(tool.returns))
     line, recorded_error, problem = outcome_line(
         seq=seq,
         name=tool.name,
         tool=written,
         key=key,
-        args_json=args_json,
+        args_json=stored_args(redactor, passed, redacted),
         stamp=stamp,
         ms=ms,
-        result=result,
+        result=data,
         error=error,
         redactor=redactor,
         requested_tool=requested_tool,
         extra=extra,
+        unrecordable=unrecordable,
     )
-    return LiveCall(line, key, result, error, ms, recorded_error, problem)
+    return LiveCall(line, key, value, error, ms, recorded_error, problem)
 
 
 def _unserialisable(value: Any, path: str = "result") -> tuple[str, str] | None:

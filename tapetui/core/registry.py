@@ -1,7 +1,12 @@
-"""The registry of live tools: callables with a schema, a pinned version and a fingerprint."""
+"""The registry of live tools: callables with a schema, a pinned version and a fingerprint, and
+contracts registered from a framework's own tool definition, without a Python function."""
 
 from __future__ import annotations
 
+import functools
+import inspect
+import math
+import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -11,36 +16,53 @@ from tapetui.core.errors import TapeError
 from tapetui.core.fingerprint import LATEST_FORM, ToolManifest, in_form, tool_manifest
 from tapetui.core.redact import Redactor
 
-__all__ = ["Tool", "ToolRegistry"]
+__all__ = ["Tool", "ToolRegistry", "make_contract"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+_FROM_FN: Any = object()  # ``returns=`` not given: the function's return annotation
 
 
 @dataclass(frozen=True, slots=True)
 class Tool:
     """A registered tool. The manifests (and so the fingerprints) are computed once, at registration.
 
-    ``manifest`` is the form-2 manifest under the default redaction rules: secret-looking
-    defaults and examples redacted, safe to write to a tape; ``fingerprint`` is its fingerprint.
-    ``raw_manifest`` (form 1, values verbatim: never written anywhere) verifies tapes recorded
-    in form 1; it is what :func:`tapetui.tool_fingerprint` hashes. See :mod:`tapetui.core.fingerprint`.
+    ``manifest`` is the form-3 manifest under the default redaction rules (the whole contract:
+    name, version, description, input and output schema, annotations, title, and the signature of
+    a tool registered from a function), secret-looking values redacted, safe to write to a tape;
+    ``fingerprint`` is its fingerprint. ``raw_manifest`` (form 1, values verbatim: never written
+    anywhere) makes every form: it verifies tapes recorded in form 1 and is what
+    :func:`tapetui.tool_fingerprint` hashes. See :mod:`tapetui.core.fingerprint`.
+
+    Attributes:
+        fn: the function, or None for a contract registered without one (:meth:`ToolRegistry.contract`).
+        description: what the model reads about the tool (by default the function's docstring).
+        returns: the declared return type (the function's return annotation, or ``returns=``), None
+            when undeclared; for a coroutine function, the type it returns when awaited.
+        is_async: ``fn`` is a coroutine function (through ``functools.partial`` and ``__call__``).
     """
 
     name: str
-    fn: Callable[..., Any]
+    fn: Callable[..., Any] | None
     schema: dict[str, Any]
     version: str
     side_effect: bool
     ttl: float | None
     manifest: ToolManifest
     raw_manifest: ToolManifest | None = None
+    description: str | None = None
+    output_schema: dict[str, Any] | None = None
+    annotations: dict[str, Any] | None = None
+    title: str | None = None
+    returns: Any = None
+    is_async: bool = False
 
     @property
     def fingerprint(self) -> str:
         return self.manifest.fingerprint
 
     def manifest_for(self, form: int = LATEST_FORM, redactor: Redactor | None = None) -> ToolManifest:
-        """This tool's manifest in fingerprint form ``form``, form 2 redacted by ``redactor``'s rules.
+        """This tool's manifest in fingerprint form ``form``, forms 2 and 3 redacted by ``redactor``'s rules.
 
         Raises:
             ValueError: a form this version does not know.
@@ -53,7 +75,50 @@ class Tool:
         return in_form(raw, form, redactor)
 
     def __call__(self, args: dict[str, Any]) -> Any:
+        if self.fn is None:
+            raise TapeError(
+                f"tool {self.name!r} is a contract without a function: pass live= to run it "
+                f"(or register the function with registry.register)"
+            )
         return self.fn(**args)
+
+
+def make_contract(
+    name: str,
+    *,
+    schema: dict[str, Any] | None = None,
+    description: str | None = None,
+    version: str = "0",
+    output_schema: dict[str, Any] | None = None,
+    annotations: dict[str, Any] | None = None,
+    title: str | None = None,
+    side_effect: bool = False,
+    ttl: float | None = None,
+    returns: Any = None,
+) -> Tool:
+    """A tool contract from a framework's own definition, without a Python function (not registered).
+
+    Its manifest has no params: only what the model sees (name, description, schemas, annotations,
+    title) and the pinned version. Keywords as :meth:`ToolRegistry.contract`.
+
+    Raises:
+        TapeError: a value that is not what the keyword takes (see :meth:`ToolRegistry.register`).
+    """
+    if not isinstance(name, str) or not name:
+        raise TapeError(f"a tool contract needs a name (a non-empty string), got {name!r}")
+    return _build(
+        None,
+        name,
+        schema=schema,
+        version=version,
+        side_effect=side_effect,
+        ttl=ttl,
+        description=description,
+        output_schema=output_schema,
+        annotations=annotations,
+        title=title,
+        returns=returns,
+    )
 
 
 class ToolRegistry:
@@ -71,33 +136,98 @@ class ToolRegistry:
         side_effect: bool = False,
         name: str | None = None,
         ttl: float | None = None,
+        description: str | None = None,
+        output_schema: dict[str, Any] | None = None,
+        annotations: dict[str, Any] | None = None,
+        title: str | None = None,
+        returns: Any = _FROM_FN,
     ) -> Tool:
         """Register ``fn`` as a tool.
 
         Args:
-            fn: the callable; it is called with the arguments as keywords.
+            fn: the callable (a function, coroutine function, ``functools.partial`` or callable
+                object); it is called with the arguments as keywords.
             schema: the JSON schema the model sees for its arguments.
             version: the pinned version of the tool's contract.
             side_effect: whether calling it changes the world (it never runs in ``replay``).
             name: the tool name; the function's name by default.
             ttl: seconds a recorded result stays fresh (declares the tool time-sensitive).
+            description: what the model reads about the tool; the docstring by default
+                (``inspect.getdoc``; ``""`` for none).
+            output_schema: the JSON schema of its result, as the framework declares it.
+            annotations: behaviour hints, such as MCP's ``readOnlyHint`` and ``destructiveHint``.
+            title: a human-readable name.
+            returns: the declared return type; ``fn``'s return annotation by default.
 
         Raises:
-            TapeError: a tool of that name is already registered, or ``ttl`` is not a finite,
-                positive number of seconds of at most 100 years.
+            TapeError: a tool of that name is already registered; ``ttl`` is not a finite,
+                positive number of seconds of at most 100 years; a schema, output schema or
+                annotations that is not a dict of JSON values; a description or title that is
+                not a string; a callable whose signature cannot be read.
         """
-        schema = schema if schema is not None else {}
-        tool_name = name or fn.__name__
+        if not callable(fn):
+            raise TapeError(f"register takes a callable, got {type(fn).__name__}; for a contract use registry.contract")
+        if name is not None and (not isinstance(name, str) or not name):
+            raise TapeError(f"a tool name must be a non-empty string, got {name!r}")
+        tool_name = name if name is not None else getattr(fn, "__name__", None)
+        if not isinstance(tool_name, str) or not tool_name:
+            raise TapeError(f"{fn!r} has no usable __name__: pass name=")
         if tool_name in self._tools:
             raise TapeError(f"tool {tool_name!r} is already registered")
-        if ttl is not None:
-            problem = ttl_problem(ttl)  # finite, positive, at most 100 years: checked here, not mid-recording
-            if problem:
-                raise TapeError(f"tool {tool_name!r}: {problem}")
-            ttl = float(ttl)
-        raw = tool_manifest(fn, schema, str(version), tool_name)
-        tool = Tool(tool_name, fn, schema, str(version), bool(side_effect), ttl, in_form(raw, LATEST_FORM), raw)
+        tool = _build(
+            fn,
+            tool_name,
+            schema=schema,
+            version=version,
+            side_effect=side_effect,
+            ttl=ttl,
+            description=_docstring(fn) if description is None else description,
+            output_schema=output_schema,
+            annotations=annotations,
+            title=title,
+            returns=_return_type(fn) if returns is _FROM_FN else returns,
+        )
         self._tools[tool_name] = tool
+        return tool
+
+    def contract(
+        self,
+        name: str,
+        *,
+        schema: dict[str, Any] | None = None,
+        description: str | None = None,
+        version: str = "0",
+        output_schema: dict[str, Any] | None = None,
+        annotations: dict[str, Any] | None = None,
+        title: str | None = None,
+        side_effect: bool = False,
+        ttl: float | None = None,
+        returns: Any = None,
+    ) -> Tool:
+        """Register a tool's contract from a framework's own definition, without a Python function.
+
+        The tape checks it as any tool (its fingerprint covers what the model sees, with no params:
+        there is no signature); to run it live, pass the call's ``live=``.
+
+        Raises:
+            TapeError: a tool of that name is already registered, or a value that is not what its
+                keyword takes (see :meth:`register`).
+        """
+        if isinstance(name, str) and name in self._tools:
+            raise TapeError(f"tool {name!r} is already registered")
+        tool = make_contract(
+            name,
+            schema=schema,
+            description=description,
+            version=version,
+            output_schema=output_schema,
+            annotations=annotations,
+            title=title,
+            side_effect=side_effect,
+            ttl=ttl,
+            returns=returns,
+        )
+        self._tools[name] = tool
         return tool
 
     def tool(
@@ -108,11 +238,28 @@ class ToolRegistry:
         side_effect: bool = False,
         name: str | None = None,
         ttl: float | None = None,
+        description: str | None = None,
+        output_schema: dict[str, Any] | None = None,
+        annotations: dict[str, Any] | None = None,
+        title: str | None = None,
+        returns: Any = _FROM_FN,
     ) -> Callable[[F], F]:
         """Decorator form of :meth:`register`; returns the function unchanged."""
 
         def deco(fn: F) -> F:
-            self.register(fn, schema=schema, version=version, side_effect=side_effect, name=name, ttl=ttl)
+            self.register(
+                fn,
+                schema=schema,
+                version=version,
+                side_effect=side_effect,
+                name=name,
+                ttl=ttl,
+                description=description,
+                output_schema=output_schema,
+                annotations=annotations,
+                title=title,
+                returns=returns,
+            )
             return fn
 
         return deco
@@ -135,3 +282,155 @@ class ToolRegistry:
 
     def __len__(self) -> int:
         return len(self._tools)
+
+
+# ---- building a tool ----------------------------------------------------------------
+def _build(
+    fn: Callable[..., Any] | None,
+    name: str,
+    *,
+    schema: Any,
+    version: Any,
+    side_effect: bool,
+    ttl: Any,
+    description: Any,
+    output_schema: Any,
+    annotations: Any,
+    title: Any,
+    returns: Any,
+) -> Tool:
+    """A checked :class:`Tool` (its manifests computed); nothing registered."""
+    schema = {} if schema is None else schema
+    _check_dict(name, "schema", schema)
+    if output_schema is not None:
+        _check_dict(name, "output_schema", output_schema)
+    if annotations is not None:
+        _check_dict(name, "annotations", annotations)
+    for key, text in (("description", description), ("title", title)):
+        if text is not None:
+            bad = _text_problem(text) if isinstance(text, str) else f"must be a string, got {type(text).__name__}"
+            if bad:
+                raise TapeError(f"tool {name!r}: {key} {bad}")
+    if ttl is not None:
+        problem = ttl_problem(ttl)  # finite, positive, at most 100 years: checked here, not mid-recording
+        if problem:
+            raise TapeError(f"tool {name!r}: {problem}")
+        ttl = float(ttl)
+    try:
+        raw = tool_manifest(
+            fn,
+            schema,
+            str(version),
+            name,
+            description=description,
+            output_schema=output_schema,
+            annotations=annotations,
+            title=title,
+        )
+    except (ValueError, TypeError) as e:  # inspect.signature: a builtin without one
+        raise TapeError(
+            f"tool {name!r}: cannot read the signature of {fn!r} ({e}); register it with "
+            f"registry.contract(...) and run it with live="
+        ) from None
+    return Tool(
+        name,
+        fn,
+        schema,
+        str(version),
+        bool(side_effect),
+        ttl,
+        in_form(raw, LATEST_FORM),
+        raw,
+        description,
+        output_schema,
+        annotations,
+        title,
+        returns,
+        _is_async(fn) if fn is not None else False,
+    )
+
+
+def _check_dict(tool: str, key: str, value: Any) -> None:
+    """A dict of JSON values (string keys, finite numbers, valid UTF-8 text), or a TapeError naming the path."""
+    if not isinstance(value, dict):
+        raise TapeError(f"tool {tool!r}: {key} must be a dict (a JSON object), got {type(value).__name__}")
+    try:
+        problem = _json_problem(value, key)
+    except RecursionError:
+        problem = f"{key} is nested too deeply (or contains itself)"
+    if problem:
+        raise TapeError(f"tool {tool!r}: {problem}")
+
+
+def _json_problem(value: Any, path: str) -> str | None:
+    if value is None or isinstance(value, (bool, int)):
+        return None
+    if isinstance(value, str):
+        bad = _text_problem(value)
+        return f"{path} {bad}" if bad else None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{path} is {value!r}, not a JSON number"
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                return f"{path} has a key {k!r} that is not a string"
+            inner = _json_problem(v, f"{path}.{k}")
+            if inner:
+                return inner
+        return None
+    if isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            inner = _json_problem(v, f"{path}[{i}]")
+            if inner:
+                return inner
+        return None
+    return f"{path} is a {type(value).__name__}, not a JSON value"
+
+
+def _text_problem(text: str) -> str:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return f"is not valid UTF-8 text ({e.reason} at character {e.start})"
+    return ""
+
+
+def _unpartial(fn: Any) -> Any:
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return fn
+
+
+def _runs(fn: Any) -> Any:
+    """What runs when ``fn`` is called: through partials, a callable object's ``__call__``."""
+    f = _unpartial(fn)
+    if inspect.isroutine(f) or isinstance(f, type):
+        return f
+    return getattr(f, "__call__", f)  # noqa: B004 (a callable object's method, not a callability test)
+
+
+def _docstring(fn: Any) -> str | None:
+    """The description a function gives itself: its docstring, cleaned (``inspect.getdoc``).
+
+    A partial's is its function's (not ``functools.partial``'s); a callable object's is its class's,
+    else its ``__call__``'s.
+    """
+    f = _unpartial(fn)
+    doc = inspect.getdoc(f)
+    if doc is None and not (inspect.isroutine(f) or isinstance(f, type)):
+        doc = inspect.getdoc(_runs(f))
+    return doc
+
+
+def _return_type(fn: Any) -> Any:
+    """The return annotation, resolved (``typing.get_type_hints``), else as written; None when undeclared."""
+    f = _runs(fn)
+    try:
+        hints = typing.get_type_hints(f)
+    except Exception:  # an unresolvable forward reference, an object typing cannot read: the raw annotation
+        hints = getattr(f, "__annotations__", None) or {}
+    return hints.get("return") if isinstance(hints, dict) else None
+
+
+def _is_async(fn: Any) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(_runs(fn))

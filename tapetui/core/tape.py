@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
+import threading
+import warnings
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from tapetui.core.canon import canon
+from tapetui.core.canon import canon, canonical_json
 from tapetui.core.changes import MISSING
 from tapetui.core.clock import Clock, Timer, event_clock, iso, parse_iso, perf_timer, utcnow
+from tapetui.core.codecs import Codec, CodecWarning, codec_for, json_form
 from tapetui.core.config import Config, ToolPolicy, config_for_tape
 from tapetui.core.contract import contract_change
 from tapetui.core.errors import TapeDrift, TapeError, TapeMiss, TapeStale, ToolDriftError
@@ -18,11 +24,23 @@ from tapetui.core.fill import Filled
 from tapetui.core.fingerprint import redact_manifest_line
 from tapetui.core.index import Consumed, TapeIndex
 from tapetui.core.jsondiff import diff_values
-from tapetui.core.live import call_args, check_tool_name, line_stamp, outcome_line, run_tool, tool_as_written
+from tapetui.core.live import (
+    LineStamp,
+    call_args,
+    check_tool_name,
+    line_stamp,
+    outcome_line,
+    result_form,
+    run_callable,
+    run_tool,
+    stored_args,
+    tool_as_written,
+)
 from tapetui.core.locks import LockBusy, RecordingLock, gate, recording_lock
+from tapetui.core.matching import Matcher
 from tapetui.core.recorded_errors import raise_recorded
 from tapetui.core.redact import Redactor
-from tapetui.core.registry import Tool, ToolRegistry
+from tapetui.core.registry import Tool, ToolRegistry, make_contract
 from tapetui.core.runlog import EventKind, RunLog
 from tapetui.core.store import candidate_path, prepare_recording, recording_target, runlog_path
 from tapetui.core.tapefile import Appender, dump_line, read_index, session_line
@@ -34,6 +52,25 @@ _log = logging.getLogger("tapetui")
 # stats() counters, in the order stats() lists them (after mode and steps)
 _COUNTERS: tuple[str, ...] = ("tape_hits", "tape_misses", "live_tool_calls", "real_side_effects", "drift_events")
 _COUNTERS += ("fingerprint_changes", "stale", "overrides", "unused")
+
+
+@dataclass(slots=True)
+class _Run:
+    """A call about to run live, as :meth:`Tape._begin` settled it for :meth:`Tape._end`."""
+
+    seq: int
+    name: str
+    tool: Tool
+    args: dict[str, Any]
+    fn: Callable[[], Any] | None  # the caller's live=, else the tool's own function runs
+    passed: Any  # the arguments as passed, in their JSON form
+    redacted: Any  # redacted and canonical
+    key: str
+    requested_tool: str | None
+    extra: dict[str, Any] | None
+    stamp: LineStamp | None  # with write
+    manifest: bytes  # the tool line, when this tape has not written it yet
+    write: bool
 
 
 class Tape:
@@ -98,6 +135,14 @@ class Tape:
         self._alt: Filled | None = None  # fill: calls an earlier, unreviewed fill already ran live
         self._lock: RecordingLock | None = None
         self._closed = False
+        # One lock guards every decision and write of this tape (calls may come from many threads and tasks);
+        # it is never held while a tool runs. _active counts the calls running live.
+        self._mu = threading.Lock()
+        self._active = 0
+        self._matcher: Matcher | None = None
+        self._codecs: dict[str, Codec | None] = {}
+        self._codec_warned: set[str] = set()
+        self._adhoc: dict[str, Tool] = {}  # tools called with live= that the registry does not hold
 
         try:
             self._open_session(mode)
@@ -134,97 +179,356 @@ class Tape:
         """
         self._overrides[seq] = (result, error)
 
-    def call(self, tool: str, args: dict[str, Any] | None = None, *, requested_tool: str | None = None) -> Any:
+    def call(
+        self,
+        tool: str,
+        args: dict[str, Any] | None = None,
+        *,
+        requested_tool: str | None = None,
+        live: Callable[[], Any] | None = None,
+        order: Hashable | None = None,
+        call_id: str | None = None,
+    ) -> Any:
         """Make one tool call through the tape; returns the (recorded or live) result.
+
+        Args:
+            tool / args: the tool's name and the arguments the model passed.
+            requested_tool: what the model asked for, when the harness ran another tool.
+            live: what to run when the call runs live (record, a fill's miss, a ``live`` tool): a callable
+                taking no arguments — a framework's own executor — instead of the registered function.
+            order: the call's place in the model's request, e.g. ``(turn, index)``; any JSON-able hashable.
+                Parallel calls carrying it are matched to the recording at that place (README "Parallel
+                tool calls").
+            call_id: the model's id of this tool call, recorded on the line.
 
         Raises:
             TapeDrift: replay/fill, the step was recorded with other arguments.
             TapeMiss: replay, the call is not on the tape.
             ToolDriftError: the registered tool's fingerprint is not the recorded one.
             TapeStale: an expired entry under the ``error`` stale policy.
-            TapeError: a bad argument or result value, a closed tape, a missing tool.
+            TapeError: a bad argument or result value, a closed tape, a missing tool, an async tool called
+                from inside a running event loop (use :meth:`acall`).
         """
-        if self._closed:
-            raise TapeError(f"{self.path}: tape is closed")
+        run, value = self._begin(tool, args, requested_tool, live, order, call_id)
+        if run is None:
+            return value
+        try:
+            fn = run.fn
+            if fn is None:
+                result, error, ms = run_tool(run.tool, run.args, self._timer)
+            else:
+                result, error, ms = run_callable(fn, self._timer)
+        except BaseException:
+            self._abandon()
+            raise
+        return self._end(run, result, error, ms)
+
+    async def acall(
+        self,
+        tool: str,
+        args: dict[str, Any] | None = None,
+        *,
+        requested_tool: str | None = None,
+        live: Callable[[], Any] | None = None,
+        order: Hashable | None = None,
+        call_id: str | None = None,
+    ) -> Any:
+        """:meth:`call` for async code: the same semantics in every mode, for async and sync tools.
+
+        An async tool (or a ``live`` callable returning an awaitable) is awaited on the caller's event loop,
+        with no thread hop; a sync one runs inline. Many ``acall`` may run at once (``asyncio.gather``).
+        """
+        run, value = self._begin(tool, args, requested_tool, live, order, call_id)
+        if run is None:
+            return value
+        timer = self._timer
+        fn = run.fn
+        if fn is None:
+            tool_fn, kwargs = run.tool.fn, run.args
+            assert tool_fn is not None  # _plan refused a tool without a function
+            fn = lambda: tool_fn(**kwargs)  # noqa: E731
+        try:
+            start = timer()
+            error: Exception | None = None
+            try:
+                result = fn()
+                if inspect.isawaitable(result):
+                    result = await result
+            except Exception as e:  # recorded, then raised again
+                result, error = None, e
+            ms = round((timer() - start) * 1000, 3)
+        except BaseException:  # a cancellation, an interrupt: nothing is recorded
+            self._abandon()
+            raise
+        return self._end(run, result, error, ms)
+
+    # ---- the two halves of a call ---------------------------------------------------
+    def _begin(
+        self,
+        tool: str,
+        args: dict[str, Any] | None,
+        requested_tool: str | None,
+        live: Callable[[], Any] | None,
+        order: Hashable | None,
+        call_id: str | None,
+    ) -> tuple[_Run | None, Any]:
+        """Decide a call under the tape's lock: ``(None, result)`` when the tape serves it (a hit, an override),
+        ``(run, None)`` when it runs live (then :meth:`_end` finishes it); raises a drift, miss or recorded error.
+        """
         if type(tool) is not str or not tool.isascii():  # isascii is a flag test: the common case costs nothing
             check_tool_name(tool, self.path)
         args = {} if args is None else args
-        self._seq += 1
-        seq = self._seq
-        redacted, args_json, key = call_args(self._redactor, tool, args, seq)
-        policy = self.config.policy(tool)
-        if self.mode == "record":
-            return self._live(seq, tool, args, args_json, key, requested_tool, write=True)
-        if policy.live:
-            self._emit("live", seq=seq, tool=tool, key=key, policy="live", fingerprint=self._tool(tool).fingerprint)
-            return self._live(seq, tool, args, args_json, key, requested_tool, write=False)
+        extra = None
+        order_json = None
+        if order is not None or call_id is not None:
+            extra, order_json = self._line_extra(tool, order, call_id)
+        with self._mu:
+            if self._closed:
+                raise TapeError(f"{self.path}: tape is closed")
+            self._seq += 1
+            seq = self._seq
+            alone = self._active == 0
+            redacted, key, passed = call_args(self._redactor, tool, args, seq)
+            policy = self.config.policy(tool)
+            if self.mode == "record":
+                return self._plan(seq, tool, args, passed, redacted, key, requested_tool, live, extra, True), None
+            if policy.live:
+                t = self._tool(tool, live)
+                self._emit("live", seq=seq, tool=tool, key=key, policy="live", fingerprint=t.fingerprint)
+                return self._plan(seq, tool, args, passed, redacted, key, requested_tool, live, extra, False), None
 
-        index = self._index
-        used = self._used
-        i = used.take(key) if used is not None else None
-        if self._overrides and seq in self._overrides:
-            return self._override(seq, tool, key, i)
-        if i is not None:
-            assert index is not None
-            if self.registry is not None and self._fp_ok.get(tool) != index.fingerprints[i]:
-                self._check_fingerprint(i, seq, tool, policy)
-            if index.expires and i in index.expires and self._expired(index.expires[i]):
-                stale = policy.stale_policy or self.config.stale_policy
-                self._counts["stale"] += 1
-                self._emit("stale", seq=seq, tool=tool, key=key, expires_at=index.expires[i], policy=stale)
-                if stale == "error":
-                    raise TapeStale(
-                        f"{self.path}: step {seq} ({tool}) expired at {index.expires[i]} "
-                        f"(stale policy 'error'; re-record it with mode='fill' after expiring)"
+            index = self._index
+            m = self._matcher
+            i: int | None = None
+            drift_at: int | None = None
+            if m is not None:
+                if order_json is not None:
+                    j = m.at_place(order_json)
+                    if j is not None:
+                        assert index is not None
+                        if index.keys[j] == key:
+                            i = j
+                        elif index.tools[j] == tool:
+                            drift_at = j
+                        else:
+                            order_json = b""  # another tool at its place: a miss, whatever else matches
+                if i is None and drift_at is None and order_json != b"":
+                    i = m.used.take(key)
+            if self._overrides and seq in self._overrides:
+                return None, self._override(seq, tool, key, i)
+            if i is not None:
+                assert index is not None
+                if self.registry is not None and self._fp_ok.get(tool) != index.fingerprints[i]:
+                    self._check_fingerprint(i, seq, tool, policy)
+                if index.expires and i in index.expires and self._expired(index.expires[i]):
+                    stale = policy.stale_policy or self.config.stale_policy
+                    self._counts["stale"] += 1
+                    self._emit("stale", seq=seq, tool=tool, key=key, expires_at=index.expires[i], policy=stale)
+                    if stale == "error":
+                        raise TapeStale(
+                            f"{self.path}: step {seq} ({tool}) expired at {index.expires[i]} "
+                            f"(stale policy 'error'; re-record it with mode='fill' after expiring)"
+                        )
+                    if stale == "miss":
+                        return self._miss(
+                            seq, tool, args, passed, redacted, key, requested_tool, live, extra, "expired", i
+                        )
+                self._consumed[i] = 1
+                self._counts["tape_hits"] += 1
+                if self._log is not None:
+                    self._log.emit("hit", seq=seq, tool=tool, key=key, step=index.seqs[i])
+                result, error = index.outcome(i, self._fd)
+                if self._writer is not None or self.mode == "fill":
+                    self._carry(seq, i)
+                if error is not None:
+                    raise_recorded(error, tool, seq)
+                return None, self._typed(tool, result)
+            if self._alt is not None and drift_at is None:
+                served, result = self._alt_hit(seq, tool, key)
+                if served:
+                    return None, result
+            if m is not None and drift_at is None and order_json != b"":
+                if alone and order_json is None:
+                    drift_at = m.at_step(tool, key, seq)  # a sequential session keeps the step-position rule
+                else:
+                    drift_at = m.nearest_unconsumed(tool, redacted)
+            if drift_at is not None:
+                self._drift(seq, tool, key, redacted, drift_at)
+            return self._miss(seq, tool, args, passed, redacted, key, requested_tool, live, extra)
+
+    def _end(self, run: _Run, result: Any, error: Exception | None, ms: float) -> Any:
+        """Finish a call that ran live: count it, write its line (with ``run.write``), return what it returned."""
+        with self._mu:
+            self._active -= 1
+            t = run.tool
+            self._counts["live_tool_calls"] += 1
+            if t.side_effect:
+                self._counts["real_side_effects"] += 1
+            value = result
+            data: Any = None
+            unrecordable = ""
+            if error is None:
+                data, value, unrecordable = result_form(result, self._codec(run.name))
+            if run.write:
+                # The tool ran: its call is written whatever happens now (see outcome_line).
+                if self._writer is None:
+                    raise TapeError(
+                        f"{self.path}: the tape was closed while {run.name} (step {run.seq}) ran; its call "
+                        "was not recorded"
                     )
-                if stale == "miss":
-                    return self._miss(
-                        seq, tool, args, redacted, args_json, key, requested_tool, reason="expired", near=i
-                    )
-            self._consumed[i] = 1
-            self._counts["tape_hits"] += 1
-            if self._log is not None:
-                self._log.emit("hit", seq=seq, tool=tool, key=key, step=index.seqs[i])
-            result, error = index.outcome(i, self._fd)
-            if self._writer is not None or self.mode == "fill":
-                self._carry(seq, i)
-            if error is not None:
-                raise_recorded(error, tool, seq)
-            return result
-        if self._alt is not None:
-            served, result = self._alt_hit(seq, tool, key)
-            if served:
-                return result
-        if index is not None:
-            j = index.at_seq(seq)
-            if j is not None and index.tools[j] == tool and index.keys[j] != key:
-                self._consumed[j] = 1
-                recorded = index.record(j, self._fh)
-                # a tape written under older rules: what they let through stays out of the run log and the error
-                recorded_args = self._redactor.redact(recorded.args)
-                changes = diff_values(canon(recorded_args), canon(redacted))
-                self._counts["drift_events"] += 1
+                assert run.stamp is not None
+                line, recorded_error, problem = outcome_line(
+                    seq=run.seq,
+                    name=run.name,
+                    tool=t,
+                    key=run.key,
+                    args_json=stored_args(self._redactor, run.passed, run.redacted),
+                    stamp=run.stamp,
+                    ms=ms,
+                    result=data,
+                    error=error,
+                    redactor=self._redactor,
+                    requested_tool=run.requested_tool,
+                    extra=run.extra,
+                    unrecordable=unrecordable,
+                )
+                manifest = b""
+                if run.name not in self._written_tools:  # another call of the tool may have written it meanwhile
+                    manifest = run.manifest or self._manifest_bytes(run.name)
+                self._writer.append(manifest + line)
+                self._written_tools.add(run.name)
                 self._emit(
-                    "drift",
-                    seq=seq,
-                    tool=tool,
-                    key=key,
-                    recorded_key=recorded.key,
-                    recorded_args=recorded_args,
-                    args=redacted,
-                    changes=[[c.path, _jsonable(c.old), _jsonable(c.new)] for c in changes],
+                    "record" if self.mode == "record" else "live",
+                    seq=run.seq,
+                    tool=run.name,
+                    key=run.key,
+                    fingerprint=t.fingerprint,
+                    ms=ms,
+                    side_effect=t.side_effect,
+                    error=recorded_error,
                 )
-                raise TapeDrift(
-                    path=str(self.path),
-                    seq=seq,
-                    tool=tool,
-                    recorded_key=recorded.key,
-                    new_key=key,
-                    recorded_args=recorded_args,
-                    new_args=redacted,
-                    changes=[tuple(c) for c in changes],
+                if problem:
+                    raise TapeError(
+                        f"{run.name} (step {run.seq}) {problem}; the call was recorded with this as its error"
+                    )
+            elif unrecordable:
+                raise TapeError(f"{run.name} (step {run.seq}) {unrecordable}")
+        if error is not None:
+            raise error
+        return value
+
+    def _abandon(self) -> None:
+        """A live call interrupted before it returned (a cancellation): nothing is written."""
+        with self._mu:
+            self._active -= 1
+
+    def _plan(
+        self,
+        seq: int,
+        tool: str,
+        args: dict[str, Any],
+        passed: Any,
+        redacted: Any,
+        key: str,
+        requested_tool: str | None,
+        live: Callable[[], Any] | None,
+        extra: dict[str, Any] | None,
+        write: bool,
+    ) -> _Run:
+        """A call about to run live; with ``write``, everything about its line that can fail is settled here,
+        before the tool runs. The caller holds the lock."""
+        t = self._tool(tool, live)
+        if live is None and t.fn is None:
+            raise TapeError(f"{self.path}: tool {tool!r} has no function to run (registered as a contract): pass live=")
+        stamp = None
+        manifest = b""
+        if write:
+            assert self._writer is not None
+            stamp = line_stamp(seq, tool, t, self.config.policy(tool), self._clock(), key, requested_tool)
+            if tool not in self._written_tools:
+                manifest = self._manifest_bytes(tool)  # built now (it can fail); written with the first call line
+        self._active += 1
+        return _Run(seq, tool, t, args, live, passed, redacted, key, requested_tool, extra, stamp, manifest, write)
+
+    def _line_extra(self, tool: str, order: Any, call_id: Any) -> tuple[dict[str, Any], bytes | None]:
+        """The ``order`` and ``call_id`` fields of a call's line, and the order's canonical JSON (how a place is
+        looked up)."""
+        extra: dict[str, Any] = {}
+        order_json = None
+        if order is not None:
+            try:
+                hash(order)
+                value = json_form(order, "order")
+                order_json = canonical_json(value)
+            except TypeError as e:
+                raise TapeError(
+                    f"{self.path}: {tool}: order={order!r} must be a hashable JSON value such as (turn, index) ({e})"
+                ) from None
+            extra["order"] = value
+        if call_id is not None:
+            if not isinstance(call_id, str):
+                raise TapeError(f"{self.path}: {tool}: call_id must be a string, got {type(call_id).__name__}")
+            extra["call_id"] = self._redactor.redact_text(call_id)
+        return extra, order_json
+
+    def _typed(self, tool: str, result: Any) -> Any:
+        """A recorded result as the tool's codec rebuilds it (its return type), else as recorded."""
+        codec = self._codec(tool)
+        if codec is None or result is None:
+            return result
+        try:
+            return codec.decode(result)
+        except Exception as e:  # noqa: BLE001 - a redacted field, an older tape: the JSON form, said once
+            if tool not in self._codec_warned:
+                self._codec_warned.add(tool)
+                warnings.warn(
+                    f"{self.path}: {tool}: the recorded result could not be rebuilt as the tool's return type "
+                    f"({type(e).__name__}); returning its JSON form",
+                    CodecWarning,
+                    stacklevel=4,
                 )
-        return self._miss(seq, tool, args, redacted, args_json, key, requested_tool)
+            return result
+
+    def _codec(self, tool: str) -> Codec | None:
+        try:
+            return self._codecs[tool]
+        except KeyError:
+            t = self.registry.get(tool) if self.registry is not None else None
+            codec = self._codecs[tool] = codec_for(t.returns) if t is not None else None
+            return codec
+
+    def _drift(self, seq: int, tool: str, key: str, redacted: Any, j: int) -> NoReturn:
+        """Raise the drift of this call against recording ``j`` (consumed: it is accounted for)."""
+        assert self._matcher is not None
+        index = self._matcher.index
+        self._consumed[j] = 1
+        recorded = index.record(j, self._fh)
+        # a tape written under older rules: what they let through stays out of the run log and the error
+        recorded_args = self._redactor.redact(recorded.args)
+        changes = diff_values(canon(recorded_args), redacted)
+        self._counts["drift_events"] += 1
+        self._emit(
+            "drift",
+            seq=seq,
+            tool=tool,
+            key=key,
+            recorded_key=recorded.key,
+            recorded_args=recorded_args,
+            args=redacted,
+            step=recorded.seq,
+            changes=[[c.path, _jsonable(c.old), _jsonable(c.new)] for c in changes],
+        )
+        raise TapeDrift(
+            path=str(self.path),
+            seq=seq,
+            tool=tool,
+            recorded_key=recorded.key,
+            new_key=key,
+            recorded_args=recorded_args,
+            new_args=redacted,
+            changes=[tuple(c) for c in changes],
+            recorded_seq=recorded.seq,
+        )
 
     def stats(self) -> dict[str, Any]:
         """Counters of this run: the fixed keys of DESIGN §3 and a few more.
@@ -249,7 +553,14 @@ class Tape:
         return [self._index.seqs[i] for i in self._used.unused()]
 
     def close(self, error: BaseException | None = None) -> None:
-        """Report unused steps, write the ``end`` event, release files. Idempotent."""
+        """Report unused steps, write the ``end`` event, release files. Idempotent.
+
+        A call still running live when the tape closes raises a TapeError when it returns: close a tape
+        after its calls (``async with`` / ``with`` around the whole agent run)."""
+        with self._mu:
+            self._close(error)
+
+    def _close(self, error: BaseException | None) -> None:
         if self._closed:
             return
         self._closed = True
@@ -303,6 +614,7 @@ class Tape:
             self._fd = self._fh.fileno()
             self._used = Consumed(self._index)
             self._consumed = self._used.flags
+            self._matcher = Matcher(self._index, self._used, self._fh, self._redactor)
             cand = candidate_path(self.path)
             if mode == "fill" and os.path.lexists(cand):
                 # An earlier fill that was never reviewed (or was killed) ran its misses live: replay those
@@ -347,10 +659,20 @@ class Tape:
         if self._log is not None:
             self._log.emit(event, **fields)
 
-    def _tool(self, name: str) -> Tool:
+    def _tool(self, name: str, live: Callable[[], Any] | None = None) -> Tool:
+        """The tool a live call runs as: the registered one, else (called with ``live=``) a contract that
+        holds only its name, so that registering its real contract later shows as contract drift."""
+        t = self._live_tool(name)
+        if t is not None:
+            return t
+        if live is not None:
+            t = self._adhoc.get(name)
+            if t is None:
+                t = self._adhoc[name] = tool_as_written(make_contract(name), self._redactor)
+            return t
         if self.registry is None:
-            raise TapeError(f"{self.path}: tool {name!r} must run live but the tape has no registry")
-        return self._live_tool(name) or self.registry[name]  # the registry's error names the tools it has
+            raise TapeError(f"{self.path}: tool {name!r} must run live but the tape has no registry (or pass live=)")
+        return self.registry[name]  # the registry's error names the tools it has
 
     def _live_tool(self, name: str) -> Tool | None:
         """The registered tool as this tape writes it (:func:`~tapetui.core.live.tool_as_written`), or None."""
@@ -381,6 +703,7 @@ class Tape:
                 old=index.manifests.get(tool),
                 redactor=self._redactor,
                 where=f"{self.path}:{index.lines[i]}",
+                ignore=self.config.fingerprint_ignore(tool),
             )
         if change is None:
             self._fp_ok[tool] = recorded  # the same tool and fingerprint again need no check
@@ -427,24 +750,25 @@ class Tape:
     ) -> tuple[int | None, list[tuple[str, Any, Any]]]:
         """The nearest recorded call of ``tool`` (``near`` when given), and how ``redacted`` differs from it."""
         best = near if near is not None or self._used is None else self._used.nearest(tool, seq)
-        if best is None or self._index is None:
+        if best is None or self._matcher is None:
             return None, []
-        rec = self._index.record(best, self._fh)
-        changes = diff_values(canon(self._redactor.redact(rec.args)), canon(redacted))
-        return rec.seq, [(c.path, c.old, c.new) for c in changes]
+        changes = self._matcher.changes(best, redacted)
+        return self._matcher.index.seqs[best], [(c.path, c.old, c.new) for c in changes]
 
     def _miss(
         self,
         seq: int,
         tool: str,
-        args: Any,
+        args: dict[str, Any],
+        passed: Any,
         redacted: Any,
-        args_json: bytes,
         key: str,
         requested_tool: str | None,
+        live: Callable[[], Any] | None,
+        extra: dict[str, Any] | None,
         reason: str = "",
         near: int | None = None,
-    ) -> Any:
+    ) -> tuple[_Run | None, Any]:
         self._counts["tape_misses"] += 1
         nearest, changes = self._nearest(tool, seq, redacted, near)
         self._emit(
@@ -471,10 +795,10 @@ class Tape:
         if reason and self._alt is not None:  # an expired entry an earlier fill already re-recorded
             served, result = self._alt_hit(seq, tool, key)
             if served:
-                return result
+                return None, result
         if self._writer is None:
             self._open_fill_candidate()
-        return self._live(seq, tool, args, args_json, key, requested_tool, write=True)
+        return self._plan(seq, tool, args, passed, redacted, key, requested_tool, live, extra, True), None
 
     def _open_fill_candidate(self) -> None:
         """First miss of a fill over a golden: the candidate starts with the hits so far."""
@@ -485,10 +809,15 @@ class Tape:
             self._claim_target("fill", body)
 
     def _manifest_line(self, tool: str, index: TapeIndex | None = None) -> bytes:
+        """The tool line to write before ``tool``'s first call line, once (empty after that)."""
         if tool in self._written_tools:
             return b""
+        line = self._manifest_bytes(tool, index)
         self._written_tools.add(tool)
-        live = self._live_tool(tool)
+        return line
+
+    def _manifest_bytes(self, tool: str, index: TapeIndex | None = None) -> bytes:
+        live = self._live_tool(tool) or self._adhoc.get(tool)
         if live is not None:
             return dump_line(live.manifest.to_record(live.side_effect))
         index = index or self._index
@@ -530,67 +859,7 @@ class Tape:
         self._carry(seq, a, alt=True)
         if error is not None:
             raise_recorded(error, tool, seq)
-        return True, result
-
-    def _live(
-        self, seq: int, tool: str, args: Any, args_json: bytes, key: str, requested_tool: str | None, *, write: bool
-    ) -> Any:
-        """Run the tool; with ``write``, append its call line (``args_json``: the redacted, canonical arguments).
-
-        The steps are :mod:`tapetui.core.live`'s, in its order; what is this tape's (the tool line written the
-        first time, the counters, the run-log event) goes between them."""
-        t = self._tool(tool)
-        recorded_at = self._clock()
-        manifest = b""
-        if write:  # everything about the call line that can fail is settled before the tool runs
-            assert self._writer is not None
-            stamp = line_stamp(seq, tool, t, self.config.policy(tool), recorded_at, key, requested_tool)
-            try:
-                manifest = self._manifest_line(tool)
-            except BaseException:  # not written: the next call of this tool writes it
-                self._written_tools.discard(tool)
-                raise
-        try:
-            result, error, ms = run_tool(t, args, self._timer)
-        except BaseException:  # an interrupt: no line is written, so the manifest is not written either
-            if manifest:
-                self._written_tools.discard(tool)
-            raise
-        self._counts["live_tool_calls"] += 1
-        if t.side_effect:
-            self._counts["real_side_effects"] += 1
-        if write:
-            # The tool ran: its call is written whatever happens now (see outcome_line).
-            assert self._writer is not None
-            line, recorded_error, problem = outcome_line(
-                seq=seq,
-                name=tool,
-                tool=t,
-                key=key,
-                args_json=args_json,
-                stamp=stamp,
-                ms=ms,
-                result=result,
-                error=error,
-                redactor=self._redactor,
-                requested_tool=requested_tool,
-            )
-            self._writer.append(manifest + line)
-            self._emit(
-                "record" if self.mode == "record" else "live",
-                seq=seq,
-                tool=tool,
-                key=key,
-                fingerprint=t.fingerprint,
-                ms=ms,
-                side_effect=t.side_effect,
-                error=recorded_error,
-            )
-            if problem:
-                raise TapeError(f"{tool} (step {seq}) {problem}; the call was recorded with this as its error")
-        if error is not None:
-            raise error
-        return result
+        return True, self._typed(tool, result)
 
 
 def _jsonable(v: Any) -> Any:

@@ -71,7 +71,10 @@ def call_line(
     requested_tool: str | None = None,
     extra: dict[str, Any] | None = None,
 ) -> bytes:
-    """Serialise a call record. The leading fields keep a fixed order: the index reads them without a parse."""
+    """Serialise a call record. The leading fields keep a fixed order: the index reads them without a parse.
+
+    ``extra`` adds fields after the others: ``order`` (the call's place in the model's request),
+    ``call_id`` (the model's id of the tool call), ``rerecorded``..."""
     rec: dict[str, Any] = {
         "type": "call",
         "seq": seq,

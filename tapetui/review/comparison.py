@@ -8,13 +8,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import orjson
 from rapidfuzz.distance import Levenshtein
 
 from tapetui.core.canon import canon
 from tapetui.core.changes import Change, format_changes
 from tapetui.core.config import Config
-from tapetui.core.errors import TooDeep
-from tapetui.core.fingerprint import LATEST_FORM, ToolManifest, explain_manifest_change, in_form
+from tapetui.core.contract import ignore_rules
+from tapetui.core.errors import TapeError, TooDeep
+from tapetui.core.files import read_regular
+from tapetui.core.fingerprint import ToolManifest, explain_manifest_change, in_form, without_ignored
 from tapetui.core.index import CallRecord, TapeIndex
 from tapetui.core.jsondiff import IgnoreRules, diff_values
 from tapetui.core.store import refuse_links_out
@@ -207,14 +210,14 @@ def compare(golden: Path | LoadedTape, other: Path | LoadedTape, config: Config 
     old_tools = tuple(c.tool for c in g.calls)
     new_tools = tuple(c.tool for c in o.calls)
     contracts: dict[str, tuple[str, str, tuple[str, ...]]] = {}
-    same = _same_contract(g, o, config)
+    lines: dict[int, dict[str, ToolManifest]] = {}  # every tool line of each tape, read when first needed
+    same = _same_contract(g, o, config, lines)
     for tool in sorted(set(old_tools) & set(new_tools)):
         gm, om = g.manifests.get(tool), o.manifests.get(tool)
         old_fp = gm.fingerprint if gm else next(c.fingerprint for c in g.calls if c.tool == tool)
         new_fp = om.fingerprint if om else next(c.fingerprint for c in o.calls if c.tool == tool)
-        if not same(old_fp, new_fp):
-            redactor = config.redactor() if config else None  # no secret-looking value is shown
-            contracts[tool] = (old_fp, new_fp, tuple(explain_manifest_change(gm, om, redactor)))
+        if not same(tool, old_fp, new_fp):
+            contracts[tool] = (old_fp, new_fp, tuple(_explain(tool, gm, om, config)))
     steps: list[StepDiff] = []
     for op in Levenshtein.opcodes(list(old_tools), list(new_tools)):
         olds = g.calls[op.src_start : op.src_end]
@@ -243,28 +246,37 @@ def compare(golden: Path | LoadedTape, other: Path | LoadedTape, config: Config 
     )
 
 
-def _same_contract(g: LoadedTape, o: LoadedTape, config: Config | None) -> Callable[[str, str], bool]:
-    """Whether a fingerprint of ``g`` and one of ``o`` name the same contract.
+def _same_contract(
+    g: LoadedTape, o: LoadedTape, config: Config | None, lines: dict[int, dict[str, ToolManifest]]
+) -> Callable[[str, str, str], bool]:
+    """Whether a fingerprint of ``g`` and one of ``o`` name the same contract of a tool.
 
     Fingerprints of one form are compared as they are (a tape is verified in the form it was
-    recorded with); of two forms, both are compared in form 2, from the tool lines that hold
-    them (see :mod:`tapetui.core.fingerprint`): re-recording a form-1 tape in form 2 is not a
-    contract change, nor is the rotation of a key that form 2 redacts.
+    recorded with); of two forms, both are compared in form 2 (the lower form a manifest of either
+    can be put in), from the tool lines that hold them (see :mod:`tapetui.core.fingerprint`):
+    re-recording a form-1 tape in a later form is not a contract change, nor is the rotation of a
+    key that form 2 redacts. Fields tapes.toml's ``[fingerprint] ignore`` names for the tool are
+    left out of both tool lines first (only when both tapes hold the manifest of that fingerprint).
     """
     redactor = config.redactor() if config else None
 
     def form2(t: LoadedTape) -> dict[str, str]:
         out = {}
-        for m in t.manifests.values():
+        for m in _by_fingerprint(t, lines).values():
             with contextlib.suppress(ValueError):  # a form this version does not know: compared as it is
-                out[m.fingerprint] = in_form(m, LATEST_FORM, redactor).fingerprint
+                out[m.fingerprint] = in_form(m, 2, redactor).fingerprint
         return out
 
     cache: dict[int, dict[str, str]] = {}
 
-    def same(old_fp: str, new_fp: str) -> bool:
+    def same(tool: str, old_fp: str, new_fp: str) -> bool:
         if old_fp == new_fp:
             return True
+        ignore = config.fingerprint_ignore(tool) if config else ()
+        if ignore:
+            kept = _kept(_by_fingerprint(g, lines).get(old_fp), _by_fingerprint(o, lines).get(new_fp), ignore, config)
+            if kept is not None:
+                return kept[0].fingerprint == kept[1].fingerprint
         if g.index.fp_forms.get(old_fp, 1) == o.index.fp_forms.get(new_fp, 1):
             return False
         if not cache:
@@ -275,13 +287,73 @@ def _same_contract(g: LoadedTape, o: LoadedTape, config: Config | None) -> Calla
     return same
 
 
+def _by_fingerprint(t: LoadedTape, cache: dict[int, dict[str, ToolManifest]]) -> dict[str, ToolManifest]:
+    """Fingerprint → manifest, from every tool line of ``t`` (kept in ``cache`` for one comparison).
+
+    The index keeps the last tool line of each tool; a candidate rebuilt from its golden (a re-record,
+    an accepted step) holds the new manifest and, after it, the golden's older one.
+    """
+    hit = cache.get(id(t))
+    if hit is not None:
+        return hit
+    out = {m.fingerprint: m for m in t.manifests.values()}
+    if any(fp not in out for fp in t.index.fp_forms):  # fp_forms names every tool line of a form after 1
+        data = t.index.data if t.index.data is not None else _read(t.path)
+        for line in data.splitlines():
+            if b'"type":"tool"' not in line:
+                continue
+            with contextlib.suppress(orjson.JSONDecodeError):
+                rec = orjson.loads(line)
+                if isinstance(rec, dict) and rec.get("type") == "tool":
+                    m = ToolManifest.from_record(rec)
+                    out.setdefault(m.fingerprint, m)
+    cache[id(t)] = out
+    return out
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return read_regular(path)
+    except TapeError:  # gone since it was loaded: what the index knows
+        return b""
+
+
+def _kept(
+    gm: ToolManifest | None,
+    om: ToolManifest | None,
+    ignore: tuple[str, ...],
+    config: Config | None,
+) -> tuple[ToolManifest, ToolManifest] | None:
+    """Both tool lines in one form, the ignored fields left out; None when a tape lacks its line."""
+    if gm is None or om is None:
+        return None
+    redactor = config.redactor() if config else None
+    try:
+        if gm.form != om.form:
+            gm, om = in_form(gm, 2, redactor), in_form(om, 2, redactor)
+    except ValueError:  # a form this version does not know
+        return None
+    rules = ignore_rules(ignore)
+    return without_ignored(gm, rules), without_ignored(om, rules)
+
+
+def _explain(tool: str, gm: ToolManifest | None, om: ToolManifest | None, config: Config | None) -> list[str]:
+    """Why the two tool lines differ, field by field, leaving out what ``[fingerprint] ignore`` names."""
+    redactor = config.redactor() if config else None  # no secret-looking value is shown
+    ignore = config.fingerprint_ignore(tool) if config else ()
+    if ignore and gm is not None and om is not None:
+        rules = ignore_rules(ignore)
+        gm, om = without_ignored(gm, rules), without_ignored(om, rules)
+    return explain_manifest_change(gm, om, redactor)
+
+
 def _pair(
     a: CallRecord,
     b: CallRecord,
     rules: IgnoreRules,
     contracts: dict[str, Any],
     where: tuple[Path, Path],
-    same: Callable[[str, str], bool] | None = None,
+    same: Callable[[str, str, str], bool] | None = None,
 ) -> StepDiff:
     try:
         return _pair_diff(a, b, rules, contracts, same)
@@ -294,9 +366,9 @@ def _pair_diff(
     b: CallRecord,
     rules: IgnoreRules,
     contracts: dict[str, Any],
-    same: Callable[[str, str], bool] | None = None,
+    same: Callable[[str, str, str], bool] | None = None,
 ) -> StepDiff:
-    differs = a.fingerprint != b.fingerprint and not (same is not None and same(a.fingerprint, b.fingerprint))
+    differs = a.fingerprint != b.fingerprint and not (same is not None and same(a.tool, a.fingerprint, b.fingerprint))
     fp = tuple(contracts[a.tool][2]) if differs and a.tool in contracts else ()
     if differs and not fp:
         fp = (f"fingerprint {a.fingerprint} → {b.fingerprint}",)

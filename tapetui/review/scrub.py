@@ -44,7 +44,7 @@ from tapetui.core.canon import canon, canonical_json
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError, TooDeep
 from tapetui.core.files import atomic_write
-from tapetui.core.fingerprint import LATEST_FORM, ToolManifest, in_form, redact_manifest
+from tapetui.core.fingerprint import CONTRACT_FIELDS, ToolManifest, in_form, redact_manifest
 from tapetui.core.keys import key_of_json
 from tapetui.core.redact import Redactor
 from tapetui.core.store import candidate_path, iter_goldens, refuse_links_out, runlog_path, samples_of, session_name
@@ -96,7 +96,7 @@ class FileScrub:
         if self.rekeyed:
             out += f"; keys recomputed for step(s) {', '.join(map(str, self.rekeyed))}"
         if self.forms:
-            out += f"; fingerprints recomputed in form {LATEST_FORM} for {', '.join(self.forms)}"
+            out += f"; fingerprints recomputed (form 2 or later) for {', '.join(self.forms)}"
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -359,17 +359,19 @@ def _tool_line(obj: dict[str, Any], f: FileScrub, r: Redactor, fps: dict[tuple[s
     changed = _redact_into(rec, obj, [k for k in obj if k not in _TOOL_FIELDS], c) or changed
     form = obj.get("form", 1)
     m = ToolManifest.from_record(obj)
-    if (form == 1 and content) or form == LATEST_FORM:
-        new = in_form(m, LATEST_FORM, r)
+    if (form == 1 and content) or form in (2, 3):
+        target = 2 if form == 1 else form  # a form-1 line holds no form-3 field (description ...): form 2
+        new = in_form(m, target, r)
         if new.fingerprint != m.fingerprint or form == 1:
             fps[(m.name, m.fingerprint)] = new.fingerprint
             rec = {
-                **{k: v for k, v in rec.items() if k not in ("params", "schema", "side_effect")},
+                **{k: v for k, v in rec.items() if k not in ("params", "schema", "side_effect", *CONTRACT_FIELDS)},
                 "fingerprint": new.fingerprint,
-                "form": LATEST_FORM,
+                "form": target,
                 "params": list(new.params),
                 "schema": new.schema,
                 "side_effect": obj.get("side_effect", False),
+                **{k: v for k, v in new.to_record(False).items() if k in CONTRACT_FIELDS},
             }
             f.forms.append(m.name)
             changed = True
