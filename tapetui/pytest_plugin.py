@@ -21,6 +21,7 @@ import pytest
 from tapetui.core.config import Config, find_config, load_config
 from tapetui.core.errors import TapeError
 from tapetui.core.registry import ToolRegistry
+from tapetui.core.store import inside
 from tapetui.core.tape import MODES, Tape
 from tapetui.core.textsafe import safe_text
 
@@ -89,7 +90,19 @@ def _marked(request: pytest.FixtureRequest, tapes_dir: Path) -> tuple[Path | Non
         pytest.fail(
             f"{test}: @pytest.mark.tape(path=...) must be a str or a Path, not {type(path).__name__}", pytrace=False
         )
-    return (Path(tapes_dir, path) if path is not None else None), mode  # an absolute path stays as it is
+    if path is None:
+        return None, mode
+    try:
+        where = inside(tapes_dir, path) if not Path(path).is_absolute() else None
+    except (OSError, ValueError):
+        where = None
+    if where is None or where == Path(tapes_dir).resolve():
+        pytest.fail(
+            f"{test}: @pytest.mark.tape(path={os.fspath(path)!r}) must name a file inside the tapes folder "
+            f"{tapes_dir} (a relative path, no '..' out of it)",
+            pytrace=False,
+        )
+    return Path(tapes_dir, path), mode
 
 
 @pytest.fixture

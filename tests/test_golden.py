@@ -147,6 +147,23 @@ def test_rerecord_runs_live_tool_and_makes_a_candidate(sample_dir: Path) -> None
         rerecord(cfg, g, 99)
 
 
+def test_rerecording_every_step_of_the_untouched_clean_sample_shows_no_difference(
+    sample_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tape keeps the arguments as the agent passed them (whitespace too): running a step's tool again
+    with its recorded arguments gives the recorded result (the report's body ends with a newline)."""
+    monkeypatch.setenv("TAPETUI_SAMPLE_REPORTS", str(sample_dir / "reports"))
+    cfg = load_config(sample_dir / "tapes.toml")
+    g = cfg.tapes_dir / "clean.jsonl"
+    steps = [c["seq"] for c in calls_of(g)]
+    assert calls_of(g)[-1]["args"]["body"].endswith("\n")
+    for seq in steps:
+        cand = rerecord(cfg, g, seq, yes=True)
+    cmp = compare(g, cand, cfg)
+    assert cmp.clean, [line for s in cmp.changed_steps for line in s.lines()]
+    assert [c.get("rerecorded") for c in calls_of(cand)] == [True] * len(steps)
+
+
 def test_restore_writes_an_undo_entry(sample_dir: Path) -> None:
     cfg = load_config(sample_dir / "tapes.toml")
     g = cfg.tapes_dir / "drift_summarize.jsonl"

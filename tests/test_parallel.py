@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import threading
 from pathlib import Path
@@ -336,3 +337,112 @@ def test_parallel_record_and_replay_from_asyncio_tasks_loses_no_line_and_never_m
     kinds = [orjson.loads(x)["type"] for x in lines]
     assert kinds.count("call") == n and kinds.count("tool") == 1
     assert kinds.index("tool") < kinds.index("call")  # the tool line comes before its first call line
+
+
+# ---- what a hostile tester found: each would fail without its fix ----------------------------------------
+def _f_registry() -> ToolRegistry:
+    reg = ToolRegistry()
+
+    @reg.tool()
+    def f(a: int, b: int) -> int:
+        return a * 10 + b
+
+    return reg
+
+
+def test_a_used_step_is_not_drifted_against_the_unused_one_is(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    with Tape(path, "record", _f_registry(), config=_config(tmp_path)) as tape:
+        tape.call("f", {"a": 1, "b": 1})
+        tape.call("f", {"a": 2, "b": 2})
+    with Tape(path, "replay", _f_registry(), config=_config(tmp_path)) as tape:
+        assert tape.call("f", {"a": 2, "b": 2}) == 22  # step 2's recording, used first
+        with pytest.raises(TapeDrift) as e:
+            tape.call("f", {"a": 1, "b": 9})  # step 2 is used: step 1 is what it changed
+    assert e.value.recorded_args == {"a": 1, "b": 1} and e.value.changes == [("b", 1, 9)]
+
+
+def test_a_drift_against_the_wrong_recording_does_not_make_its_owner_drift_too(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    with Tape(path, "record", _f_registry(), config=_config(tmp_path)) as tape:
+        tape.call("f", {"a": 1, "b": 1})
+        tape.call("f", {"a": 2, "b": 2})
+    with Tape(path, "replay", _f_registry(), config=_config(tmp_path)) as tape:
+        with pytest.raises(TapeDrift) as e:
+            tape.call("f", {"a": 2, "b": 3})  # started first: step 1's place, by step position
+        assert e.value.recorded_args == {"a": 1, "b": 1}
+        assert tape.call("f", {"a": 1, "b": 1}) == 11  # still a hit, though the drift named it
+        assert tape.call("f", {"a": 2, "b": 2}) == 22
+
+
+@pytest.mark.parametrize("starts", [(1, 2, 3), (3, 1, 2), (2, 3, 1)])
+def test_a_place_the_tape_does_not_hold_never_takes_another_places_recording(
+    tmp_path: Path, starts: tuple[int, ...]
+) -> None:
+    path = tmp_path / "s.jsonl"
+    with Tape(path, "record", _f_registry(), config=_config(tmp_path)) as tape:
+        tape.call("f", {"a": 1, "b": 0}, order=(0, 1))
+        tape.call("f", {"a": 2, "b": 0}, order=(0, 2))
+    with Tape(path, "replay", _f_registry(), config=_config(tmp_path)) as tape:
+        out = {}
+        for n in starts:
+            try:
+                out[n] = tape.call("f", {"a": n, "b": 0}, order=(0, n))
+            except TapeError as e:
+                out[n] = type(e).__name__
+    assert out == {1: 10, 2: 20, 3: "TapeMiss"}
+
+
+def test_two_recordings_at_one_place_both_hit_in_either_order(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    with Tape(path, "record", _f_registry(), config=_config(tmp_path)) as tape:
+        tape.call("f", {"a": 1, "b": 0}, order=(1, 0))
+        tape.call("f", {"a": 2, "b": 0}, order=(1, 0))  # a retry at the same place
+    with Tape(path, "replay", _f_registry(), config=_config(tmp_path)) as tape:
+        assert tape.call("f", {"a": 2, "b": 0}, order=[1, 0]) == 20
+        assert tape.call("f", {"a": 1, "b": 0}, order=(1, 0)) == 10
+
+
+def test_a_cancelled_call_leaves_no_gap_in_the_step_positions(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+
+    async def agent(tape: Tape, words: int) -> Any:
+        async def hang() -> str:
+            await asyncio.Event().wait()
+            return "never"
+
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(tape.acall("fetch", {"url": "a"}, live=hang), 0.01)
+        await tape.acall("fetch", {"url": "a"})  # the retry
+        return await tape.acall("square", {"x": words})
+
+    with Tape(path, "record", _registry(), config=_config(tmp_path)) as tape:
+        asyncio.run(agent(tape, 120))
+    assert [c["seq"] for c in _calls(path)] == [2, 3]  # step 1 was cancelled
+    with Tape(path, "replay", _registry(), config=_config(tmp_path)) as tape:
+
+        async def replay() -> None:
+            await tape.acall("fetch", {"url": "a"})
+            await tape.acall("square", {"x": 80})
+
+        with pytest.raises(TapeDrift) as e:
+            asyncio.run(replay())
+    assert e.value.changes == [("x", 120, 80)]
+
+
+def test_order_is_redacted_like_every_written_field(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    secret = "sk-ant-" + "a1" * 20
+    with Tape(path, "record", _registry(), config=_config(tmp_path)) as tape:
+        tape.call("square", {"x": 1}, order={"turn": 1, "api_key": "hunter2", "note": secret})
+    text = path.read_text()
+    assert secret not in text and "hunter2" not in text
+    with Tape(path, "replay", _registry(), config=_config(tmp_path)) as tape:  # the same place, redacted alike
+        assert tape.call("square", {"x": 1}, order={"turn": 1, "api_key": "other", "note": secret}) == {"x": 1, "y": 1}
+
+
+def test_live_must_be_callable_and_nothing_is_recorded_otherwise(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    with Tape(path, "record", None, config=_config(tmp_path)) as tape, pytest.raises(TapeError, match="live="):
+        tape.call("h", {}, live=3)  # type: ignore[arg-type]
+    assert _calls(path) == []

@@ -138,20 +138,23 @@ def test_unmarked(tape):
     assert not (pytester.path / "tapes" / "test_agent" / "test_records.jsonl").exists()
 
 
-def test_a_marker_path_may_be_absolute(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("where", ["absolute", "../outside/t.jsonl", "."])
+def test_a_marker_path_stays_inside_the_tapes_folder(pytester: pytest.Pytester, where: str) -> None:
     pytester.makeconftest(CONFTEST)
-    target = pytester.path / "elsewhere" / "t.jsonl"
+    target = str(pytester.path / "elsewhere" / "t.jsonl") if where == "absolute" else where
     pytester.makepyfile(
         test_agent=f"""
 import pytest
 
-@pytest.mark.tape(path={str(target)!r}, mode="record")
+@pytest.mark.tape(path={target!r}, mode="record")
 def test_agent(tape):
     tape.call("add", {{"a": 1, "b": 2}})
 """
     )
-    run(pytester).assert_outcomes(passed=1)
-    assert target.is_file()
+    result = run(pytester)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*test_agent.py::test_agent: @pytest.mark.tape(path=*must name a file inside*"])
+    assert not (pytester.path / "elsewhere").exists() and not (pytester.path / "outside").exists()
 
 
 @pytest.mark.parametrize(

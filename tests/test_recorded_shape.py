@@ -48,10 +48,21 @@ class Upstream:
 
 
 class Pretty(Exception):
-    """Its text is written in Python: replay never runs it, the args it reads are restored."""
+    """Its text is written in Python from its args: the args it reads are restored."""
 
     def __str__(self) -> str:
         return f"code {self.args[0]}"
+
+
+class NeedsResponse(Exception):
+    """Its text reads a private field only its constructor sets: it cannot come back as itself."""
+
+    def __init__(self, resp: Any) -> None:
+        super().__init__("upstream down")
+        self._resp = resp
+
+    def __str__(self) -> str:
+        return f"upstream down ({self._resp.status})"
 
 
 class WithProperty(Exception):
@@ -128,7 +139,21 @@ def test_a_nested_class_is_found_by_its_qualified_name(tmp_path: Path) -> None:
     assert type(replayed) is Upstream.Timeout and replayed.args == ("took 30s",)
 
 
-def test_a_python_str_is_not_run_and_its_args_come_back(tmp_path: Path) -> None:
+def test_a_python_str_that_fails_on_the_rebuilt_instance_is_replayed_as_data(tmp_path: Path) -> None:
+    resp = types.SimpleNamespace(status=503)
+    recorded, replayed, line = record_and_replay(tmp_path, lambda: NeedsResponse(resp))
+    assert str(recorded) == line["message"] == "upstream down (503)"
+    assert isinstance(replayed, TapeReplayedError) and "upstream down (503)" in str(replayed)  # never str() failing
+
+
+def test_the_debuggers_quit_is_never_raised_from_a_tape(tmp_path: Path) -> None:
+    import bdb
+
+    _recorded, replayed, line = record_and_replay(tmp_path, lambda: bdb.BdbQuit("q"))
+    assert line["type"] == "BdbQuit" and isinstance(replayed, TapeReplayedError)
+
+
+def test_a_python_str_runs_on_the_rebuilt_instance_and_its_args_come_back(tmp_path: Path) -> None:
     recorded, replayed, line = record_and_replay(tmp_path, lambda: Pretty(7))
     assert line["message"] == "code 7" and line["args"] == [7]
     assert type(replayed) is Pretty and replayed.args == (7,) and str(replayed) == str(recorded)

@@ -69,6 +69,7 @@ REFUSED: tuple[tuple[str, str], ...] = (
     ("hypothesis.errors", "UnsatisfiedAssumption"),
     ("hypothesis.errors", "StopTest"),
     ("concurrent.futures._base", "CancelledError"),
+    ("bdb", "BdbQuit"),  # the debugger's quit: pytest treats it as an outcome
     ("tapetui.core.errors", "TapeError"),
 )
 # Modules whose classes are all outcomes: refused by the module a class names (pytest's classes
@@ -162,14 +163,19 @@ _C_FUNCTIONS = (types.WrapperDescriptorType, types.MethodDescriptorType, types.B
 def _shows(cls: type, exc: BaseException, message: str, *, exact: bool) -> bool:
     """Whether the instance's text is the message (``exact``: equal to it, for restored args; else holding it,
     for ``args = (message,)``). A ``__str__`` written in C that reads fields only its constructor sets
-    (``SyntaxError``, ``UnicodeDecodeError``, ``OSError``'s errno) would lose it; one written in Python is
-    not run here (it is the class's own business when the error is shown)."""
+    (``SyntaxError``, ``UnicodeDecodeError``, ``OSError``'s errno) would lose it. One written in Python (the
+    class's own, already imported code, which showing the error runs anyway) must at least not fail on the
+    rebuilt instance — one that reads a field only its constructor sets would make ``str(err)`` raise in
+    replay where it worked in record — and may word the message its own way."""
     for k in _mro(cls):
         method = _vars(k).get("__str__")
         if method is None:
             continue
         if type(method) not in _C_FUNCTIONS:
-            return True
+            try:
+                return isinstance(method(exc), str)
+            except Exception:  # noqa: BLE001 - it needs what the constructor sets: not raised as itself
+                return False
         try:
             text = method(exc)
         except Exception:  # noqa: BLE001 - a C __str__ that needs what the constructor sets

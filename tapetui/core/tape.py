@@ -7,7 +7,7 @@ import logging
 import os
 import threading
 import warnings
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -37,7 +37,7 @@ from tapetui.core.live import (
     tool_as_written,
 )
 from tapetui.core.locks import LockBusy, RecordingLock, gate, recording_lock
-from tapetui.core.matching import Matcher
+from tapetui.core.matching import DRIFT, HIT, MISS, OPEN, OPEN_UNPLACED, Matcher
 from tapetui.core.recorded_errors import raise_recorded
 from tapetui.core.redact import Redactor
 from tapetui.core.registry import Tool, ToolRegistry, make_contract
@@ -186,7 +186,7 @@ class Tape:
         *,
         requested_tool: str | None = None,
         live: Callable[[], Any] | None = None,
-        order: Hashable | None = None,
+        order: Any = None,
         call_id: str | None = None,
     ) -> Any:
         """Make one tool call through the tape; returns the (recorded or live) result.
@@ -196,7 +196,8 @@ class Tape:
             requested_tool: what the model asked for, when the harness ran another tool.
             live: what to run when the call runs live (record, a fill's miss, a ``live`` tool): a callable
                 taking no arguments — a framework's own executor — instead of the registered function.
-            order: the call's place in the model's request, e.g. ``(turn, index)``; any JSON-able hashable.
+            order: the call's place in the model's request, e.g. ``(turn, index)``; any JSON value (a tuple
+                and a list name the same place).
                 Parallel calls carrying it are matched to the recording at that place (README "Parallel
                 tool calls").
             call_id: the model's id of this tool call, recorded on the line.
@@ -230,7 +231,7 @@ class Tape:
         *,
         requested_tool: str | None = None,
         live: Callable[[], Any] | None = None,
-        order: Hashable | None = None,
+        order: Any = None,
         call_id: str | None = None,
     ) -> Any:
         """:meth:`call` for async code: the same semantics in every mode, for async and sync tools.
@@ -269,7 +270,7 @@ class Tape:
         args: dict[str, Any] | None,
         requested_tool: str | None,
         live: Callable[[], Any] | None,
-        order: Hashable | None,
+        order: Any,
         call_id: str | None,
     ) -> tuple[_Run | None, Any]:
         """Decide a call under the tape's lock: ``(None, result)`` when the tape serves it (a hit, an override),
@@ -278,83 +279,100 @@ class Tape:
         if type(tool) is not str or not tool.isascii():  # isascii is a flag test: the common case costs nothing
             check_tool_name(tool, self.path)
         args = {} if args is None else args
+        if live is not None and not callable(live):
+            raise TapeError(f"{self.path}: {tool}: live= takes a callable with no arguments, not {type(live).__name__}")
         extra = None
         order_json = None
         if order is not None or call_id is not None:
             extra, order_json = self._line_extra(tool, order, call_id)
+        with self._mu:  # counted in flight from here (another thread may be deciding its call meanwhile)
+            self._active += 1
         with self._mu:
-            if self._closed:
-                raise TapeError(f"{self.path}: tape is closed")
-            self._seq += 1
-            seq = self._seq
-            alone = self._active == 0
-            redacted, key, passed = call_args(self._redactor, tool, args, seq)
-            policy = self.config.policy(tool)
-            if self.mode == "record":
-                return self._plan(seq, tool, args, passed, redacted, key, requested_tool, live, extra, True), None
-            if policy.live:
-                t = self._tool(tool, live)
-                self._emit("live", seq=seq, tool=tool, key=key, policy="live", fingerprint=t.fingerprint)
-                return self._plan(seq, tool, args, passed, redacted, key, requested_tool, live, extra, False), None
+            try:
+                out = self._decide(tool, args, requested_tool, live, extra, order_json)
+            except BaseException:
+                self._active -= 1
+                raise
+            if out[0] is None:  # served: no longer in flight; a live run leaves in _end or _abandon
+                self._active -= 1
+            return out
 
-            index = self._index
-            m = self._matcher
-            i: int | None = None
-            drift_at: int | None = None
-            if m is not None:
-                if order_json is not None:
-                    j = m.at_place(order_json)
-                    if j is not None:
-                        assert index is not None
-                        if index.keys[j] == key:
-                            i = j
-                        elif index.tools[j] == tool:
-                            drift_at = j
-                        else:
-                            order_json = b""  # another tool at its place: a miss, whatever else matches
-                if i is None and drift_at is None and order_json != b"":
-                    i = m.used.take(key)
-            if self._overrides and seq in self._overrides:
-                return None, self._override(seq, tool, key, i)
-            if i is not None:
-                assert index is not None
-                if self.registry is not None and self._fp_ok.get(tool) != index.fingerprints[i]:
-                    self._check_fingerprint(i, seq, tool, policy)
-                if index.expires and i in index.expires and self._expired(index.expires[i]):
-                    stale = policy.stale_policy or self.config.stale_policy
-                    self._counts["stale"] += 1
-                    self._emit("stale", seq=seq, tool=tool, key=key, expires_at=index.expires[i], policy=stale)
-                    if stale == "error":
-                        raise TapeStale(
-                            f"{self.path}: step {seq} ({tool}) expired at {index.expires[i]} "
-                            f"(stale policy 'error'; re-record it with mode='fill' after expiring)"
-                        )
-                    if stale == "miss":
-                        return self._miss(
-                            seq, tool, args, passed, redacted, key, requested_tool, live, extra, "expired", i
-                        )
-                self._consumed[i] = 1
-                self._counts["tape_hits"] += 1
-                if self._log is not None:
-                    self._log.emit("hit", seq=seq, tool=tool, key=key, step=index.seqs[i])
-                result, error = index.outcome(i, self._fd)
-                if self._writer is not None or self.mode == "fill":
-                    self._carry(seq, i)
-                if error is not None:
-                    raise_recorded(error, tool, seq)
-                return None, self._typed(tool, result)
-            if self._alt is not None and drift_at is None:
-                served, result = self._alt_hit(seq, tool, key)
-                if served:
-                    return None, result
-            if m is not None and drift_at is None and order_json != b"":
-                if alone and order_json is None:
-                    drift_at = m.at_step(tool, key, seq)  # a sequential session keeps the step-position rule
-                else:
-                    drift_at = m.nearest_unconsumed(tool, redacted)
-            if drift_at is not None:
-                self._drift(seq, tool, key, redacted, drift_at)
+    def _decide(
+        self,
+        tool: str,
+        args: dict[str, Any],
+        requested_tool: str | None,
+        live: Callable[[], Any] | None,
+        extra: dict[str, Any] | None,
+        order_json: bytes | None,
+    ) -> tuple[_Run | None, Any]:
+        """:meth:`_begin`'s decision; the caller holds the lock, and counts the call in flight."""
+        if self._closed:
+            raise TapeError(f"{self.path}: tape is closed")
+        self._seq += 1
+        seq = self._seq
+        alone = self._active == 1
+        redacted, key, passed = call_args(self._redactor, tool, args, seq)
+        policy = self.config.policy(tool)
+        if self.mode == "record":
+            return self._plan(seq, tool, args, passed, redacted, key, requested_tool, live, extra, True), None
+        if policy.live:
+            t = self._tool(tool, live)
+            self._emit("live", seq=seq, tool=tool, key=key, policy="live", fingerprint=t.fingerprint)
+            return self._plan(seq, tool, args, passed, redacted, key, requested_tool, live, extra, False), None
+
+        index = self._index
+        m = self._matcher
+        hit = m.used.take(key) if m is not None and order_json is None else None  # the common hit, inline
+        if hit is not None:
+            verdict, j = HIT, hit
+        elif m is None:
+            verdict, j = OPEN, -1
+        else:
+            verdict, j = m.judge(tool, key, order_json)
+        i = j if verdict == HIT else None
+        if self._overrides and seq in self._overrides:
+            return None, self._override(seq, tool, key, i)
+        if i is not None:
+            assert index is not None
+            if self.registry is not None and self._fp_ok.get(tool) != index.fingerprints[i]:
+                self._check_fingerprint(i, seq, tool, policy)
+            if index.expires and i in index.expires and self._expired(index.expires[i]):
+                stale = policy.stale_policy or self.config.stale_policy
+                self._counts["stale"] += 1
+                self._emit("stale", seq=seq, tool=tool, key=key, expires_at=index.expires[i], policy=stale)
+                if stale == "error":
+                    raise TapeStale(
+                        f"{self.path}: step {seq} ({tool}) expired at {index.expires[i]} "
+                        f"(stale policy 'error'; re-record it with mode='fill' after expiring)"
+                    )
+                if stale == "miss":
+                    return self._miss(seq, tool, args, passed, redacted, key, requested_tool, live, extra, "expired", i)
+            self._consumed[i] = 1
+            self._counts["tape_hits"] += 1
+            if self._log is not None:
+                self._log.emit("hit", seq=seq, tool=tool, key=key, step=index.seqs[i])
+            result, error = index.outcome(i, self._fd)
+            if self._writer is not None or self.mode == "fill":
+                self._carry(seq, i)
+            if error is not None:
+                raise_recorded(error, tool, seq)
+            return None, self._typed(tool, result)
+        if verdict == MISS:
             return self._miss(seq, tool, args, passed, redacted, key, requested_tool, live, extra)
+        if verdict == DRIFT:
+            self._drift(seq, tool, key, redacted, j)
+        if self._alt is not None:
+            served, result = self._alt_hit(seq, tool, key)
+            if served:
+                return None, result
+        if m is not None:
+            target = m.drift_target(
+                tool, seq, redacted, alone=alone and order_json is None, unplaced=verdict == OPEN_UNPLACED
+            )
+            if target is not None:
+                self._drift(seq, tool, key, redacted, target)
+        return self._miss(seq, tool, args, passed, redacted, key, requested_tool, live, extra)
 
     def _end(self, run: _Run, result: Any, error: Exception | None, ms: float) -> Any:
         """Finish a call that ran live: count it, write its line (with ``run.write``), return what it returned."""
@@ -447,7 +465,6 @@ class Tape:
             stamp = line_stamp(seq, tool, t, self.config.policy(tool), self._clock(), key, requested_tool)
             if tool not in self._written_tools:
                 manifest = self._manifest_bytes(tool)  # built now (it can fail); written with the first call line
-        self._active += 1
         return _Run(seq, tool, t, args, live, passed, redacted, key, requested_tool, extra, stamp, manifest, write)
 
     def _line_extra(self, tool: str, order: Any, call_id: Any) -> tuple[dict[str, Any], bytes | None]:
@@ -457,12 +474,11 @@ class Tape:
         order_json = None
         if order is not None:
             try:
-                hash(order)
-                value = json_form(order, "order")
+                value = self._redactor.redact(json_form(order, "order"))  # a tuple and a list: the same place
                 order_json = canonical_json(value)
             except TypeError as e:
                 raise TapeError(
-                    f"{self.path}: {tool}: order={order!r} must be a hashable JSON value such as (turn, index) ({e})"
+                    f"{self.path}: {tool}: order={order!r} must be a JSON value such as (turn, index) ({e})"
                 ) from None
             extra["order"] = value
         if call_id is not None:
@@ -502,6 +518,7 @@ class Tape:
         assert self._matcher is not None
         index = self._matcher.index
         self._consumed[j] = 1
+        self._matcher.drifted.add(j)
         recorded = index.record(j, self._fh)
         # a tape written under older rules: what they let through stays out of the run log and the error
         recorded_args = self._redactor.redact(recorded.args)
