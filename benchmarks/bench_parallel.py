@@ -4,7 +4,10 @@ Run: python benchmarks/bench_parallel.py [--calls 1000] [--rounds 9]
 Target: parallel throughput ≥ 50% of sequential throughput (no lock-contention collapse), record and replay.
 
 Each round records a fresh tape with N calls, then replays it, both ways: one ``await tape.acall`` after
-the other (sequential), and all N at once (``asyncio.gather``); then the same replay from 8 threads. The
+the other (sequential), and all N at once (``asyncio.gather``); then the same replay from 8 threads. A
+gather of N tasks costs asyncio itself more than N awaits (a replay hit never awaits, so its tasks are
+all overhead): the same two shapes with a coroutine that does nothing are measured too, and the last
+lines compare tapetui's own cost per call, that overhead taken out. The
 tool is async and yields once (``await asyncio.sleep(0)``), as a real one awaiting I/O would, so parallel
 calls really interleave. Figures are calls per second, medians of the rounds (best round in brackets), and
 the per-round ratio parallel / sequential.
@@ -65,6 +68,29 @@ def threaded(tape: Tape, calls: list[dict[str, Any]], n_threads: int = 8) -> Non
         th.join()
 
 
+async def plain_lookup(args: dict[str, Any]) -> dict[str, Any]:
+    """The asyncio reference: a coroutine that does nothing (what gather costs by itself)."""
+    return args
+
+
+def asyncio_reference(calls: list[dict[str, Any]]) -> tuple[float, float]:
+    """Calls/s of awaiting ``plain_lookup`` one after the other, and of gathering them all."""
+
+    async def seq() -> None:
+        for args in calls:
+            await plain_lookup(args)
+
+    async def par() -> None:
+        await asyncio.gather(*(plain_lookup(args) for args in calls))
+
+    out = []
+    for run in (seq, par):
+        t0 = time.perf_counter()
+        asyncio.run(run())
+        out.append(rate(len(calls), time.perf_counter() - t0))
+    return out[0], out[1]
+
+
 def rate(n: int, seconds: float) -> float:
     return n / seconds
 
@@ -90,6 +116,7 @@ def one_round(d: Path, r: int, calls: list[dict[str, Any]]) -> dict[str, float]:
                 out["replay 8 threads"] = rate(len(calls), time.perf_counter() - t0)
                 assert t.stats()["tape_hits"] == len(calls)
         path.unlink()
+    out["asyncio sequential"], out["asyncio gather"] = asyncio_reference(calls)
     return out
 
 
@@ -113,6 +140,18 @@ def main() -> None:
         print(f"  {mode} parallel / sequential: {ratio:4.2f}×   target ≥ 0.50×")
     ratio = statistics.median(x["replay 8 threads"] / x["replay sequential"] for x in rounds)
     print(f"  replay 8 threads / sequential acall: {ratio:4.2f}×")
+
+    def own(x: dict[str, float], mode: str, how: str) -> float:
+        """µs per call tapetui adds beyond what asyncio itself costs for the same shape of run."""
+        ref = "asyncio gather" if how == "parallel" else "asyncio sequential"
+        return (1 / x[f"{mode} {how}"] - 1 / x[ref]) * 1e6
+
+    for mode in ("record", "replay"):
+        ratio = statistics.median(own(x, mode, "sequential") / own(x, mode, "parallel") for x in rounds)
+        print(
+            f"  {mode}: tapetui's own cost per call, sequential / parallel (asyncio's gather overhead taken out): "
+            f"{ratio:4.2f}×   target ≥ 0.50×"
+        )
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import orjson
 
@@ -175,10 +175,12 @@ def line_stamp(
 
 
 def run_tool(tool: Tool, args: dict[str, Any], timer: Timer = perf_timer) -> tuple[Any, Exception | None, float]:
-    """Call ``tool`` with ``args``: ``(result, error, ms)`` (see :func:`run_callable`).
+    """Call ``tool`` with ``args``: ``(result, error, ms)`` (see :func:`run_callable`). A coroutine function runs
+    to completion when no event loop is running in this thread.
 
     Raises:
-        TapeError: the tool has no function (a contract registered without one), or is a coroutine function.
+        TapeError: the tool has no function (a contract registered without one), or is a coroutine function
+            called from inside a running event loop.
     """
     fn = tool.fn
     if fn is None:
@@ -190,15 +192,14 @@ def run_tool(tool: Tool, args: dict[str, Any], timer: Timer = perf_timer) -> tup
                 "with `await tape.acall(...)`"
             )
         return run_callable(lambda: asyncio.run(fn(**args)), timer)  # sync code, no loop: run it to completion
-    return run_callable(lambda: fn(**args), timer)
-
-
-def _loop_running() -> bool:
+    start = timer()  # the common path, without run_callable's extra frame
     try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
+        result = fn(**args)
+    except Exception as e:  # recorded, then raised again by the caller
+        return None, e, round((timer() - start) * 1000, 3)
+    if type(result) not in _PLAIN and inspect.isawaitable(result):
+        _refuse_awaitable(result)
+    return result, None, round((timer() - start) * 1000, 3)
 
 
 def run_callable(fn: Callable[[], Any], timer: Timer = perf_timer) -> tuple[Any, Exception | None, float]:
@@ -209,12 +210,27 @@ def run_callable(fn: Callable[[], Any], timer: Timer = perf_timer) -> tuple[Any,
         result = fn()
     except Exception as e:  # recorded, then raised again by the caller
         return None, e, round((timer() - start) * 1000, 3)
-    if inspect.isawaitable(result):
-        close = getattr(result, "close", None)
-        if callable(close):
-            close()  # a coroutine never started: nothing ran
-        raise TapeError("the tool returned an awaitable: an async tool runs with `await tape.acall(...)`")
+    if type(result) not in _PLAIN and inspect.isawaitable(result):
+        _refuse_awaitable(result)
     return result, None, round((timer() - start) * 1000, 3)
+
+
+_PLAIN = frozenset({dict, list, str, int, float, bool, type(None), tuple})  # never awaitable: no ABC check
+
+
+def _refuse_awaitable(result: Any) -> NoReturn:
+    close = getattr(result, "close", None)
+    if callable(close):
+        close()  # a coroutine never started: nothing ran
+    raise TapeError("the tool returned an awaitable: an async tool runs with `await tape.acall(...)`")
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def result_form(result: Any, codec: Codec | None) -> tuple[Any, Any, str]:

@@ -54,6 +54,9 @@ _COUNTERS: tuple[str, ...] = ("tape_hits", "tape_misses", "live_tool_calls", "re
 _COUNTERS += ("fingerprint_changes", "stale", "overrides", "unused")
 
 
+_UNKNOWN: Any = object()  # a tool whose codec is not looked up yet
+
+
 @dataclass(slots=True)
 class _Run:
     """A call about to run live, as :meth:`Tape._begin` settled it for :meth:`Tape._end`."""
@@ -142,6 +145,8 @@ class Tape:
         self._matcher: Matcher | None = None
         self._codecs: dict[str, Codec | None] = {}
         self._codec_warned: set[str] = set()
+        self._tool_policies = self.config.tools
+        self._default_policy = self.config.policy("")  # what a tool without a [tools.NAME] table gets
         self._adhoc: dict[str, Tool] = {}  # tools called with live= that the registry does not hold
 
         try:
@@ -285,115 +290,93 @@ class Tape:
         order_json = None
         if order is not None or call_id is not None:
             extra, order_json = self._line_extra(tool, order, call_id)
-        with self._mu:  # counted in flight from here (another thread may be deciding its call meanwhile)
-            self._active += 1
-        with self._mu:
-            try:
-                out = self._decide(tool, args, requested_tool, live, extra, order_json)
-            except BaseException:
-                self._active -= 1
-                raise
-            if out[0] is None:  # served: no longer in flight; a live run leaves in _end or _abandon
-                self._active -= 1
-            return out
+        with self._mu:  # every decision and every write of this tape holds it; a tool never runs under it
+            if self._closed:
+                raise TapeError(f"{self.path}: tape is closed")
+            self._seq += 1
+            seq = self._seq
+            alone = self._active == 0  # no call of this tape is running live
+            redacted, key, passed = call_args(self._redactor, tool, args, seq)
+            policy = self._tool_policies.get(tool, self._default_policy)  # = config.policy(tool), without a call
+            if self.mode == "record":
+                return self._plan(seq, tool, args, passed, redacted, key, requested_tool, live, extra, True), None
+            if policy.live:
+                t = self._tool(tool, live)
+                self._emit("live", seq=seq, tool=tool, key=key, policy="live", fingerprint=t.fingerprint)
+                return self._plan(seq, tool, args, passed, redacted, key, requested_tool, live, extra, False), None
 
-    def _decide(
-        self,
-        tool: str,
-        args: dict[str, Any],
-        requested_tool: str | None,
-        live: Callable[[], Any] | None,
-        extra: dict[str, Any] | None,
-        order_json: bytes | None,
-    ) -> tuple[_Run | None, Any]:
-        """:meth:`_begin`'s decision; the caller holds the lock, and counts the call in flight."""
-        if self._closed:
-            raise TapeError(f"{self.path}: tape is closed")
-        self._seq += 1
-        seq = self._seq
-        alone = self._active == 1
-        redacted, key, passed = call_args(self._redactor, tool, args, seq)
-        policy = self.config.policy(tool)
-        if self.mode == "record":
-            return self._plan(seq, tool, args, passed, redacted, key, requested_tool, live, extra, True), None
-        if policy.live:
-            t = self._tool(tool, live)
-            self._emit("live", seq=seq, tool=tool, key=key, policy="live", fingerprint=t.fingerprint)
-            return self._plan(seq, tool, args, passed, redacted, key, requested_tool, live, extra, False), None
-
-        index = self._index
-        m = self._matcher
-        hit = m.used.take(key) if m is not None and order_json is None else None  # the common hit, inline
-        if hit is not None:
-            verdict, j = HIT, hit
-        elif m is None:
-            verdict, j = OPEN, -1
-        else:
-            verdict, j = m.judge(tool, key, order_json)
-        i = j if verdict == HIT else None
-        if self._overrides and seq in self._overrides:
-            return None, self._override(seq, tool, key, i)
-        if i is not None:
-            assert index is not None
-            if self.registry is not None and self._fp_ok.get(tool) != index.fingerprints[i]:
-                self._check_fingerprint(i, seq, tool, policy)
-            if index.expires and i in index.expires and self._expired(index.expires[i]):
-                stale = policy.stale_policy or self.config.stale_policy
-                self._counts["stale"] += 1
-                self._emit("stale", seq=seq, tool=tool, key=key, expires_at=index.expires[i], policy=stale)
-                if stale == "error":
-                    raise TapeStale(
-                        f"{self.path}: step {seq} ({tool}) expired at {index.expires[i]} "
-                        f"(stale policy 'error'; re-record it with mode='fill' after expiring)"
-                    )
-                if stale == "miss":
-                    return self._miss(seq, tool, args, passed, redacted, key, requested_tool, live, extra, "expired", i)
-            self._consumed[i] = 1
-            self._counts["tape_hits"] += 1
-            if self._log is not None:
-                self._log.emit("hit", seq=seq, tool=tool, key=key, step=index.seqs[i])
-            result, error = index.outcome(i, self._fd)
-            if self._writer is not None or self.mode == "fill":
-                self._carry(seq, i)
-            if error is not None:
-                raise_recorded(error, tool, seq)
-            return None, self._typed(tool, result)
-        if verdict == MISS:
+            index = self._index
+            m = self._matcher
+            hit = m.used.take(key) if m is not None and order_json is None else None  # the common hit, inline
+            if hit is not None:
+                verdict, j = HIT, hit
+            elif m is None:
+                verdict, j = OPEN, -1
+            else:
+                verdict, j = m.judge(tool, key, order_json)
+            i = j if verdict == HIT else None
+            if self._overrides and seq in self._overrides:
+                return None, self._override(seq, tool, key, i)
+            if i is not None:
+                assert index is not None
+                if self.registry is not None and self._fp_ok.get(tool) != index.fingerprints[i]:
+                    self._check_fingerprint(i, seq, tool, policy)
+                if index.expires and i in index.expires and self._expired(index.expires[i]):
+                    stale = policy.stale_policy or self.config.stale_policy
+                    self._counts["stale"] += 1
+                    self._emit("stale", seq=seq, tool=tool, key=key, expires_at=index.expires[i], policy=stale)
+                    if stale == "error":
+                        raise TapeStale(
+                            f"{self.path}: step {seq} ({tool}) expired at {index.expires[i]} "
+                            f"(stale policy 'error'; re-record it with mode='fill' after expiring)"
+                        )
+                    if stale == "miss":
+                        return self._miss(
+                            seq, tool, args, passed, redacted, key, requested_tool, live, extra, "expired", i
+                        )
+                self._consumed[i] = 1
+                self._counts["tape_hits"] += 1
+                if self._log is not None:
+                    self._log.emit("hit", seq=seq, tool=tool, key=key, step=index.seqs[i])
+                result, error = index.outcome(i, self._fd)
+                if self._writer is not None or self.mode == "fill":
+                    self._carry(seq, i)
+                if error is not None:
+                    raise_recorded(error, tool, seq)
+                if self._codecs.get(tool, _UNKNOWN) is None:  # the common case: no codec, the JSON form
+                    return None, result
+                return None, self._typed(tool, result)
+            if verdict == MISS:
+                return self._miss(seq, tool, args, passed, redacted, key, requested_tool, live, extra)
+            if verdict == DRIFT:
+                self._drift(seq, tool, key, redacted, j)
+            if self._alt is not None:
+                served, result = self._alt_hit(seq, tool, key)
+                if served:
+                    return None, result
+            if m is not None:
+                target = m.drift_target(
+                    tool, seq, redacted, alone=alone and order_json is None, unplaced=verdict == OPEN_UNPLACED
+                )
+                if target is not None:
+                    self._drift(seq, tool, key, redacted, target)
             return self._miss(seq, tool, args, passed, redacted, key, requested_tool, live, extra)
-        if verdict == DRIFT:
-            self._drift(seq, tool, key, redacted, j)
-        if self._alt is not None:
-            served, result = self._alt_hit(seq, tool, key)
-            if served:
-                return None, result
-        if m is not None:
-            target = m.drift_target(
-                tool, seq, redacted, alone=alone and order_json is None, unplaced=verdict == OPEN_UNPLACED
-            )
-            if target is not None:
-                self._drift(seq, tool, key, redacted, target)
-        return self._miss(seq, tool, args, passed, redacted, key, requested_tool, live, extra)
 
     def _end(self, run: _Run, result: Any, error: Exception | None, ms: float) -> Any:
-        """Finish a call that ran live: count it, write its line (with ``run.write``), return what it returned."""
-        with self._mu:
-            self._active -= 1
-            t = run.tool
-            self._counts["live_tool_calls"] += 1
-            if t.side_effect:
-                self._counts["real_side_effects"] += 1
+        """Finish a call that ran live: count it, write its line (with ``run.write``), return what it returned.
+
+        The line is built outside the lock (a result of megabytes does not hold up the other calls); only its
+        append, the tool line before it and the counters are under it."""
+        try:
             value = result
             data: Any = None
             unrecordable = ""
             if error is None:
-                data, value, unrecordable = result_form(result, self._codec(run.name))
+                codec = self._codecs.get(run.name, _UNKNOWN)
+                data, value, unrecordable = result_form(result, self._codec(run.name) if codec is _UNKNOWN else codec)
+            t = run.tool
             if run.write:
                 # The tool ran: its call is written whatever happens now (see outcome_line).
-                if self._writer is None:
-                    raise TapeError(
-                        f"{self.path}: the tape was closed while {run.name} (step {run.seq}) ran; its call "
-                        "was not recorded"
-                    )
                 assert run.stamp is not None
                 line, recorded_error, problem = outcome_line(
                     seq=run.seq,
@@ -410,6 +393,20 @@ class Tape:
                     extra=run.extra,
                     unrecordable=unrecordable,
                 )
+        except BaseException:  # an interrupt while the line was built: nothing is written
+            self._abandon()
+            raise
+        with self._mu:
+            self._active -= 1
+            self._counts["live_tool_calls"] += 1
+            if t.side_effect:
+                self._counts["real_side_effects"] += 1
+            if run.write:
+                if self._writer is None:
+                    raise TapeError(
+                        f"{self.path}: the tape was closed while {run.name} (step {run.seq}) ran; its call "
+                        "was not recorded"
+                    )
                 manifest = b""
                 if run.name not in self._written_tools:  # another call of the tool may have written it meanwhile
                     manifest = run.manifest or self._manifest_bytes(run.name)
@@ -465,6 +462,7 @@ class Tape:
             stamp = line_stamp(seq, tool, t, self.config.policy(tool), self._clock(), key, requested_tool)
             if tool not in self._written_tools:
                 manifest = self._manifest_bytes(tool)  # built now (it can fail); written with the first call line
+        self._active += 1
         return _Run(seq, tool, t, args, live, passed, redacted, key, requested_tool, extra, stamp, manifest, write)
 
     def _line_extra(self, tool: str, order: Any, call_id: Any) -> tuple[dict[str, Any], bytes | None]:
