@@ -4,6 +4,7 @@ The public API is what this module exports; everything else may move.
 """
 
 from tapetui.core.canon import canon
+from tapetui.core.codecs import CodecWarning
 from tapetui.core.config import Config, ToolPolicy, load_config
 from tapetui.core.errors import (
     ConfigError,
@@ -22,6 +23,7 @@ from tapetui.core.runlog import RunLogWarning
 from tapetui.core.tape import MODES, Tape
 
 __all__ = [
+    "CodecWarning",
     "Config",
     "ConfigError",
     "MODES",

@@ -498,3 +498,10 @@ def test_tool_lines_of_form_3_read_back_and_redact_like_the_rest(tmp_path: Path)
     out = orjson.loads(redact_manifest_line(line, Redactor(patterns=["Acme-Tenant-[0-9]+"])))
     assert "Acme-Tenant-0042" not in out["description"] and out["fingerprint"] == rec["fingerprint"]
     assert redact_manifest_line(dump_line(rec)) == dump_line(rec)  # nothing to redact: the same bytes
+
+
+def test_a_no_break_space_in_a_description_is_visible_in_the_explanation() -> None:
+    from tapetui.core.fingerprint import _text_change
+
+    (line,) = _text_change("description", "Search the docs.", "Search\xa0the docs.")
+    assert "\\u00a0" in line and line.startswith("description: whitespace")

@@ -53,7 +53,7 @@ class TapeDrift(TapeError):
         recorded_args / new_args: the two (redacted) argument sets.
         changes: the differing argument paths, as ``(path, old, new)``.
         recorded_seq: the step of the recording this call drifted from (``seq`` unless calls ran in
-            parallel or out of order: see README "Parallel tool calls").
+            parallel or out of order: see README "Async agents and parallel tool calls").
     """
 
     def __init__(

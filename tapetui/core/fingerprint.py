@@ -28,6 +28,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import inspect
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -560,8 +561,21 @@ def _text_change(field: str, old: str | None, new: str | None) -> list[str]:
         if tag in ("replace", "insert"):
             lines.append(f"{field}: + {short(' '.join(b[j1:j2]))}{where}")
     if not lines:  # the same words: only whitespace differs (a change too, nothing is folded)
-        lines.append(f"{field}: whitespace {short(old, around=new)} → {short(new, around=old)}")
+        lines.append(
+            f"{field}: whitespace {_spaces_shown(short(old, around=new))} → {_spaces_shown(short(new, around=old))}"
+        )
     return lines
+
+
+_OTHER_SPACE = re.compile(r"[^\S ]")  # any whitespace but the plain space
+
+
+def _spaces_shown(text: str) -> str:
+    """``text`` with every whitespace character but the plain space written as an escape (``\u00a0``), so a
+    whitespace-only change is visible (a no-break space looks like a space)."""
+    return _OTHER_SPACE.sub(
+        lambda m: repr(m.group())[1:-1] if m.group() in "\n\t\r" else f"\\u{ord(m.group()):04x}", text
+    )
 
 
 def _dict_change(field: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> list[tuple[str, str]]:

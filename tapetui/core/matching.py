@@ -1,6 +1,6 @@
 """Which recorded call a replayed call is: a hit, a drift against one recording, or a miss.
 
-The rules (README "Parallel tool calls"):
+The rules (README "Async agents and parallel tool calls"):
 
 1. A call that carries its place in the model's request (``order=``), on a tape whose calls carry places,
    is judged against the recordings at that place, whatever order the calls start in: one with its key is

@@ -202,9 +202,8 @@ class Tape:
             live: what to run when the call runs live (record, a fill's miss, a ``live`` tool): a callable
                 taking no arguments — a framework's own executor — instead of the registered function.
             order: the call's place in the model's request, e.g. ``(turn, index)``; any JSON value (a tuple
-                and a list name the same place).
-                Parallel calls carrying it are matched to the recording at that place (README "Parallel
-                tool calls").
+                and a list name the same place). Parallel calls carrying it are matched to the recordings
+                at that place (README "Async agents and parallel tool calls").
             call_id: the model's id of this tool call, recorded on the line.
 
         Raises:
