@@ -6,6 +6,7 @@ The public API is what this module exports; everything else may move.
 from tapetui.core.canon import canon
 from tapetui.core.codecs import CodecWarning
 from tapetui.core.config import Config, ToolPolicy, load_config
+from tapetui.core.current import current_tape, use_tape
 from tapetui.core.errors import (
     ConfigError,
     TapeDrift,
@@ -42,9 +43,11 @@ __all__ = [
     "ToolRegistry",
     "call_key",
     "canon",
+    "current_tape",
     "load_config",
     "tool_fingerprint",
     "tool_manifest",
+    "use_tape",
 ]
 
 __version__ = "0.1.0"

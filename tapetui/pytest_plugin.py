@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from tapetui.core.config import Config, find_config, load_config
+from tapetui.core.current import use_tape
 from tapetui.core.errors import TapeError
 from tapetui.core.registry import ToolRegistry
 from tapetui.core.store import inside
@@ -107,14 +108,16 @@ def _marked(request: pytest.FixtureRequest, tapes_dir: Path) -> tuple[Path | Non
 
 @pytest.fixture
 def tape(request: pytest.FixtureRequest, tape_config: Config, tape_registry: Any) -> Iterator[Tape]:
-    """A :class:`~tapetui.Tape` for this test, in the session's ``--tape-mode`` (or its ``@pytest.mark.tape``'s)."""
+    """A :class:`~tapetui.Tape` for this test, in the session's ``--tape-mode`` (or its ``@pytest.mark.tape``'s),
+    made the current tape (:func:`tapetui.use_tape`) for the test."""
     marked_path, marked_mode = _marked(request, tape_config.tapes_dir)
     mode = marked_mode or request.config.getoption("--tape-mode") or request.config.getini("tape_mode")
     path = marked_path or tape_path_for(request.node.nodeid, tape_config.tapes_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     t = Tape(path, mode, tape_registry, config=tape_config)
     try:
-        yield t
+        with use_tape(t):  # the current tape: adapters given no tape (`taped(toolset)`) use it
+            yield t
     finally:
         t.close()
 

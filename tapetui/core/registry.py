@@ -230,6 +230,11 @@ class ToolRegistry:
         self._tools[name] = tool
         return tool
 
+    def put(self, tool: Tool) -> Tool:
+        """Add ``tool``, or replace the tool of its name (a framework redefined it); returns it."""
+        self._tools[tool.name] = tool
+        return tool
+
     def tool(
         self,
         *,

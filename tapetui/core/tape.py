@@ -148,6 +148,7 @@ class Tape:
         self._tool_policies = self.config.tools
         self._default_policy = self.config.policy("")  # what a tool without a [tools.NAME] table gets
         self._adhoc: dict[str, Tool] = {}  # tools called with live= that the registry does not hold
+        self._contracts: dict[str, tuple[Any, Tool]] = {}  # name → (its definition, as contract() last saw it)
 
         try:
             self._open_session(mode)
@@ -543,6 +544,59 @@ class Tape:
             changes=[tuple(c) for c in changes],
             recorded_seq=recorded.seq,
         )
+
+    def contract(
+        self,
+        name: str,
+        *,
+        schema: dict[str, Any] | None = None,
+        description: str | None = None,
+        version: str = "0",
+        output_schema: dict[str, Any] | None = None,
+        annotations: dict[str, Any] | None = None,
+        title: str | None = None,
+        side_effect: bool = False,
+        ttl: float | None = None,
+        returns: Any = None,
+    ) -> Tool:
+        """Make a framework's own definition of tool ``name`` its contract on this tape (see
+        :meth:`ToolRegistry.contract <tapetui.core.registry.ToolRegistry.contract>`).
+
+        It goes into the tape's registry (one is made when the tape has none), replacing a tool of that
+        name: replay checks the recorded fingerprints against it, and a recording writes it in the tool
+        line. Cheap and idempotent for the same definition, so an adapter may call it at every call.
+
+        Raises:
+            TapeError: a value that is not what its keyword takes.
+        """
+        fields = (schema, description, version, output_schema, annotations, title, side_effect, ttl)
+        try:
+            ident: Any = (canonical_json(list(fields)), id(returns))
+        except TypeError:  # not JSON: make_contract says what is wrong
+            ident = None
+        with self._mu:
+            known = self._contracts.get(name)
+            if known is not None and ident is not None and known[0] == ident:
+                return known[1]
+            tool = make_contract(
+                name,
+                schema=schema,
+                description=description,
+                version=version,
+                output_schema=output_schema,
+                annotations=annotations,
+                title=title,
+                side_effect=side_effect,
+                ttl=ttl,
+                returns=returns,
+            )
+            if self.registry is None:
+                self.registry = ToolRegistry()
+            self.registry.put(tool)
+            for cache in (self._live_tools, self._fp_ok, self._codecs, self._adhoc):
+                cache.pop(name, None)
+            self._contracts[name] = (ident, tool)
+            return tool
 
     def stats(self) -> dict[str, Any]:
         """Counters of this run: the fixed keys of DESIGN §3 and a few more.
