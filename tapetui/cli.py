@@ -42,6 +42,7 @@ SUBCOMMANDS = (
     "replay",
     "recover",
     "scrub",
+    "mcp",
 )
 
 
@@ -393,6 +394,38 @@ def cmd_recover(args: argparse.Namespace) -> int:
     return 2 if left else 0
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """``tapetui mcp serve TAPE`` and ``tapetui mcp verify TAPE -- COMMAND`` (see tapetui.integrations.mcp_cli)."""
+    try:
+        # deferred: the MCP SDK is an optional extra (tapetui[mcp]), loaded only when `tapetui mcp` runs
+        from tapetui.integrations import mcp_cli
+    except ModuleNotFoundError as e:
+        if not (e.name or "").startswith("mcp"):
+            raise
+        raise TapeError(f"tapetui mcp needs the MCP Python SDK ({e}): pip install 'tapetui[mcp]'") from None
+    cfg = _config(args)
+    tape = mcp_cli.find_tape(args.tape, cfg.tapes_dir)
+    if args.mcp_cmd == "serve":
+        return mcp_cli.serve(tape, Out(sys.stderr).line)  # stdout is the MCP channel
+    report = mcp_cli.verify(
+        tape,
+        mcp_cli.server_command(args),
+        calls=args.calls,
+        yes=args.yes,
+        timeout=args.timeout,
+        config=cfg if args.config else None,  # else the tape's own tapes.toml, as a replay of it uses
+    )
+    if args.json:
+        print_json(report.to_json())
+        if report.error is not None:
+            Out(sys.stderr).line(f"tapetui: {report.error}", "red")
+    else:
+        out = Out(sys.stdout)
+        for text, style in report.lines():
+            out.line(text, style)
+    return report.exit_code
+
+
 def _commands() -> dict[str, cli_parser.Command]:
     """Each subcommand's function, looked up when the command line is parsed."""
     return {
@@ -408,6 +441,7 @@ def _commands() -> dict[str, cli_parser.Command]:
         "replay": cmd_replay,
         "recover": cmd_recover,
         "scrub": cmd_scrub,
+        "mcp": cmd_mcp,
     }
 
 

@@ -20,6 +20,10 @@ _EXITS = {
     "accept": "0 done; 2 bad input, or (--all) a candidate that could not be accepted (the others are)",
     "replay": "the replay command's own exit code; 2 no replay_command, or it cannot be run",
     "recover": "0 done (or nothing to do); 2 an interrupted change could not be finished (left in place, said why)",
+    "mcp": "as its subcommand's: tapetui mcp serve --help, tapetui mcp verify --help",
+    "serve": "0 the client left (a summary goes to stderr); 2 bad input (no such tape, a tool line that is not MCP)",
+    "verify": "0 the server matches the tape; 1 differences (a contract changed, a tool is gone, with --calls a "
+    "result differs); 2 bad input, or the server could not be started or did not answer",
 }
 
 
@@ -158,4 +162,48 @@ def parser(commands: Mapping[str, Command]) -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="change nothing; exit 1 if something would be removed")
     p.add_argument("--json", action="store_true", help=json_help)
     p.set_defaults(fn=commands["scrub"])
+    _mcp(sub, commands["mcp"], tape_help, json_help)
     return ap
+
+
+def _mcp(sub: Any, command: Command, tape_help: str, json_help: str) -> None:
+    """``tapetui mcp serve`` and ``tapetui mcp verify`` (the MCP SDK is the optional extra ``tapetui[mcp]``)."""
+    p = _sub(
+        sub,
+        "mcp",
+        "serve a tape as an MCP server, or verify a live MCP server against a tape",
+        "Needs the MCP Python SDK: pip install 'tapetui[mcp]'.",
+    )
+    msub = p.add_subparsers(dest="mcp_cmd", required=True, metavar="SUBCOMMAND")
+    tape_help += " (or any path to a tape)"
+    s = _sub(
+        msub,
+        "serve",
+        "answer an MCP client over stdio from a tape: recorded contracts and calls; no tool ever runs",
+        "A call that is not on the tape gets an isError result naming the nearest recorded call. Nothing\n"
+        "but MCP is written on stdout; a summary goes to stderr when the client leaves.",
+    )
+    s.add_argument("tape", metavar="TAPE", help=tape_help)
+    s.set_defaults(fn=command)
+    v = _sub(
+        msub,
+        "verify",
+        "start a live MCP server (COMMAND, stdio) and compare its tool contracts with the tape's",
+        "Each contract (description, input and output schema, annotations, title) is compared field by\n"
+        "field. --calls sends the tape's calls again and reports result differences by path; calls of\n"
+        "tools not marked readOnlyHint (or marked destructiveHint) are skipped unless --yes.",
+    )
+    v.usage = "tapetui mcp verify [-h] [--calls [--yes]] [--json] [--timeout SECONDS] TAPE -- COMMAND [ARGS...]"
+    v.add_argument("tape", metavar="TAPE", help=tape_help)
+    v.add_argument("command", nargs=argparse.REMAINDER, metavar="COMMAND", help="the server command, after --")
+    v.add_argument("--calls", action="store_true", help="send the tape's calls again and compare the results")
+    v.add_argument("--yes", action="store_true", help="with --calls: send calls of tools that may change things too")
+    v.add_argument("--json", action="store_true", help=json_help)
+    v.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long the server may take to start, and each call (default 30)",
+    )
+    v.set_defaults(fn=command, mcp_parser=v)

@@ -106,3 +106,26 @@ def test_after():
     )
     pytester.makefile(".toml", tapes='[tapes]\ndir = "tapes"\n')
     pytester.runpytest("-p", "no:asyncio", "-p", "no:textual-snapshot", "--tape-mode=record").assert_outcomes(passed=2)
+
+
+def test_a_recording_writes_each_contract_it_is_given_called_or_not(tmp_path: Path) -> None:
+    import orjson
+
+    path = tmp_path / "s.jsonl"
+    with Tape(path, "record", None, config=Config.for_dir(tmp_path)) as tape:
+        tape.contract("search", description="Search.")
+        tape.contract("delete_all", description="Delete everything.", annotations={"destructiveHint": True})
+        tape.contract("search", description="Search.")  # the same: nothing more
+        tape.call("search", {"q": "a"}, live=lambda: [])
+        tape.contract("search", description="Search the web.")  # redefined: a new tool line before its calls
+        tape.call("search", {"q": "b"}, live=lambda: [])
+    lines = [orjson.loads(x) for x in path.read_bytes().splitlines()]
+    kinds = [(r["type"], r.get("name") or r.get("tool")) for r in lines if r["type"] != "session"]
+    assert kinds == [
+        ("tool", "search"),
+        ("tool", "delete_all"),
+        ("call", "search"),
+        ("tool", "search"),
+        ("call", "search"),
+    ]
+    assert lines[-1]["fingerprint"] == lines[-2]["fingerprint"] != lines[3]["fingerprint"]

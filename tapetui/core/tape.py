@@ -563,8 +563,9 @@ class Tape:
         :meth:`ToolRegistry.contract <tapetui.core.registry.ToolRegistry.contract>`).
 
         It goes into the tape's registry (one is made when the tape has none), replacing a tool of that
-        name: replay checks the recorded fingerprints against it, and a recording writes it in the tool
-        line. Cheap and idempotent for the same definition, so an adapter may call it at every call.
+        name: replay checks the recorded fingerprints against it, and a recording writes its tool line
+        now, whether the tool is called or not (the tape then holds every tool the model was offered).
+        Cheap and idempotent for the same definition, so an adapter may call it at every call.
 
         Raises:
             TapeError: a value that is not what its keyword takes.
@@ -596,6 +597,10 @@ class Tape:
             for cache in (self._live_tools, self._fp_ok, self._codecs, self._adhoc):
                 cache.pop(name, None)
             self._contracts[name] = (ident, tool)
+            self._written_tools.discard(name)  # a redefined tool: its next call line comes after its new tool line
+            if self.mode == "record" and self._writer is not None:
+                # what the model was offered, called or not (an MCP server's listing): on the tape now
+                self._writer.append(self._manifest_line(name))
             return tool
 
     def stats(self) -> dict[str, Any]:
