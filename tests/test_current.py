@@ -129,3 +129,13 @@ def test_a_recording_writes_each_contract_it_is_given_called_or_not(tmp_path: Pa
         ("call", "search"),
     ]
     assert lines[-1]["fingerprint"] == lines[-2]["fingerprint"] != lines[3]["fingerprint"]
+
+
+def test_use_tape_refuses_to_decorate_a_generator_function(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="generator function"):
+
+        @use_tape(tmp_path / "s.jsonl", mode="record")
+        def steps() -> object:
+            yield 1
+
+    assert not (tmp_path / "s.jsonl").exists()

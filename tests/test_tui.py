@@ -111,9 +111,12 @@ async def test_find_drift_read_diff_accept_with_rationale(sample_dir: Path) -> N
         assert ("stays pending" in toast) == candidate_path(g).exists()
         # u restores the previous golden and logs the undo
         await wait_for(pilot, lambda: bool(app.controller.undo_stack))
+        await wait_for(pilot, lambda: "⟲ rerun" in _visible(app), "the last run predating the new golden")
         await pilot.press("u")
         await wait_for(pilot, lambda: "undo" in cfg.changelog.read_text())
         await wait_for(pilot, lambda: b'"max_words":120' in g.read_bytes())  # the entry is written first
+        # the golden is the one the last run played again: its summary is back, not "predates the golden"
+        await wait_for(pilot, lambda: "⟲ rerun" not in _visible(app), "the run's own summary back")
 
 
 async def test_reject_and_expire_keys(sample_dir: Path) -> None:

@@ -2,8 +2,9 @@
 
 Framework adapters (:mod:`tapetui.integrations`) use it when they are given no tape, so that a toolset
 wrapped once at import time records and replays through whichever tape the test or the run made current.
-It is context-local (a :class:`contextvars.ContextVar`): each thread, and each asyncio task, sees the tape
-of the context it was started in, and nested ``use_tape`` blocks restore the outer one on exit.
+It is context-local (a :class:`contextvars.ContextVar`): each asyncio task sees the tape of the context it was
+created in, a new thread starts with none (run it with ``contextvars.copy_context().run``, or pass the tape),
+and nested ``use_tape`` blocks restore the outer one on exit.
 """
 
 from __future__ import annotations
@@ -85,6 +86,12 @@ class use_tape:  # noqa: N801 - used like a function: `with use_tape(...)`, `@us
         self.__exit__(*exc)
 
     def __call__(self, fn: F) -> F:
+        if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+            # the tape would close when the generator is made, before its body runs: refuse, never record nothing
+            raise TypeError(
+                f"@use_tape cannot wrap the generator function {getattr(fn, '__qualname__', fn)!r}: "
+                "use `with use_tape(...)` inside it"
+            )
         if inspect.iscoroutinefunction(fn):
 
             @functools.wraps(fn)

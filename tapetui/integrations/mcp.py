@@ -113,7 +113,8 @@ def tool_from_manifest(m: ToolManifest, path: Path | str = "") -> McpTool:
 def recorded_tools(path: Path | str) -> list[McpTool]:
     """The tool definitions a tape's tool lines hold, in the order they were first written.
 
-    Only tools the session called have a tool line: a tool listed but never called is not on the tape.
+    Every tool the server listed while the session was recorded has one, called or not (a recording writes
+    each contract it is given: :meth:`Tape.contract <tapetui.core.tape.Tape.contract>`).
 
     Raises:
         TapeError: the tape cannot be read, or a tool line is not a valid MCP tool.
@@ -169,10 +170,11 @@ class TapedClient:
             fixture), looked up at each call, so a client wrapped once works with every test's tape.
 
     ``list_tools()`` passes through, and registers each listed tool as its contract on the current tape.
-    Before the first call that may run live (record, fill) of a tool it has not seen listed, the client
-    lists the server's tools itself, so that every recorded tool line carries the tool's whole contract.
-    A replay checks recorded calls against the contracts of a live listing, when there is one
-    (``ToolDriftError`` when a tool's description, schema, annotations... changed).
+    Before the first call of a tool it has not seen listed, a client that has a server lists the server's
+    tools itself (every page) and registers each as its contract: a recording writes every tool the server
+    offers, called or not, with its whole contract; a replay with a live server checks each recorded call
+    against the live contract (``ToolDriftError`` when a tool's description, schema, annotations...
+    changed). A replay with no client never reaches a server.
     """
 
     def __init__(self, client_or_session: Any | None, tape: Tape | None = None) -> None:
@@ -256,8 +258,12 @@ class TapedClient:
                 "(pass the client, or replay)"
             )
         if inner is not None:
-            if name not in self._listed and not self._complete and tape.mode != "replay":
+            if name not in self._listed and not self._complete:
+                # a live listing is at hand: every tool the server offers becomes a contract (written to the
+                # tape when recording; checked against the recorded calls in a replay)
                 await self._list_all(inner)
+                for listed_name, fields in self._listed.items():
+                    tape.contract(listed_name, **fields)
             listed = self._listed.get(name)
             if listed is not None:
                 tape.contract(name, **listed)

@@ -32,7 +32,7 @@ from mcp import Client, StdioServerParameters
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
-from mcp.types import REQUEST_TIMEOUT, CallToolResult, ListToolsResult, TextContent
+from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, ListToolsResult, TextContent
 from mcp.types import Tool as McpTool
 
 from tapetui.core.changes import MISSING, Change, format_changes
@@ -344,6 +344,9 @@ def verify(
     except TapeError as e:
         report.error = str(e)
         return report
+    if not index.manifests and not len(index):
+        report.error = f"{path}: the tape holds no tool and no call: nothing to verify (record a session first)"
+        return report
     logs = _quiet_sdk_logs()
     try:
         anyio.run(_verify_live, report, index, cfg, calls, yes, timeout)
@@ -372,7 +375,10 @@ async def _verify_live(
             report.server = {"name": info.name, "version": info.version} if info is not None else None
             report.tools = _compare_contracts(index, live, cfg)
             if calls:
-                report.calls = [await _check_call(client, rec, live, cfg, yes, timeout) for rec in index.records()]
+                annotations = {name: m.annotations for name, m in index.manifests.items()}
+                report.calls = [
+                    await _check_call(client, rec, live, cfg, yes, timeout, annotations) for rec in index.records()
+                ]
     if connecting.cancelled_caught:
         raise TimeoutError
 
@@ -424,19 +430,32 @@ def _compare_contracts(index: TapeIndex, live: dict[str, McpTool], cfg: Config) 
 
 
 async def _check_call(
-    client: Client, rec: Any, live: dict[str, McpTool], cfg: Config, yes: bool, timeout: float
+    client: Client,
+    rec: Any,
+    live: dict[str, McpTool],
+    cfg: Config,
+    yes: bool,
+    timeout: float,
+    recorded_annotations: dict[str, Any],
 ) -> CallCheck:
     listed = live.get(rec.tool)
     if listed is None:
         return CallCheck(rec.seq, rec.tool, "skipped", "the server does not list this tool")
-    if not yes and not is_read_only(wire(listed).get("annotations")):
+    if not yes:
+        # both the contract on the tape and the live one must say read-only: a server that changed (or lies)
+        # cannot switch the check off in the very listing verify reports as a change
         annotations = wire(listed).get("annotations") or {}
-        why = (
-            "marked destructive (destructiveHint)"
-            if annotations.get("destructiveHint") is True
-            else "not marked read-only (readOnlyHint)"
-        )
-        return CallCheck(rec.seq, rec.tool, "skipped", f"{why}; pass --yes to send it")
+        why = ""
+        if rec.side_effect or not is_read_only(recorded_annotations.get(rec.tool)):
+            why = "recorded as a tool with side effects (not read-only when the tape was made)"
+        elif not is_read_only(annotations):
+            why = (
+                "marked destructive (destructiveHint)"
+                if annotations.get("destructiveHint") is True
+                else "not marked read-only (readOnlyHint)"
+            )
+        if why:
+            return CallCheck(rec.seq, rec.tool, "skipped", f"{why}; pass --yes to send it")
     if _redacted(rec.args):
         return CallCheck(
             rec.seq, rec.tool, "skipped", "its recorded arguments were redacted, so they cannot be sent as recorded"
@@ -449,6 +468,8 @@ async def _check_call(
     except TimeoutError:
         raise TapeError(f"step {rec.seq} {rec.tool}: no answer from the server within {timeout:g} s") from None
     except MCPError as e:
+        if e.code == CONNECTION_CLOSED and "connection closed" in e.message.lower():
+            raise  # the server died: not a changed result (exit 2, said by _server_problem)
         now, failed = None, {"type": "MCPError", "message": cfg.redactor().redact_text(str(e))}
     if rec.error is not None:
         was = {"type": str(rec.error.get("type", "")).rpartition(".")[2], "message": rec.error.get("message")}

@@ -72,6 +72,8 @@ class StepSummary(RunSummary):
 
     seen: dict[int, set[str]] = field(default_factory=dict, repr=False)
     off_tape: int = 0
+    # an ``outdated`` summary: the run's own, kept for when the golden is its golden again (an undo)
+    run: StepSummary | None = field(default=None, repr=False)
 
     def add(self, ev: dict[str, Any]) -> None:
         super().add(ev)
@@ -116,15 +118,19 @@ def current(golden: Path, summary: StepSummary) -> StepSummary:
     """``summary``, or an empty one marked ``outdated`` when its run played against an earlier golden.
 
     After an accept the old run's drift is history: a front then shows "last run predates the golden"
-    (as ``tapetui check`` does), not the drift just accepted. Runs that do not name their golden are
+    (as ``tapetui check`` does), not the drift just accepted. An outdated summary keeps the run's own, which
+    comes back when the golden is the run's golden again (an undo). Runs that do not name their golden are
     taken as they are (file times cannot tell: a fresh clone resets them). Hashes the golden: file IO.
     """
-    if summary.golden_sha256 is None or summary.outdated or summary.running:
+    base = summary.run if summary.outdated and summary.run is not None else summary
+    if base.golden_sha256 is None or base.outdated or base.running:
         return summary
-    if summary.golden_sha256 == golden_sha256(golden):
+    if base.golden_sha256 == golden_sha256(golden):
+        return base  # its golden again (an undo restored it): the run's own summary, not "predates"
+    if summary.outdated:
         return summary
     fresh = StepSummary()
-    fresh.golden_sha256, fresh.outdated, fresh.ended = summary.golden_sha256, True, True
+    fresh.golden_sha256, fresh.outdated, fresh.ended, fresh.run = base.golden_sha256, True, True, base
     return fresh
 
 
