@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import warnings
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,23 @@ from pydantic_ai.toolsets import FunctionToolset
 
 from tapetui import Tape, TapeDrift, TapeError, ToolDriftError, use_tape
 from tapetui.integrations.pydantic_ai import TapeCapability, TapedToolset, taped
+
+
+@pytest.fixture(autouse=True)
+def _close_the_loop_run_sync_leaves() -> Iterator[None]:
+    """pydantic-ai's ``run_sync`` makes an event loop the thread's current one and leaves it open; closed here,
+    or its garbage collection in a later test is an unraisable ResourceWarning that fails that test."""
+    yield
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            loop = asyncio.get_event_loop_policy().get_event_loop()
+        except RuntimeError:
+            loop = None
+    if loop is not None and not loop.is_running() and not loop.is_closed():
+        loop.close()
+    asyncio.set_event_loop(None)
+
 
 pytest_plugins = ["pytester"]
 
@@ -290,3 +310,30 @@ def test_the_pytest_fixture_is_the_tape_of_a_wrapped_toolset(pytester: pytest.Py
     result = pytester.runpytest(*run_inner, "--tb=native")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*argument drift at step * (weather)*", '*args.city  "Oslo" → "Bergen"*'])
+
+
+def test_a_toolset_wrapped_twice_is_recorded_once(tmp_path: Path) -> None:
+    """`taped(toolset)` and `TapeCapability()` on one agent: the inner wrapper passes the call through."""
+    runs: Counter[str] = Counter()
+    toolset = FunctionToolset()
+
+    @toolset.tool_plain
+    def up(s: str) -> str:
+        """Upper-case a word."""
+        runs["up"] += 1
+        return s.upper()
+
+    def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if not any(isinstance(m, ModelResponse) for m in messages):
+            return ModelResponse(parts=[ToolCallPart("up", {"s": "a"})])
+        return ModelResponse(parts=[TextPart("done")])
+
+    agent = Agent(FunctionModel(script), toolsets=[taped(toolset)], capabilities=[TapeCapability()])
+    path = tmp_path / "twice.jsonl"
+    with use_tape(path, mode="record"):
+        agent.run_sync("go")
+    assert runs["up"] == 1
+    assert sum(json.loads(line)["type"] == "call" for line in path.read_text().splitlines()) == 1
+    with use_tape(path, mode="replay") as tape:
+        agent.run_sync("go")
+        assert tape.unused_steps == [] and tape.stats()["tape_hits"] == 1

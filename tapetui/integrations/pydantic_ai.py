@@ -45,6 +45,7 @@ What goes on the tape for one call:
 
 from __future__ import annotations
 
+import contextvars
 import typing
 import weakref
 from dataclasses import dataclass
@@ -66,6 +67,10 @@ __all__ = ["TapeCapability", "TapedToolset", "taped"]
 DepsT = TypeVar("DepsT")
 
 _UNKNOWN: Any = object()
+# (tape, tool call id, tool) of the call a TapedToolset is running live: a second wrapper inside it passes through
+_TAPING: contextvars.ContextVar[tuple[int, str | None, str] | None] = contextvars.ContextVar(
+    "tapetui_pydantic_ai_taping", default=None
+)
 # a tool function's declared return type, read once per function (typing.get_type_hints is not cheap)
 _RETURNS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
@@ -91,17 +96,22 @@ class TapedToolset(WrapperToolset[DepsT]):
             TapeError: no tape was given and none is current.
         """
         tape = resolve_tape(self.tape)
+        wrapped = self.wrapped
+        if _TAPING.get() == (id(tape), ctx.tool_call_id, name):
+            # wrapped twice (taped(toolset) and TapeCapability): the outer wrapper records this call already
+            return await wrapped.call_tool(name, tool_args, ctx, tool)
         _register(tape, name, tool)
         part, order = _find_call(ctx)
         args = part.args_as_dict() if part is not None else pydantic_core.to_jsonable_python(tool_args)
-        wrapped = self.wrapped
-        return await tape.acall(
-            name,
-            args,
-            live=lambda: wrapped.call_tool(name, tool_args, ctx, tool),
-            order=order,
-            call_id=ctx.tool_call_id,
-        )
+
+        async def live() -> Any:
+            token = _TAPING.set((id(tape), ctx.tool_call_id, name))
+            try:
+                return await wrapped.call_tool(name, tool_args, ctx, tool)
+            finally:
+                _TAPING.reset(token)
+
+        return await tape.acall(name, args, live=live, order=order, call_id=ctx.tool_call_id)
 
 
 def taped(toolset: AbstractToolset[DepsT], tape: Tape | None = None) -> TapedToolset[DepsT]:
