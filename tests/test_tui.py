@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import re
 import shutil
 from pathlib import Path
 
@@ -52,14 +54,20 @@ def idle(app: TapeApp) -> bool:
     )
 
 
+def _picture(app: TapeApp) -> str:
+    """What a snapshot takes: the screen and, under a modal, the screens behind it (its SVG, ids left out)."""
+    return re.sub(r"terminal-\d+-", "", app.export_screenshot())
+
+
 async def settle(pilot) -> None:  # type: ignore[no-untyped-def]
-    """Idle, and the screen the same after one more round of messages: a refresh the last update scheduled (a
-    scrollbar for content that grew, a scroll) has been drawn before a snapshot is taken."""
+    """Idle, and the picture the same after one more round of messages: a refresh the last update scheduled (a
+    scrollbar for content that grew, a scroll, the screen behind a modal) has been drawn before a snapshot is
+    taken."""
     await wait_for(pilot, lambda: idle(pilot.app), "the app settles")
     for _ in range(POLLS):
-        before = _visible(pilot.app)
+        before = _picture(pilot.app)
         await pilot.pause()
-        if idle(pilot.app) and _visible(pilot.app) == before:
+        if idle(pilot.app) and _picture(pilot.app) == before:
             return
     raise AssertionError(f"the screen kept changing for {POLLS} rounds")
 
@@ -340,6 +348,12 @@ def test_snapshot_rationale_modal(snap_compare, sample_dir: Path, monkeypatch: p
         await pilot.press("a")
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, RationaleScreen))
         pilot.app.screen.query_one("#why").cursor_blink = False  # a blinking cursor makes the picture a coin toss
+        # the session behind the modal is part of the picture: wait until it is drawn there too
+        await wait_for(
+            pilot,
+            lambda: "contract_change" in html.unescape(_picture(pilot.app)),  # a tree row beside the modal
+            "the screen behind the modal",
+        )
         await settle(pilot)
 
     assert snap_compare(str(SNAP), terminal_size=SIZE, run_before=run_before)
