@@ -58,12 +58,11 @@ _UNKNOWN: Any = object()  # a tool whose codec is not looked up yet
 
 
 @dataclass(slots=True)
-class _Run:
-    """A call about to run live, as :meth:`Tape._begin` settled it for :meth:`Tape._end`."""
+class _Call:
+    """A call the tape does not serve from a recording, as :meth:`Tape._begin` read it (a hit never builds one)."""
 
     seq: int
     name: str
-    tool: Tool
     args: dict[str, Any]
     fn: Callable[[], Any] | None  # the caller's live=, else the tool's own function runs
     passed: Any  # the arguments as passed, in their JSON form
@@ -71,6 +70,13 @@ class _Run:
     key: str
     requested_tool: str | None
     extra: dict[str, Any] | None
+
+
+@dataclass(slots=True)
+class _Run(_Call):
+    """A call about to run live, as :meth:`Tape._plan` settled it for :meth:`Tape._end`."""
+
+    tool: Tool
     stamp: LineStamp | None  # with write
     manifest: bytes  # the tool line, when this tape has not written it yet
     write: bool
@@ -298,12 +304,12 @@ class Tape:
             alone = self._active == 0  # no call of this tape is running live
             redacted, key, passed = call_args(self._redactor, tool, args, seq)
             policy = self._tool_policies.get(tool, self._default_policy)  # = config.policy(tool), without a call
-            if self.mode == "record":
-                return self._plan(seq, tool, args, passed, redacted, key, requested_tool, live, extra, True), None
-            if policy.live:
-                t = self._tool(tool, live)
-                self._emit("live", seq=seq, tool=tool, key=key, policy="live", fingerprint=t.fingerprint)
-                return self._plan(seq, tool, args, passed, redacted, key, requested_tool, live, extra, False), None
+            if self.mode == "record" or policy.live:
+                c = _Call(seq, tool, args, live, passed, redacted, key, requested_tool, extra)
+                if self.mode != "record":
+                    t = self._tool(tool, live)
+                    self._emit("live", seq=seq, tool=tool, key=key, policy="live", fingerprint=t.fingerprint)
+                return self._plan(c, write=self.mode == "record"), None
 
             index = self._index
             m = self._matcher
@@ -331,9 +337,8 @@ class Tape:
                             f"(stale policy 'error'; re-record it with mode='fill' after expiring)"
                         )
                     if stale == "miss":
-                        return self._miss(
-                            seq, tool, args, passed, redacted, key, requested_tool, live, extra, "expired", i
-                        )
+                        c = _Call(seq, tool, args, live, passed, redacted, key, requested_tool, extra)
+                        return self._miss(c, reason="expired", near=i)
                 self._consumed[i] = 1
                 self._counts["tape_hits"] += 1
                 if self._log is not None:
@@ -346,8 +351,9 @@ class Tape:
                 if self._codecs.get(tool, _UNKNOWN) is None:  # the common case: no codec, the JSON form
                     return None, result
                 return None, self._typed(tool, result)
+            c = _Call(seq, tool, args, live, passed, redacted, key, requested_tool, extra)
             if verdict == MISS:
-                return self._miss(seq, tool, args, passed, redacted, key, requested_tool, live, extra)
+                return self._miss(c)
             if verdict == DRIFT:
                 self._drift(seq, tool, key, redacted, j)
             if self._alt is not None:
@@ -360,7 +366,7 @@ class Tape:
                 )
                 if target is not None:
                     self._drift(seq, tool, key, redacted, target)
-            return self._miss(seq, tool, args, passed, redacted, key, requested_tool, live, extra)
+            return self._miss(c)
 
     def _end(self, run: _Run, result: Any, error: Exception | None, ms: float) -> Any:
         """Finish a call that ran live: count it, write its line (with ``run.write``), return what it returned.
@@ -437,33 +443,37 @@ class Tape:
         with self._mu:
             self._active -= 1
 
-    def _plan(
-        self,
-        seq: int,
-        tool: str,
-        args: dict[str, Any],
-        passed: Any,
-        redacted: Any,
-        key: str,
-        requested_tool: str | None,
-        live: Callable[[], Any] | None,
-        extra: dict[str, Any] | None,
-        write: bool,
-    ) -> _Run:
-        """A call about to run live; with ``write``, everything about its line that can fail is settled here,
+    def _plan(self, c: _Call, *, write: bool) -> _Run:
+        """Call ``c`` about to run live; with ``write``, everything about its line that can fail is settled here,
         before the tool runs. The caller holds the lock."""
-        t = self._tool(tool, live)
-        if live is None and t.fn is None:
-            raise TapeError(f"{self.path}: tool {tool!r} has no function to run (registered as a contract): pass live=")
+        t = self._tool(c.name, c.fn)
+        if c.fn is None and t.fn is None:
+            raise TapeError(
+                f"{self.path}: tool {c.name!r} has no function to run (registered as a contract): pass live="
+            )
         stamp = None
         manifest = b""
         if write:
             assert self._writer is not None
-            stamp = line_stamp(seq, tool, t, self.config.policy(tool), self._clock(), key, requested_tool)
-            if tool not in self._written_tools:
-                manifest = self._manifest_bytes(tool)  # built now (it can fail); written with the first call line
+            stamp = line_stamp(c.seq, c.name, t, self.config.policy(c.name), self._clock(), c.key, c.requested_tool)
+            if c.name not in self._written_tools:
+                manifest = self._manifest_bytes(c.name)  # built now (it can fail); written with the first call line
         self._active += 1
-        return _Run(seq, tool, t, args, live, passed, redacted, key, requested_tool, extra, stamp, manifest, write)
+        return _Run(
+            c.seq,
+            c.name,
+            c.args,
+            c.fn,
+            c.passed,
+            c.redacted,
+            c.key,
+            c.requested_tool,
+            c.extra,
+            tool=t,
+            stamp=stamp,
+            manifest=manifest,
+            write=write,
+        )
 
     def _line_extra(self, tool: str, order: Any, call_id: Any) -> tuple[dict[str, Any], bytes | None]:
         """The ``order`` and ``call_id`` fields of a call's line, and the order's canonical JSON (how a place is
@@ -828,20 +838,9 @@ class Tape:
         changes = self._matcher.changes(best, redacted)
         return self._matcher.index.seqs[best], [(c.path, c.old, c.new) for c in changes]
 
-    def _miss(
-        self,
-        seq: int,
-        tool: str,
-        args: dict[str, Any],
-        passed: Any,
-        redacted: Any,
-        key: str,
-        requested_tool: str | None,
-        live: Callable[[], Any] | None,
-        extra: dict[str, Any] | None,
-        reason: str = "",
-        near: int | None = None,
-    ) -> tuple[_Run | None, Any]:
+    def _miss(self, c: _Call, reason: str = "", near: int | None = None) -> tuple[_Run | None, Any]:
+        """Call ``c`` is not on the tape: a TapeMiss in replay; in fill, served by an earlier fill or run live."""
+        seq, tool, key, redacted = c.seq, c.name, c.key, c.redacted
         self._counts["tape_misses"] += 1
         nearest, changes = self._nearest(tool, seq, redacted, near)
         self._emit(
@@ -871,7 +870,7 @@ class Tape:
                 return None, result
         if self._writer is None:
             self._open_fill_candidate()
-        return self._plan(seq, tool, args, passed, redacted, key, requested_tool, live, extra, True), None
+        return self._plan(c, write=True), None
 
     def _open_fill_candidate(self) -> None:
         """First miss of a fill over a golden: the candidate starts with the hits so far."""
