@@ -104,6 +104,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         )
     finally:
         bar.close()
+    if args.samples is not None or args.sample:
+        _check_samples(args, cfg, reports, err)
     unreadable = [r for r in reports if r.error]
     failing = [r for r in reports if not r.ok]
     if args.json:
@@ -124,7 +126,10 @@ def cmd_check(args: argparse.Namespace) -> int:
             if r.error:
                 out.line(f"  error: {r.error}", "red")
             for f in r.findings:
-                out.line(f"  {f.text}", "yellow" if f.warning else ("cyan" if f.kind == "candidate" else "red"))
+                out.line(f"  {f.text}", _finding_style(f))
+            dims = r.dimension_line()
+            if dims and any(f.kind in _RUN_KINDS for f in r.findings):
+                out.line(f"  {dims}", "cyan")
         summary = f"{len(reports)} session(s) checked, {len(failing)} with findings"
         out.line(summary, "red" if failing else "green")
     if unreadable:
@@ -132,6 +137,53 @@ def cmd_check(args: argparse.Namespace) -> int:
             err.line(f"tapetui: {r.error}", "red")
         return 2
     return 1 if failing else 0
+
+
+_RUN_KINDS = frozenset({"drift", "miss", "tools", "unused", "note", "tolerated", "capability", "fingerprint"})
+
+
+def _finding_style(f: review.Finding) -> str:
+    if f.text.startswith("[VERDICT]"):
+        return "green" if "  pass  " in f.text else "red"
+    if f.warning:
+        return "yellow"
+    return "cyan" if f.kind == "candidate" else "red"
+
+
+def _check_samples(args: argparse.Namespace, cfg: Config, reports: list[review.SessionReport], err: Out) -> None:
+    """``check --samples [N]`` / ``--sample FILE``: each session's samples judged, added to its report."""
+    source: review.SampleSource
+    if args.sample:
+        if args.samples is not None:
+            raise _Usage("--sample names the samples itself: give it without --samples")
+        by_golden: dict[Path, list[Path]] = {}
+        for f in args.sample:
+            full = safe_path(cfg.tapes_dir, f.resolve())
+            g = golden_of(full)
+            if g is None or not full.exists():
+                raise TapeError(f"{f}: not a candidate, sample or run log of a session in {cfg.tapes_dir}")
+            by_golden.setdefault(g, []).append(full)
+        source = by_golden
+    elif args.samples == "folder":
+        source = "folder"
+    else:
+        try:
+            source = int(args.samples)
+        except ValueError:
+            raise _Usage(f"--samples takes a number of runs, got {args.samples!r}") from None
+        if source < 1:
+            raise _Usage(f"--samples takes a number of runs of at least 1, got {source}")
+    counted = review.add_samples(
+        cfg,
+        reports,
+        source,
+        on_run=lambda name, i, n: err.line(f"tapetui: {name}: recording sample {i} of {n}"),
+    )
+    if counted == 0:
+        raise TapeError(
+            "no samples to count: no session has older candidates (NAME.samples/) or a pending candidate; "
+            "record some, or use --samples N with a record_command in tapes.toml"
+        )
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -195,7 +247,7 @@ def cmd_pending(args: argparse.Namespace) -> int:
             "older_candidates": [str(p) for p in samples_of(g)],
         }
         if g.exists():
-            cmp = review.compare(g, c, cfg)
+            cmp = review.compare(g, c, cfg, hooks=None)  # only check and diff run comparison hooks
             item["changed_steps"] = [s.seq for s in cmp.changed_steps]
             item["edit_distance"] = cmp.edit_distance
             item["contracts"] = sorted(cmp.contracts)
@@ -236,6 +288,8 @@ def cmd_accept(args: argparse.Namespace) -> int:
         raise _Usage("--filter goes with --all")
     if args.tape is None:
         raise _Usage("accept needs a TAPE, or --all")
+    if args.rule:
+        return _accept_rules(args, cfg)
     entry = review.accept(cfg, _tape(cfg, args.tape), args.why, args.step or None)
     Out(sys.stdout).line(
         f"accepted {entry.session}"
@@ -247,6 +301,25 @@ def cmd_accept(args: argparse.Namespace) -> int:
         + f"; changelog entry {entry.id} in {cfg.changelog}",
         "green",
     )
+    return 0
+
+
+def _accept_rules(args: argparse.Namespace, cfg: Config) -> int:
+    """``accept TAPE --rule KIND:PATH[=VALUE] --why …``: the candidate accepted (when there is one), then each
+    rule added to the session's table in tapes.toml, each change with its changelog entry."""
+    if args.why is None or not args.why.strip():  # before anything changes: nothing is accepted without one
+        raise TapeError("accept needs a rationale (--why TEXT): the changelog records why a golden changed")
+    specs = [review.parse_rule_spec(r) for r in args.rule]  # every rule checked before anything changes
+    golden = _tape(cfg, args.tape)
+    out = Out(sys.stdout)
+    if candidate_path(golden).exists():
+        entry = review.accept(cfg, golden, args.why, args.step or None)
+        out.line(f"accepted {entry.session}; changelog entry {entry.id} in {cfg.changelog}", "green")
+    elif args.step:
+        raise TapeError(f"{golden}: no pending candidate to accept steps of")
+    for spec in specs:
+        entry, cfg = review.add_rule(cfg, golden, spec, args.why)
+        out.line(f"{entry.details[0]}; changelog entry {entry.id}", "green")
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 __all__ = ["Command", "parser"]
@@ -59,6 +60,22 @@ def parser(commands: Mapping[str, Command]) -> argparse.ArgumentParser:
     )
     p.add_argument("dir", nargs="?", help="tapes folder (default: tapes.toml's, else ./tapes, else .)")
     p.add_argument("--json", action="store_true", help=json_help)
+    p.add_argument(
+        "--samples",
+        nargs="?",
+        const="folder",
+        metavar="N",
+        help="count repeated samples per session: without N, its NAME.samples/ folder and pending candidate; "
+        "with N, run tapes.toml's record_command N times per session first. Reports 'k of n samples match' "
+        "per dimension and pass^k; fewer matching than [compare] samples_required is a finding",
+    )
+    p.add_argument(
+        "--sample",
+        action="append",
+        metavar="FILE",
+        type=Path,
+        help="a candidate or run log (*.run.jsonl) to count as a sample of its session (repeatable)",
+    )
     p.set_defaults(fn=commands["check"])
     p = _sub(sub, "diff", "compare a golden with its candidate, run log, or another tape")
     p.add_argument("a", help=tape_help)
@@ -98,6 +115,14 @@ def parser(commands: Mapping[str, Command]) -> argparse.ArgumentParser:
         action="append",
         metavar="N",
         help="accept only golden step N, where the sequences line up (repeatable)",
+    )
+    p.add_argument(
+        "--rule",
+        action="append",
+        metavar="KIND:PATH[=VALUE]",
+        help="also add a comparison rule for this session to tapes.toml (repeatable): ignore:result.debug, "
+        "tolerance:result.price=0.01 (or =2%%), unordered:PATH, regex:PATH=RE, similarity:PATH=0.8, judge:PATH; "
+        "prefix the path with TOOL: to scope it to one tool. Without a pending candidate only the rule is added",
     )
     p.set_defaults(fn=commands["accept"])
     p = _sub(sub, "reject", "discard a candidate")

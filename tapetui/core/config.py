@@ -18,6 +18,7 @@ from typing import Any
 import tomlkit
 from tomlkit.exceptions import ParseError
 
+from tapetui.core.comparators import CompareSettings, Rules, compare_settings
 from tapetui.core.errors import ConfigError, TapeError
 from tapetui.core.files import read_regular
 from tapetui.core.fingerprint import MANIFEST_FIELDS
@@ -32,6 +33,7 @@ __all__ = [
     "Config",
     "ToolPolicy",
     "config_for_tape",
+    "config_from_text",
     "find_config",
     "find_tape_config",
     "load_config",
@@ -67,6 +69,7 @@ class Config:
     path: Path | None = None
     registry: str | None = None
     replay_command: str | None = None
+    record_command: str | None = None
     stale_policy: str = "warn"
     ignore: tuple[str, ...] = ()
     volatile_defaults: bool = True
@@ -74,6 +77,8 @@ class Config:
     redact_patterns: tuple[str, ...] = ()
     tools: dict[str, ToolPolicy] = field(default_factory=dict)
     fingerprint_ignored: tuple[str, ...] = ()  # `[fingerprint] ignore`, for every tool
+    compare: CompareSettings = field(default_factory=CompareSettings)  # `[compare]`, every session
+    compare_sessions: tuple[tuple[str, CompareSettings], ...] = ()  # `[compare.sessions."PATTERN"]`, in file order
 
     @classmethod
     def for_dir(cls, tapes_dir: Path | str) -> Config:
@@ -95,6 +100,29 @@ class Config:
     def ignore_rules(self) -> IgnoreRules:
         return _rules(self.ignore, self.volatile_defaults)
 
+    def replay_ignore(self) -> IgnoreRules:
+        """``[diff] ignore`` as written, without the volatile defaults: what replay matching may excuse.
+
+        The volatile defaults (``**.date``, ``**.timestamp``...) hide noise from diffs; an *argument*
+        named ``date`` usually selects the data a tool returns, so a replay never serves a recording
+        made for another one on their say-so."""
+        return _rules(self.ignore, False)
+
+    def compare_for(self, session: str) -> CompareSettings:
+        """The comparison settings of one session: ``[compare]``, overridden by every
+        ``[compare.sessions."PATTERN"]`` whose pattern (fnmatch) matches the session name, in file order;
+        rules of a matching pattern come before the global ones (the first rule that excuses wins)."""
+        out = self.compare
+        for pattern, settings in self.compare_sessions:
+            if fnmatch.fnmatchcase(session, pattern):
+                out = out.overridden_by(settings)
+        return out
+
+    @property
+    def rules(self) -> Rules:
+        """Every rule of ``[compare.rules]`` (the global ones)."""
+        return self.compare.rules
+
 
 @lru_cache(maxsize=16)
 def _rules(ignore: tuple[str, ...], volatile: bool) -> IgnoreRules:
@@ -108,6 +136,7 @@ _SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
         "changelog": ((str,), "a string"),
         "registry": ((str,), "a string of the form module:attribute"),
         "replay_command": ((str,), "a string"),
+        "record_command": ((str,), "a string"),
         "stale_policy": ((str,), "one of warn, miss, error"),
     },
     "diff": {
@@ -122,6 +151,7 @@ _SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
         "ignore": ((list,), "a list of manifest field patterns"),
     },
 }
+_TABLES = (*_SCHEMA, "tools", "compare")
 _TOOL_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "live": ((bool,), "true or false"),
     "ttl": ((int, float, str), 'seconds, or a duration such as "30m", "1h", "2d"'),
@@ -265,12 +295,21 @@ def load_config(path: Path | str) -> Config:
         raise ConfigError(f"{path}: cannot read: {e}") from None
     except TapeError as e:
         raise ConfigError(str(e)) from None
+    return config_from_text(text, path)
+
+
+def config_from_text(text: str, path: Path) -> Config:
+    """:func:`load_config` of ``text``, as if read from ``path`` (a change checked before it is written).
+
+    Raises:
+        ConfigError: as :func:`load_config`.
+    """
     try:
         doc = tomlkit.parse(text).unwrap()
     except ParseError as e:
         raise ConfigError(f"{path}:{e.line}: {e}") from None
     root = path.parent
-    known_tables = set(_SCHEMA) | {"tools"}
+    known_tables = set(_TABLES)
     for table, body in doc.items():
         if table not in known_tables:
             raise ConfigError(f"{path}: unknown key {table!r} (known: {', '.join(sorted(known_tables))})")
@@ -324,6 +363,7 @@ def load_config(path: Path | str) -> Config:
         values.get("tapes.changelog", str(Path(values.get("tapes.dir", "tapes")) / "CHANGELOG.md")),
         f"{path}: 'tapes.changelog'",
     )
+    compare, sessions = compare_settings(doc.get("compare", {}), str(path))
     return Config(
         root=root,
         tapes_dir=tapes_dir,
@@ -331,6 +371,7 @@ def load_config(path: Path | str) -> Config:
         path=path,
         registry=registry,
         replay_command=values.get("tapes.replay_command"),
+        record_command=values.get("tapes.record_command"),
         stale_policy=stale,
         ignore=tuple(values.get("diff.ignore", ())),
         volatile_defaults=values.get("diff.volatile_defaults", True),
@@ -338,6 +379,8 @@ def load_config(path: Path | str) -> Config:
         redact_patterns=tuple(values.get("redact.patterns", ())),
         tools=tools,
         fingerprint_ignored=tuple(values.get("fingerprint.ignore", ())),
+        compare=compare,
+        compare_sessions=sessions,
     )
 
 

@@ -15,8 +15,9 @@ indexed key afterwards (``TapeIndex.outcome``), so a stale entry is an error tha
 names the line, never a wrong result; the entry is dropped then.
 
 The cache never changes what an open returns, only how fast. It holds what the index
-holds (keys, tool names, fingerprints, expiry times, where each line is), no arguments
-or results, the session header and tool lines with secret-looking values redacted, and
+holds (keys, tool names, fingerprints, expiry times, where each line is), no arguments,
+results or note values (note and phase lines are read again from the tape on load), the
+session header and tool lines with secret-looking values redacted, and
 only an entry the user owns and no one else can write is read.
 Where it lives: ``$TAPETUI_CACHE_DIR`` (``off`` turns it off), else
 ``$XDG_CACHE_HOME/tapetui/index``, else ``~/.cache/tapetui/index``; at most
@@ -42,7 +43,7 @@ import orjson
 from tapetui.core.cachedir import cache_dir, entry_path
 from tapetui.core.files import atomic_write
 from tapetui.core.fingerprint import ToolManifest, redact_manifest_line
-from tapetui.core.index import TapeIndex
+from tapetui.core.index import TapeIndex, reindex_extra
 from tapetui.core.redact import DEFAULT_REDACTOR
 
 __all__ = ["MAX_ENTRIES", "MIN_BYTES", "RACY_NS", "drop_where", "load", "save"]
@@ -50,7 +51,7 @@ __all__ = ["MAX_ENTRIES", "MIN_BYTES", "RACY_NS", "drop_where", "load", "save"]
 MIN_BYTES = 8 * 1024 * 1024  # below this a scan takes a fraction of a second: not worth a file
 MAX_ENTRIES = 32
 RACY_NS = 2_000_000_000  # a tape written less than this long ago is not saved yet
-_MAGIC = b"tapetui index v2\n"
+_MAGIC = b"tapetui index v3\n"  # v3: where note and phase lines are
 _HEAD = "<QQI"  # meta length, keys length, CRC-32 of everything after the head
 _TAIL = 65536
 _COLUMNS = ("seqs", "offsets", "lengths", "lines", "ms")  # array columns, stored raw in this order
@@ -104,6 +105,7 @@ def save(idx: TapeIndex, before: os.stat_result, after: os.stat_result, fd: int)
                 "tools": tools,
                 "fingerprints": fps,
                 "expires": [[i, e] for i, e in idx.expires.items()],
+                "extra_spans": idx.extra_spans,
             }
         )
         keys = orjson.dumps(idx.keys)
@@ -254,7 +256,7 @@ def _read_entry(path: Path, st: os.stat_result, fd: int, fh: Any) -> TapeIndex |
     idx.unknown_lines = int(meta["unknown_lines"])
     idx.scanned, idx.size, idx.line_count = scanned, scanned, int(meta["line_count"])
     idx.from_cache = True
-    if not _spot_check(idx, fd):
+    if not _spot_check(idx, fd) or not _extras(idx, meta["extra_spans"], fd):
         return None
     return idx
 
@@ -277,5 +279,20 @@ def _spot_check(idx: TapeIndex, fd: int) -> bool:
             return False
         obj = orjson.loads(raw)
         if type(obj) is not dict or obj.get("seq") != idx.seqs[i] or obj.get("key", idx.keys[i]) != idx.keys[i]:
+            return False
+    return True
+
+
+def _extras(idx: TapeIndex, spans: Any, fd: int) -> bool:
+    """Read the note and phase lines again from where the entry says they are (it keeps no values)."""
+    if type(spans) is not list:
+        return False
+    for span in spans:
+        if type(span) is not list or len(span) != 3 or set(map(type, span)) != {int}:
+            return False
+        off, length, line = span
+        if not 0 <= off < off + length <= idx.scanned or (off and os.pread(fd, 1, off - 1) != b"\n"):
+            return False
+        if not reindex_extra(idx, os.pread(fd, length, off), off, line):
             return False
     return True

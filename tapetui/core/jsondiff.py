@@ -15,7 +15,10 @@ from typing import Any
 from tapetui.core.changes import MISSING, Change, format_path
 from tapetui.core.errors import TooDeep
 
-__all__ = ["VOLATILE_DEFAULTS", "IgnoreRules", "diff_values"]
+__all__ = ["VOLATILE_DEFAULTS", "IgnoreRules", "Path", "diff_parts", "diff_values", "match_path", "split_pattern"]
+
+Path = tuple[str | int, ...]
+"""A JSON path as its segments: ``("items", 0, "id")``."""
 
 
 # Paths that differ between otherwise identical runs. On by default; tapes.toml
@@ -55,14 +58,24 @@ class IgnoreRules:
 
     @staticmethod
     def _split(pattern: str) -> tuple[str, ...]:
-        segs = tuple(s for s in re.split(r"\.|\[|\]", pattern) if s)
-        if segs and segs[0] == "*":
-            segs = ("**",) + segs[1:]
-        return segs
+        return split_pattern(pattern)
 
     def ignores(self, parts: Sequence[str | int]) -> bool:
         segs = tuple(str(p) for p in parts)
         return any(_match(pat, segs) for pat in self._compiled)
+
+
+def split_pattern(pattern: str) -> tuple[str, ...]:
+    """A path pattern's segments; a leading ``*`` is ``**`` (``*.request_id`` matches at any depth)."""
+    segs = tuple(s for s in re.split(r"\.|\[|\]", pattern) if s)
+    if segs and segs[0] == "*":
+        segs = ("**",) + segs[1:]
+    return segs
+
+
+def match_path(pat: tuple[str, ...], segs: tuple[str, ...]) -> bool:
+    """Whether a split pattern matches a path given as string segments."""
+    return _match(pat, segs)
 
 
 def _match(pat: tuple[str, ...], segs: tuple[str, ...]) -> bool:
@@ -83,20 +96,29 @@ def diff_values(old: Any, new: Any, ignore: IgnoreRules | None = None) -> list[C
     Raises:
         TooDeep: a value nested deeper than Python's recursion limit allows.
     """
+    return [c for _, c in diff_parts(old, new, ignore)]
+
+
+def diff_parts(old: Any, new: Any, ignore: IgnoreRules | None = None) -> list[tuple[Path, Change]]:
+    """:func:`diff_values`, each change with its path as segments (for rules that match on them).
+
+    Raises:
+        TooDeep: a value nested deeper than Python's recursion limit allows.
+    """
     try:
         return _diff(old, new, ignore or NO_RULES)
     except RecursionError:
         raise TooDeep("a compared value") from None
 
 
-def _diff(old: Any, new: Any, rules: IgnoreRules) -> list[Change]:
+def _diff(old: Any, new: Any, rules: IgnoreRules) -> list[tuple[Path, Change]]:
     if old == new and type(old) is type(new):
         return []
     # deferred: deepdiff takes ~250 ms to import, and a replay that never drifts never needs it
     from deepdiff import DeepDiff
 
     tree = DeepDiff(old, new, view="tree", verbose_level=2, threshold_to_diff_deeper=0)
-    changes: list[Change] = []
+    changes: list[tuple[Path, Change]] = []
     for kind, levels in tree.items():
         for level in levels:
             parts = level.path(output_format="list")
@@ -104,6 +126,6 @@ def _diff(old: Any, new: Any, rules: IgnoreRules) -> list[Change]:
                 continue
             t1 = MISSING if "added" in kind else level.t1
             t2 = MISSING if "removed" in kind else level.t2
-            changes.append(Change(format_path(parts), t1, t2))
-    changes.sort(key=lambda c: c.path)
+            changes.append((tuple(parts), Change(format_path(parts), t1, t2)))
+    changes.sort(key=lambda pc: pc[1].path)
     return changes

@@ -3,8 +3,8 @@
 A run log lives beside its tape as ``<name>.run.jsonl`` and holds the latest run of
 that session: a run starts by atomically replacing it with a ``start`` event, then
 appends one line per event (``hit``, ``miss``, ``drift``, ``live``, ``record``, ``stale``,
-``fingerprint``, ``unused``) and an ``end`` event carrying the stats. :data:`EventKind`
-is the vocabulary; a reader puts an ``invalid`` event where a line is malformed.
+``fingerprint``, ``unused``, and ``note``/``phase``, which are not calls) and an ``end`` event
+carrying the stats. :data:`EventKind` is the vocabulary; a reader puts an ``invalid`` event where a line is malformed.
 """
 
 from __future__ import annotations
@@ -43,14 +43,18 @@ __all__ = [
 # place of a malformed line. A kind outside these (from a newer tapetui) is kept and ignored by readers.
 EventKind = Literal[
     "start",  # the run began: mode, tape, started, golden_sha256
-    "hit",  # a recorded result was served (step: the recorded step; source: "candidate" from an earlier fill)
+    # a recorded result was served (step: the recorded step; source: "candidate" from an earlier fill; tolerated
+    # and recorded_key: served in place of a drift, as [compare.rules] and [diff] ignore excused every difference)
+    "hit",
     "miss",  # the call is not on the tape (nearest, changes, reason)
-    "drift",  # the tape has this tool at this step with other arguments (recorded_key, changes)
+    "drift",  # the tape has this tool at this step with other arguments (recorded_key, changes; excused)
     "live",  # a tool ran live: a `live` policy, or a fill's miss
     "record",  # a tool ran live and was recorded (record mode)
     "stale",  # the recorded entry expired (expires_at, policy)
     "fingerprint",  # the tool's contract changed (recorded, live, allowed, explanation)
     "unused",  # a recorded step the run never consumed (at close)
+    "note",  # Tape.note: kind, value (redacted), after (the step of the last call before it), phase; not a call
+    "phase",  # Tape.phase: name, after; not a call
     "end",  # the run ended: stats, and error when it ended in one
     "invalid",  # a reader's stand-in for a malformed line (line, problem)
 ]
@@ -153,6 +157,32 @@ def _stats(kind: str, name: str, value: Any) -> str | None:
     return None if type(value) is dict else f"{kind} event: 'stats' must be an object, got {_shape(value)}"
 
 
+def _label(kind: str, name: str, value: Any) -> str | None:
+    """``kind`` and ``phase`` of a note event, ``name`` of a phase event: strings (other events may use the names)."""
+    if (kind != "note" and kind != "phase") or type(value) is str:
+        return None
+    return f"{kind} event: '{name}' must be a string, got {_shape(value)}"
+
+
+def _after(kind: str, name: str, value: Any) -> str | None:
+    if (kind != "note" and kind != "phase") or (type(value) is int and value >= 0):
+        return None
+    return f"{kind} event: 'after' must be a step number (an integer >= 0), got {_shape(value)}"
+
+
+def _excuses(kind: str, name: str, value: Any) -> str | None:
+    """``tolerated`` of a hit, ``excused`` of a drift: the differences a rule excused."""
+    if type(value) is list and all(
+        type(e) is dict and all(type(e.get(k)) is str for k in ("path", "rule", "text")) for e in value
+    ):
+        return None
+    return f"{kind} event: '{name}' must be a list of {{path, rule, text}} objects, got {_shape(value)}"
+
+
+# what a note or phase event cannot do without: its label
+_REQUIRED: dict[str, str] = {"note": "kind", "phase": "name"}
+
+
 # The fields whose type the readers of events (check, the app, stats) rely on: a type, or a checker called
 # when the value is not None and not of the type. Unknown fields are kept as they are.
 _FIELDS: dict[str, Any] = {
@@ -166,6 +196,10 @@ _FIELDS: dict[str, Any] = {
     "explanation": _explanation,
     "error": _error,
     "stats": _stats,
+    **dict.fromkeys(("kind", "name", "phase"), _label),
+    "after": _after,
+    "tolerated": _excuses,
+    "excused": _excuses,
 }
 
 
@@ -198,6 +232,9 @@ def event_problem(ev: Any) -> str | None:
         problem: str | None = expected(kind, name, value)
         if problem is not None:
             return problem
+    label = _REQUIRED.get(kind)
+    if label is not None and (type(ev.get(label)) is not str or not ev[label]):
+        return f"{kind} event: '{label}' must be a non-empty string, got {_shape(ev.get(label))}"
     return None
 
 
@@ -330,6 +367,7 @@ class RunSummary:
     """Counts of a run log and the status of each step it touched, kept up to date event by event."""
 
     hits: int = 0
+    tolerated: int = 0  # hits served in place of a drift (counted in hits too)
     misses: int = 0
     drift: int = 0
     stale: int = 0
@@ -363,6 +401,8 @@ class RunSummary:
             self.golden_sha256 = sha if isinstance(sha, str) else None
         elif kind == "hit":
             self.hits += 1
+            if ev.get("tolerated"):
+                self.tolerated += 1
             if isinstance(step, int):
                 self.status.setdefault(step, "hit")
         elif kind == "miss":

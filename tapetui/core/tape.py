@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from tapetui.core.canon import canon, canonical_json
-from tapetui.core.changes import MISSING
+from tapetui.core.changes import MISSING, format_path
 from tapetui.core.clock import Clock, Timer, event_clock, iso, parse_iso, perf_timer, utcnow
 from tapetui.core.codecs import Codec, CodecWarning, codec_for, json_form
+from tapetui.core.comparators import Rules
 from tapetui.core.config import Config, ToolPolicy, config_for_tape
 from tapetui.core.contract import contract_change
 from tapetui.core.errors import TapeDrift, TapeError, TapeMiss, TapeStale, ToolDriftError
@@ -23,7 +24,7 @@ from tapetui.core.files import atomic_write
 from tapetui.core.fill import Filled
 from tapetui.core.fingerprint import redact_manifest_line
 from tapetui.core.index import Consumed, TapeIndex
-from tapetui.core.jsondiff import diff_values
+from tapetui.core.jsondiff import IgnoreRules, diff_parts, diff_values
 from tapetui.core.live import (
     LineStamp,
     call_args,
@@ -42,7 +43,7 @@ from tapetui.core.recorded_errors import raise_recorded
 from tapetui.core.redact import Redactor
 from tapetui.core.registry import Tool, ToolRegistry, make_contract
 from tapetui.core.runlog import EventKind, RunLog
-from tapetui.core.store import candidate_path, prepare_recording, recording_target, runlog_path
+from tapetui.core.store import candidate_path, prepare_recording, recording_target, runlog_path, session_name
 from tapetui.core.tapefile import Appender, dump_line, read_index, session_line
 
 __all__ = ["MODES", "Tape"]
@@ -51,7 +52,7 @@ MODES = ("record", "replay", "fill")
 _log = logging.getLogger("tapetui")
 # stats() counters, in the order stats() lists them (after mode and steps)
 _COUNTERS: tuple[str, ...] = ("tape_hits", "tape_misses", "live_tool_calls", "real_side_effects", "drift_events")
-_COUNTERS += ("fingerprint_changes", "stale", "overrides", "unused")
+_COUNTERS += ("fingerprint_changes", "stale", "overrides", "unused", "tolerated_hits")
 
 
 _UNKNOWN: Any = object()  # a tool whose codec is not looked up yet
@@ -137,8 +138,11 @@ class Tape:
         self._consumed = bytearray()  # = self._used.flags
         self._writer: Appender | None = None
         self._written_tools: set[str] = set()
-        # (run seq, index, from the earlier fill) of the hits before the first fill miss
-        self._pending_fill: list[tuple[int, int, bool]] = []
+        # (run seq, index, from the earlier fill) of the hits before the first fill miss, and the note and phase
+        # lines among them
+        self._pending_fill: list[tuple[int, int, bool] | bytes] = []
+        self._after = 0  # the step of the last call line written or served: where a note or phase line goes
+        self._phase: str | None = None  # the phase Tape.phase named last
         self.target: Path | None = None
         self.notices: list[str] = []  # what this tape did that a person should hear of (a candidate rotated)
         self._alt: Filled | None = None  # fill: calls an earlier, unreviewed fill already ran live
@@ -155,6 +159,7 @@ class Tape:
         self._default_policy = self.config.policy("")  # what a tool without a [tools.NAME] table gets
         self._adhoc: dict[str, Tool] = {}  # tools called with live= that the registry does not hold
         self._contracts: dict[str, tuple[Any, Tool]] = {}  # name → (its definition, as contract() last saw it)
+        self._rules: tuple[Rules | None, IgnoreRules] | None = None  # see _replay_rules: looked up on a first drift
 
         try:
             self._open_session(mode)
@@ -191,6 +196,48 @@ class Tape:
         """
         self._overrides[seq] = (result, error)
 
+    def note(self, kind: str, value: Any) -> None:
+        """Record a labelled value of the session that is not a tool call: a model response, the final output.
+
+        Its value is redacted like a call's arguments. Recording writes a ``note`` line after the calls so far
+        (``after``: the step of the last one, 0 when none; ``phase``: the current phase); a replay never writes
+        the golden and logs a ``note`` event instead; a fill does both, the line going into its candidate.
+        Notes are no calls: they have no key and do not count in ``steps``.
+
+        Args:
+            kind: the note's label (``"final"``, ``"response"``...): notes are compared by kind and by their
+                position among notes.
+            value: any JSON value (a pydantic model as its JSON dump).
+
+        Raises:
+            TapeError: ``kind`` is not a non-empty string, ``value`` has no JSON form, or the tape is closed;
+                nothing is written then.
+        """
+        self._check_label(kind, "note kind")
+        try:
+            data = self._redactor.redact(json_form(value, "value"))
+        except (TypeError, TapeError) as e:  # Unrecordable is a TypeError, TooDeep a TapeError
+            raise TapeError(f"{self.path}: note {kind!r}: its value cannot be recorded: {e}") from None
+        with self._mu:
+            after, phase = self._after, self._phase
+            fields = {"kind": kind, "value": data, "after": after, "phase": phase}
+            self._extra("note", fields)
+
+    def phase(self, name: str) -> None:
+        """Mark the start of phase ``name`` of the session (``gather``, ``answer``...): the calls after it, up to
+        the next phase, belong to it, and so do the notes.
+
+        Recording writes a ``phase`` line (``after``: the step of the last call, 0 when none); a replay logs a
+        ``phase`` event instead; a fill does both. Not a call: no key, not counted in ``steps``.
+
+        Raises:
+            TapeError: ``name`` is not a non-empty string, or the tape is closed; nothing is written then.
+        """
+        self._check_label(name, "phase name")
+        with self._mu:
+            self._extra("phase", {"name": name, "after": self._after})
+            self._phase = name
+
     def call(
         self,
         tool: str,
@@ -214,7 +261,9 @@ class Tape:
             call_id: the model's id of this tool call, recorded on the line.
 
         Raises:
-            TapeDrift: replay/fill, the step was recorded with other arguments.
+            TapeDrift: replay/fill, the step was recorded with other arguments (unless tapes.toml's
+                ``[compare.rules]`` and ``[diff] ignore`` excuse every difference: then the recording is served
+                as a tolerated hit, counted in ``stats()["tolerated_hits"]``).
             TapeMiss: replay, the call is not on the tape.
             ToolDriftError: the registered tool's fingerprint is not the recorded one.
             TapeStale: an expired entry under the ``error`` stale policy.
@@ -274,6 +323,29 @@ class Tape:
             raise
         return self._end(run, result, error, ms)
 
+    def _check_label(self, text: Any, what: str) -> None:
+        if type(text) is not str or not text:
+            got = "an empty string" if text == "" else type(text).__name__
+            raise TapeError(f"{self.path}: a {what} must be a non-empty string, got {got}")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise TapeError(f"{self.path}: {what} {text!r} is not valid UTF-8 text ({e.reason})") from None
+
+    def _extra(self, kind: EventKind, fields: dict[str, Any]) -> None:
+        """Write a note or phase line where this run's lines go, and log it; the caller holds the lock."""
+        if self._closed:
+            raise TapeError(f"{self.path}: tape is closed")
+        try:
+            line = dump_line({"type": kind, **fields, "recorded_at": iso(self._clock())})
+        except (TypeError, TapeError) as e:  # an integer beyond 64 bits, a string that is not text...
+            raise TapeError(f"{self.path}: this {kind} cannot be recorded: {e}") from None
+        if self._writer is not None:
+            self._writer.append(line)
+        elif self.mode == "fill" and self._index is not None:
+            self._pending_fill.append(line)  # the candidate, if a miss opens one, starts with the hits and these
+        self._emit(kind, **fields)
+
     # ---- the two halves of a call ---------------------------------------------------
     def _begin(
         self,
@@ -323,50 +395,67 @@ class Tape:
             i = j if verdict == HIT else None
             if self._overrides and seq in self._overrides:
                 return None, self._override(seq, tool, key, i)
-            if i is not None:
-                assert index is not None
-                if self.registry is not None and self._fp_ok.get(tool) != index.fingerprints[i]:
-                    self._check_fingerprint(i, seq, tool, policy)
-                if index.expires and i in index.expires and self._expired(index.expires[i]):
-                    stale = policy.stale_policy or self.config.stale_policy
-                    self._counts["stale"] += 1
-                    self._emit("stale", seq=seq, tool=tool, key=key, expires_at=index.expires[i], policy=stale)
-                    if stale == "error":
-                        raise TapeStale(
-                            f"{self.path}: step {seq} ({tool}) expired at {index.expires[i]} "
-                            f"(stale policy 'error'; re-record it with mode='fill' after expiring)"
+            tolerated: list[dict[str, Any]] | None = None
+            if i is None:  # no recording with this key: a drift (or a tolerated hit), else a miss
+                c = _Call(seq, tool, args, live, passed, redacted, key, requested_tool, extra)
+                if verdict == MISS:
+                    return self._miss(c)
+                target: int | None = j
+                if verdict != DRIFT:
+                    if self._alt is not None:
+                        served, result = self._alt_hit(seq, tool, key)
+                        if served:
+                            return None, result
+                    target = None
+                    if m is not None:
+                        target = m.drift_target(
+                            tool, seq, redacted, alone=alone and order_json is None, unplaced=verdict == OPEN_UNPLACED
                         )
-                    if stale == "miss":
-                        c = _Call(seq, tool, args, live, passed, redacted, key, requested_tool, extra)
-                        return self._miss(c, reason="expired", near=i)
-                self._consumed[i] = 1
-                self._counts["tape_hits"] += 1
-                if self._log is not None:
-                    self._log.emit("hit", seq=seq, tool=tool, key=key, step=index.seqs[i])
-                result, error = index.outcome(i, self._fd)
-                if self._writer is not None or self.mode == "fill":
-                    self._carry(seq, i)
-                if error is not None:
-                    raise_recorded(error, tool, seq)
-                if self._codecs.get(tool, _UNKNOWN) is None:  # the common case: no codec, the JSON form
-                    return None, result
-                return None, self._typed(tool, result)
-            c = _Call(seq, tool, args, live, passed, redacted, key, requested_tool, extra)
-            if verdict == MISS:
-                return self._miss(c)
-            if verdict == DRIFT:
-                self._drift(seq, tool, key, redacted, j)
-            if self._alt is not None:
-                served, result = self._alt_hit(seq, tool, key)
-                if served:
-                    return None, result
-            if m is not None:
-                target = m.drift_target(
-                    tool, seq, redacted, alone=alone and order_json is None, unplaced=verdict == OPEN_UNPLACED
+                if target is None:
+                    return self._miss(c)
+                tolerated, excused = self._tolerated(tool, redacted, target)
+                if tolerated is None:
+                    self._drift(seq, tool, key, redacted, target, excused)
+                i = target
+            assert index is not None
+            if self.registry is not None and self._fp_ok.get(tool) != index.fingerprints[i]:
+                self._check_fingerprint(i, seq, tool, policy)
+            if index.expires and i in index.expires and self._expired(index.expires[i]):
+                stale = policy.stale_policy or self.config.stale_policy
+                self._counts["stale"] += 1
+                self._emit("stale", seq=seq, tool=tool, key=key, expires_at=index.expires[i], policy=stale)
+                if stale == "error":
+                    raise TapeStale(
+                        f"{self.path}: step {seq} ({tool}) expired at {index.expires[i]} "
+                        f"(stale policy 'error'; re-record it with mode='fill' after expiring)"
+                    )
+                if stale == "miss":
+                    c = _Call(seq, tool, args, live, passed, redacted, key, requested_tool, extra)
+                    return self._miss(c, reason="expired", near=i)
+            self._consumed[i] = 1
+            self._counts["tape_hits"] += 1
+            self._after = seq
+            if tolerated is not None:  # served in place of a drift: every difference is excused
+                self._counts["tolerated_hits"] += 1
+                self._emit(
+                    "hit",
+                    seq=seq,
+                    tool=tool,
+                    key=key,
+                    step=index.seqs[i],
+                    recorded_key=index.keys[i],
+                    tolerated=tolerated,
                 )
-                if target is not None:
-                    self._drift(seq, tool, key, redacted, target)
-            return self._miss(c)
+            elif self._log is not None:
+                self._log.emit("hit", seq=seq, tool=tool, key=key, step=index.seqs[i])
+            result, error = index.outcome(i, self._fd)
+            if self._writer is not None or self.mode == "fill":
+                self._carry(seq, i)
+            if error is not None:
+                raise_recorded(error, tool, seq)
+            if self._codecs.get(tool, _UNKNOWN) is None:  # the common case: no codec, the JSON form
+                return None, result
+            return None, self._typed(tool, result)
 
     def _end(self, run: _Run, result: Any, error: Exception | None, ms: float) -> Any:
         """Finish a call that ran live: count it, write its line (with ``run.write``), return what it returned.
@@ -405,6 +494,8 @@ class Tape:
         with self._mu:
             self._active -= 1
             self._counts["live_tool_calls"] += 1
+            if run.seq > self._after:  # calls running at once may end in any order
+                self._after = run.seq
             if t.side_effect:
                 self._counts["real_side_effects"] += 1
             if run.write:
@@ -521,8 +612,50 @@ class Tape:
             codec = self._codecs[tool] = codec_for(t.returns) if t is not None else None
             return codec
 
-    def _drift(self, seq: int, tool: str, key: str, redacted: Any, j: int) -> NoReturn:
-        """Raise the drift of this call against recording ``j`` (consumed: it is accounted for)."""
+    def _tolerated(self, tool: str, redacted: Any, j: int) -> tuple[list[dict[str, Any]] | None, list[dict[str, Any]]]:
+        """Whether this call (``redacted``: its canonical, redacted arguments) may be served recording ``j``'s
+        outcome although their keys differ: ``(excuses, [])`` when the session's ``[compare.rules]`` and
+        ``[diff] ignore`` (without the volatile defaults: an argument named ``date`` selects data) excuse every
+        difference, else ``(None, the differences they did excuse)``. No difference at all (a tape written under
+        older redaction rules, a hand edit) excuses nothing: that stays a drift."""
+        rules, ignore = self._replay_rules()
+        if rules is None:
+            return None, []
+        assert self._matcher is not None
+        try:
+            recorded = canon(self._redactor.redact(self._matcher.index.record(j, self._fh).args))
+            judged = rules.judge("args", recorded, redacted, tool=tool, hooks=None, ignore=ignore)
+            excused = [e.to_json("args") for e in judged.excused]
+            if not judged.ok:
+                return None, excused
+            if ignore.patterns:  # what [diff] ignore left out of the comparison is excused too: say so
+                excused += [
+                    {"path": format_path(parts, "args"), "rule": "ignore", "text": "ignored ([diff] ignore)"}
+                    for parts, _ in diff_parts(recorded, redacted)
+                    if ignore.ignores(parts)
+                ]
+        except TapeError:  # nested too deeply to compare: the drift says so
+            return None, []
+        if not excused:
+            return None, []
+        excused.sort(key=lambda e: str(e["path"]))
+        return excused, []
+
+    def _replay_rules(self) -> tuple[Rules | None, IgnoreRules]:
+        """The rules that may excuse a replayed call's differences (looked up once per tape); None when there
+        are none."""
+        found = self._rules
+        if found is None:
+            settings = self.config.compare_for(session_name(self.path, self.config.tapes_dir))
+            ignore = self.config.replay_ignore()
+            found = self._rules = (settings.rules if settings.rules or ignore.patterns else None, ignore)
+        return found
+
+    def _drift(
+        self, seq: int, tool: str, key: str, redacted: Any, j: int, excused: list[dict[str, Any]] | None = None
+    ) -> NoReturn:
+        """Raise the drift of this call against recording ``j`` (consumed: it is accounted for). ``excused``: the
+        differences the rules excused (the others were not), for the run log."""
         assert self._matcher is not None
         index = self._matcher.index
         self._consumed[j] = 1
@@ -542,6 +675,7 @@ class Tape:
             args=redacted,
             step=recorded.seq,
             changes=[[c.path, _jsonable(c.old), _jsonable(c.new)] for c in changes],
+            **({"excused": excused} if excused else {}),
         )
         raise TapeDrift(
             path=str(self.path),
@@ -822,6 +956,7 @@ class Tape:
             self._consumed[i] = 1
         self._counts["overrides"] += 1
         self._counts["tape_hits"] += 1
+        self._after = seq
         self._emit("hit", seq=seq, tool=tool, key=key, override=True)
         result, error = self._overrides[seq]
         if error is not None:
@@ -875,7 +1010,7 @@ class Tape:
     def _open_fill_candidate(self) -> None:
         """First miss of a fill over a golden: the candidate starts with the hits so far."""
         assert self._index is not None
-        body = b"".join(self._carried_line(run_seq, i, alt) for run_seq, i, alt in self._pending_fill)
+        body = b"".join(p if isinstance(p, bytes) else self._carried_line(*p) for p in self._pending_fill)
         self._pending_fill = []
         with gate(self.path):
             self._claim_target("fill", body)
@@ -924,6 +1059,7 @@ class Tape:
         if a is None:
             return False, None
         self._counts["tape_hits"] += 1
+        self._after = seq
         self._emit("hit", seq=seq, tool=tool, key=key, step=seq, source="candidate")
         result, error = alt.index.outcome(a, alt.fh.fileno())
         if self._writer is None:  # the earlier candidate is not this session as played: write the new one

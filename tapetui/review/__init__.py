@@ -22,7 +22,17 @@ from tapetui.review.actions import (
     restore_candidate,
 )
 from tapetui.review.changelog import Entry
-from tapetui.review.comparison import Comparison, LoadedTape, StepDiff, StepKind, compare, load
+from tapetui.review.comparison import (
+    Comparison,
+    HooksArg,
+    LoadedTape,
+    NoteDiff,
+    RowLevel,
+    StepDiff,
+    StepKind,
+    compare,
+    load,
+)
 from tapetui.review.counts import stats, stats_of
 from tapetui.review.diffs import Diff, DiffLevel, DiffSource, diff
 from tapetui.review.findings import (
@@ -34,17 +44,36 @@ from tapetui.review.findings import (
     check_session,
     compare_run,
     golden_sha256,
+    judge_run,
     no_tapes_message,
     pending,
     run_log_stale,
 )
 from tapetui.review.history import HistoryRecord
 from tapetui.review.journal import recover
-from tapetui.review.replay import replay_argv
+from tapetui.review.replay import record_argv, replay_argv
 from tapetui.review.rerecording import load_registry, rerecord
 from tapetui.review.revert import undo, undo_target
+from tapetui.review.rules import RuleSpec, add_rule, parse_rule_spec, suggest_rule
+from tapetui.review.samples import SampleReport, SampleSource, add_samples, judge_samples, session_samples
+from tapetui.review.verdicts import Verdict
 
 __all__ = [
+    "suggest_rule",
+    "session_samples",
+    "record_argv",
+    "parse_rule_spec",
+    "judge_samples",
+    "judge_run",
+    "add_samples",
+    "add_rule",
+    "Verdict",
+    "SampleSource",
+    "SampleReport",
+    "RuleSpec",
+    "RowLevel",
+    "NoteDiff",
+    "HooksArg",
     "AlreadyExpired",
     "BatchResult",
     "Comparison",

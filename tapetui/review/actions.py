@@ -100,7 +100,7 @@ def _accept_locked(config: Config, golden: Path, cand: Path, why: str, steps: It
         return entry
     g = load(golden, keep_bytes=True)
     golden_before = file_bytes(g.index)
-    cmp = compare(g, c, config)
+    cmp = compare(g, c, config, hooks=None)  # what changed is recorded; no user hook runs in an accept
     if steps is None:
         details = _details(cmp, cmp.changed_steps) + ([] if cmp.changed_steps else ["no differences"])
         entry = journal.new_entry("accept", config, golden, [s.seq for s in cmp.changed_steps if s.old], details, why)
@@ -108,7 +108,7 @@ def _accept_locked(config: Config, golden: Path, cand: Path, why: str, steps: It
         journal.commit(config, golden, complete_bytes(c), entry, before=before, remove_candidate=True)
         return entry
     wanted = sorted(set(steps))
-    by_seq = {s.old.seq: s for s in cmp.steps if s.old is not None and s.kind in ("same", "changed")}
+    by_seq = {s.old.seq: s for s in cmp.steps if s.old is not None and s.kind in ("same", "changed", "tolerated")}
     replace: dict[int, bytes] = {}
     manifests: list[bytes] = []
     chosen = []
@@ -130,7 +130,7 @@ def _accept_locked(config: Config, golden: Path, cand: Path, why: str, steps: It
     entry = journal.new_entry("accept", config, golden, wanted, _details(cmp, chosen), why)
     # When nothing else differs any more, the candidate has been fully reviewed.
     rest = [s for s in cmp.changed_steps if s not in chosen]
-    done = not rest and not cmp.edit_distance
+    done = not rest and not cmp.edit_distance and not cmp.changed_notes  # notes move with the whole candidate
     before = history.Before(True, golden_before, done, cand_before)
     journal.commit(config, golden, data, entry, before=before, remove_candidate=done)
     return entry

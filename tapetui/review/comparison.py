@@ -12,21 +12,31 @@ import orjson
 from rapidfuzz.distance import Levenshtein
 
 from tapetui.core.canon import canon
-from tapetui.core.changes import Change, format_changes
+from tapetui.core.changes import MISSING, Change, format_changes
+from tapetui.core.comparators import CompareSettings, Excuse, Hooks, Judged, Rules
 from tapetui.core.config import Config
 from tapetui.core.contract import ignore_rules
 from tapetui.core.errors import TapeError, TooDeep
 from tapetui.core.files import read_regular
 from tapetui.core.fingerprint import ToolManifest, explain_manifest_change, in_form, without_ignored
 from tapetui.core.index import CallRecord, TapeIndex
-from tapetui.core.jsondiff import IgnoreRules, diff_values
-from tapetui.core.store import refuse_links_out
+from tapetui.core.jsondiff import IgnoreRules
+from tapetui.core.store import refuse_links_out, session_name
 from tapetui.core.tapefile import read_index
+from tapetui.review.verdicts import Verdict, new_capabilities, phase_of, sequence_distance, verdict
 
-__all__ = ["Comparison", "LoadedTape", "StepDiff", "StepKind", "compare", "load"]
+__all__ = ["Comparison", "HooksArg", "LoadedTape", "NoteDiff", "RowLevel", "StepDiff", "StepKind", "compare", "load"]
 
-StepKind = Literal["same", "changed", "replaced", "added", "skipped"]
+StepKind = Literal["same", "changed", "tolerated", "replaced", "added", "skipped"]
 """How one aligned position of two sessions differs (see :class:`StepDiff`)."""
+
+RowLevel = Literal["pass", "fail", "excused", "differs"]
+"""How a line of a comparison reads: a dimension's verdict (``pass``/``fail``), a difference a rule
+excused (or a sequence change within its mode and threshold), or a plain difference."""
+
+HooksArg = Hooks | None | Literal["auto"]
+"""``compare``'s ``hooks``: the hooks to run, None to run none, ``"auto"`` to import the ones tapes.toml
+names when a comparison first needs one (``check`` and ``diff``)."""
 
 
 # ---- loading ------------------------------------------------------------------------
@@ -58,8 +68,11 @@ def load(path: Path, *, keep_bytes: bool = False) -> LoadedTape:
 class StepDiff:
     """One aligned position of two sessions.
 
-    ``kind``: ``same``, ``changed`` (same tool, other arguments), ``replaced`` (another
-    tool), ``added`` (only in the new session) or ``skipped`` (only in the golden).
+    ``kind``: ``same``, ``changed`` (same tool, other arguments or result), ``tolerated`` (it differs,
+    but a rule of ``[compare.rules]`` excuses every difference), ``replaced`` (another tool), ``added``
+    (only in the new session) or ``skipped`` (only in the golden).
+    ``excused``: ``(side, excuse)`` of each difference a rule excused; ``remarks``: ``(side, change, why)``
+    where a rule governs a difference it did not excuse; ``errors``: hooks that failed (never a pass).
     ``expiry``: ``(old, new)`` ``expires_at`` when only the new one differs there (a re-record that
     refreshed a time-sensitive answer): accepting changes it, so it is a difference too.
     """
@@ -71,6 +84,9 @@ class StepDiff:
     result_changes: tuple[Change, ...] = ()
     fingerprint: tuple[str, ...] = ()
     expiry: tuple[str | None, str | None] | None = None
+    excused: tuple[tuple[str, Excuse], ...] = ()
+    remarks: tuple[tuple[str, Change, str], ...] = ()
+    errors: tuple[str, ...] = ()
 
     @property
     def tool(self) -> str:
@@ -90,26 +106,41 @@ class StepDiff:
 
     def lines(self, contracts_shown: bool = False) -> list[str]:
         """Human lines such as ``summarize  step 3  args.max_words  120 → 80``."""
+        return [text for text, _ in self.rows(contracts_shown)]
+
+    def rows(self, contracts_shown: bool = False) -> list[tuple[str, RowLevel]]:
+        """:meth:`lines`, each with its :data:`RowLevel` (a difference a rule excused is ``excused``)."""
         head = f"{self.tool}  step {self.seq}"
         if self.kind == "added":
             assert self.new is not None
-            return [f"{head}  added (new step {self.new.seq}, key {self.new.key})"]
+            return [(f"{head}  added (new step {self.new.seq}, key {self.new.key})", "differs")]
         if self.kind == "skipped":
             assert self.old is not None
-            return [f"{head}  skipped (recorded key {self.old.key} was not called)"]
+            return [(f"{head}  skipped (recorded key {self.old.key} was not called)", "differs")]
         if self.kind == "replaced":
             assert self.old is not None and self.new is not None
-            return [f"{self.old.tool}  step {self.seq}  replaced by {self.new.tool} (step {self.new.seq})"]
-        out = [f"{head}  {line}" for line in format_changes(self.arg_changes, prefix="args")]
-        out += [f"{head}  {line}" for line in format_changes(self.result_changes, prefix="result")]
+            return [(f"{self.old.tool}  step {self.seq}  replaced by {self.new.tool} (step {self.new.seq})", "differs")]
+        out: list[tuple[str, RowLevel]] = [
+            (f"{head}  {line}", "differs") for line in self._change_lines("args", self.arg_changes)
+        ]
+        out += [(f"{head}  {line}", "differs") for line in self._change_lines("result", self.result_changes)]
+        out += [(f"{head}  {line}", "excused") for line in excused_lines(self.excused)]
+        out += [(f"{head}  [ERROR] {e}", "differs") for e in self.errors]
         if self.expiry is not None:
             old, new = self.expiry
-            out.append(f"{head}  expires_at  {old or '(none)'} → {new or '(none)'}")
+            out.append((f"{head}  expires_at  {old or '(none)'} → {new or '(none)'}", "differs"))
         if not contracts_shown:
-            out += [f"{head}  [CONTRACT] {line}" for line in self.fingerprint]
+            out += [(f"{head}  [CONTRACT] {line}", "differs") for line in self.fingerprint]
         elif self.fingerprint and len(out) == 0:
-            out.append(f"{head}  recorded under the old contract of {self.tool}")
+            out.append((f"{head}  recorded under the old contract of {self.tool}", "differs"))
         return out
+
+    def _change_lines(self, side: str, changes: tuple[Change, ...]) -> list[str]:
+        why = {c.path: text for sd, c, text in self.remarks if sd == side}
+        return [
+            line + (f"  ({why[c.path]})" if c.path in why else "")
+            for c, line in zip(changes, format_changes(changes, prefix=side), strict=True)
+        ]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -123,7 +154,19 @@ class StepDiff:
             "result_changes": [_change_json(c) for c in self.result_changes],
             "fingerprint": list(self.fingerprint),
             "expires_at": None if self.expiry is None else {"old": self.expiry[0], "new": self.expiry[1]},
+            "excused": [e.to_json(side) for side, e in self.excused],
+            "remarks": [{"path": _side_path(side, c.path), "text": t} for side, c, t in self.remarks],
+            "errors": list(self.errors),
         }
+
+
+def excused_lines(excused: Iterable[tuple[str, Excuse]]) -> list[str]:
+    """``result.price  101.2 → 101.25  — within tolerance ±0.1``: differences a rule excused."""
+    return [f"{line}  — {e.text}" for side, e in excused for line in format_changes([e.change], prefix=side)]
+
+
+def _side_path(side: str, path: str) -> str:
+    return side + ("" if not path or path.startswith("[") else ".") + path
 
 
 def _change_json(c: Change) -> dict[str, Any]:
@@ -135,9 +178,70 @@ def _change_json(c: Change) -> dict[str, Any]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class NoteDiff:
+    """The ``index``-th note of one kind (``tape.note(kind, value)``) in the golden and the new session.
+
+    ``old``/``new``: the note's value, :data:`MISSING` when that session has no such note.
+    """
+
+    kind: str
+    index: int
+    old: Any
+    new: Any
+    judged: Judged = field(default_factory=Judged)
+
+    @property
+    def differs(self) -> bool:
+        return bool(self.judged.changes or self.judged.excused or self.judged.errors)
+
+    @property
+    def failing(self) -> int:
+        """Differences no rule excused (a missing or extra note is one), and comparisons that failed."""
+        return len(self.judged.changes) + len(self.judged.errors)
+
+    @property
+    def label(self) -> str:
+        return f"note.{self.kind}" + (f" #{self.index + 1}" if self.index else "")
+
+    def lines(self) -> list[str]:
+        return [text for text, _ in self.rows()]
+
+    def rows(self) -> list[tuple[str, RowLevel]]:
+        if self.old is MISSING:
+            return [(f"{self.label}  (added) {format_changes([Change('', MISSING, self.new)])[0].strip()}", "differs")]
+        if self.new is MISSING:
+            return [
+                (f"{self.label}  (removed) {format_changes([Change('', self.old, MISSING)])[0].strip()}", "differs")
+            ]
+        why = {c.path: text for c, text in self.judged.remarks}
+        out: list[tuple[str, RowLevel]] = [
+            (line + (f"  ({why[c.path]})" if c.path in why else ""), "differs")
+            for c, line in zip(self.judged.changes, format_changes(self.judged.changes, prefix=self.label), strict=True)
+        ]
+        out += [(line, "excused") for line in excused_lines((self.label, e) for e in self.judged.excused)]
+        out += [(f"{self.label}  [ERROR] {e}", "differs") for e in self.judged.errors]
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        side = f"note.{self.kind}"
+        return {
+            "kind": self.kind,
+            "index": self.index,
+            "old": None if self.old is MISSING else self.old,
+            "new": None if self.new is MISSING else self.new,
+            "present": {"old": self.old is not MISSING, "new": self.new is not MISSING},
+            "changes": [_change_json(c) | {"path": _side_path(side, c.path)} for c in self.judged.changes],
+            "excused": [e.to_json(side) for e in self.judged.excused],
+            "remarks": [{"path": _side_path(side, c.path), "text": t} for c, t in self.judged.remarks],
+            "errors": list(self.judged.errors),
+        }
+
+
 @dataclass(frozen=True)
 class Comparison:
-    """A golden against a candidate: sequences, aligned steps, contract changes."""
+    """A golden against a candidate: sequences, aligned steps, contract changes, notes, and one verdict
+    per dimension under the session's ``[compare]`` settings (see :mod:`tapetui.review.verdicts`)."""
 
     golden: Path
     other: Path
@@ -149,32 +253,75 @@ class Comparison:
     requested_distance: int
     steps: tuple[StepDiff, ...]
     contracts: dict[str, tuple[str, str, tuple[str, ...]]] = field(default_factory=dict)
+    notes: tuple[NoteDiff, ...] = ()
+    verdicts: tuple[Verdict, ...] = ()
+    new_capabilities: tuple[str, ...] = ()
+    settings: CompareSettings = field(default_factory=CompareSettings)
 
     @property
     def changed_steps(self) -> list[StepDiff]:
         return [s for s in self.steps if s.differs]
 
     @property
+    def changed_notes(self) -> list[NoteDiff]:
+        return [n for n in self.notes if n.differs]
+
+    @property
     def clean(self) -> bool:
-        return not self.changed_steps and not self.contracts and self.edit_distance == 0
+        """Nothing differs at all (what a rule excuses differs too: accepting would change the golden)."""
+        return not self.changed_steps and not self.contracts and self.edit_distance == 0 and not self.changed_notes
+
+    @property
+    def passed(self) -> bool:
+        """Every dimension within its threshold, no contract change, no new capability."""
+        return all(v.passed for v in self.verdicts) and not self.contracts and not self.new_capabilities
+
+    @property
+    def failing(self) -> list[Verdict]:
+        return [v for v in self.verdicts if not v.passed]
+
+    def verdict(self, dimension: str) -> Verdict | None:
+        return next((v for v in self.verdicts if v.dimension == dimension), None)
 
     def lines(self) -> list[str]:
-        out = []
+        return [text for text, _ in self.rows()]
+
+    def rows(self) -> list[tuple[str, RowLevel]]:
+        """Every line of the comparison with its :data:`RowLevel`: the verdicts first (when anything differs),
+        new capabilities, sequences, contracts, then each differing step and note."""
+        out: list[tuple[str, RowLevel]] = (
+            [(v.line(), "pass" if v.passed else "fail") for v in self.verdicts] if not self.clean else []
+        )
+        out += [
+            (f"[NEW TOOL] {t}: used by the new run, never by the golden (a new capability: audit it)", "fail")
+            for t in self.new_capabilities
+        ]
+        tools = self.verdict("tools")
         if self.edit_distance:
+            how = f"edit distance {self.edit_distance}"
+            if tools is not None and tools.mode not in (None, "strict"):
+                how = f"{tools.mode} order: {tools.value} edit{'' if tools.value == 1 else 's'}; strict {how}"
             out.append(
-                f"[TOOLS] executed sequence changed (edit distance {self.edit_distance}): "
-                f"{list(self.old_tools)} → {list(self.new_tools)}"
+                (
+                    f"[TOOLS] executed sequence changed ({how}): {list(self.old_tools)} → {list(self.new_tools)}",
+                    "excused" if tools is not None and tools.passed else "differs",
+                )
             )
         if self.requested_distance and (self.old_requested != self.old_tools or self.new_requested != self.new_tools):
             out.append(
-                f"[TOOLS] model-requested sequence (edit distance {self.requested_distance}): "
-                f"{list(self.old_requested)} → {list(self.new_requested)}"
+                (
+                    f"[TOOLS] model-requested sequence (edit distance {self.requested_distance}): "
+                    f"{list(self.old_requested)} → {list(self.new_requested)}",
+                    "differs",
+                )
             )
         for tool, (old, new, why) in sorted(self.contracts.items()):
-            out.append(f"[CONTRACT] {tool}  fingerprint {old} → {new}")
-            out += [f"[CONTRACT] {tool}  {line}" for line in why]
+            out.append((f"[CONTRACT] {tool}  fingerprint {old} → {new}", "differs"))
+            out += [(f"[CONTRACT] {tool}  {line}", "differs") for line in why]
         for s in self.changed_steps:
-            out += s.lines(contracts_shown=s.tool in self.contracts)
+            out += s.rows(contracts_shown=s.tool in self.contracts)
+        for n in self.changed_notes:
+            out += n.rows()
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -189,6 +336,11 @@ class Comparison:
             },
             "contracts": {t: {"old": o, "new": n, "explanation": list(w)} for t, (o, n, w) in self.contracts.items()},
             "steps": [s.to_json() for s in self.changed_steps],
+            "passed": self.passed,
+            "sequence_mode": self.settings.sequence,
+            "dimensions": {v.dimension: v.to_json() for v in self.verdicts},
+            "new_capabilities": list(self.new_capabilities),
+            "notes": [n.to_json() for n in self.changed_notes],
         }
 
 
@@ -196,17 +348,36 @@ def _requested(calls: Iterable[CallRecord]) -> tuple[str, ...]:
     return tuple(c.requested_tool or c.tool for c in calls)
 
 
-def compare(golden: Path | LoadedTape, other: Path | LoadedTape, config: Config | None = None) -> Comparison:
+def compare(
+    golden: Path | LoadedTape,
+    other: Path | LoadedTape,
+    config: Config | None = None,
+    *,
+    hooks: HooksArg = "auto",
+    settings: CompareSettings | None = None,
+) -> Comparison:
     """Compare a golden with a candidate (or any other tape of the same session).
 
-    Steps are aligned on the tool-name sequence (Levenshtein opcodes), so a step
-    inserted at 3 shows as added instead of making 4..n look changed.
+    In ``strict`` sequence mode steps are aligned on the tool-name sequence (Levenshtein opcodes), so a
+    step inserted at 3 shows as added instead of making 4..n look changed; in the other modes calls are
+    paired by tool (the same key first), within a phase in ``phases`` mode, so a reorder is no change.
+
+    Args:
+        hooks: see :data:`HooksArg`.
+        settings: the comparison settings (default: tapes.toml's for the golden's session).
+
+    Raises:
+        ConfigError: a hook tapes.toml names cannot be imported (naming the file and key).
     """
     if config is not None:
         refuse_links_out(config.tapes_dir, *(p for p in (golden, other) if not isinstance(p, LoadedTape)))
     g = golden if isinstance(golden, LoadedTape) else load(Path(golden))
     o = other if isinstance(other, LoadedTape) else load(Path(other))
-    rules = config.ignore_rules() if config else IgnoreRules()
+    if settings is None:
+        settings = config.compare_for(session_name(g.path, config.tapes_dir)) if config else CompareSettings()
+    if hooks == "auto":
+        hooks = Hooks.lazy(settings, config.root if config else None) if settings.rules.needs_hooks() else None
+    ctx = _Judge(config.ignore_rules() if config else IgnoreRules(), settings.rules, hooks, g.path, o.path)
     old_tools = tuple(c.tool for c in g.calls)
     new_tools = tuple(c.tool for c in o.calls)
     contracts: dict[str, tuple[str, str, tuple[str, ...]]] = {}
@@ -218,12 +389,96 @@ def compare(golden: Path | LoadedTape, other: Path | LoadedTape, config: Config 
         new_fp = om.fingerprint if om else next(c.fingerprint for c in o.calls if c.tool == tool)
         if not same(tool, old_fp, new_fp):
             contracts[tool] = (old_fp, new_fp, tuple(_explain(tool, gm, om, config)))
+    old_phases = _phases(g)
+    new_phases = _phases(o)
+    if settings.sequence == "strict":
+        steps = _aligned(g, o, ctx, contracts, same)
+    else:
+        steps = _paired(g, o, old_phases if settings.sequence == "phases" else None, new_phases, ctx, contracts, same)
+    notes = tuple(_notes(g, o, ctx))
+    old_req, new_req = _requested(g.calls), _requested(o.calls)
+    mode = settings.sequence
+    verdicts = (
+        verdict("tools", settings, sequence_distance(mode, old_tools, new_tools, old_phases, new_phases)),
+        verdict("requested", settings, sequence_distance(mode, old_req, new_req, old_phases, new_phases)),
+        _side_verdict("arguments", settings, steps, "args"),
+        _side_verdict("results", settings, steps, "result"),
+        verdict(
+            "notes",
+            settings,
+            sum(n.failing - len(n.judged.errors) for n in notes),
+            sum(len(n.judged.excused) for n in notes),
+            sum(len(n.judged.errors) for n in notes),
+        ),
+    )
+    return Comparison(
+        golden=g.path,
+        other=o.path,
+        old_tools=old_tools,
+        new_tools=new_tools,
+        edit_distance=Levenshtein.distance(list(old_tools), list(new_tools)),
+        old_requested=old_req,
+        new_requested=new_req,
+        requested_distance=Levenshtein.distance(list(old_req), list(new_req)),
+        steps=tuple(steps),
+        contracts=contracts,
+        notes=notes,
+        verdicts=verdicts,
+        new_capabilities=tuple(new_capabilities(old_tools, new_tools)),
+        settings=settings,
+    )
+
+
+@dataclass(frozen=True)
+class _Judge:
+    """What every step of one comparison is judged with."""
+
+    ignore: IgnoreRules
+    rules: Rules
+    hooks: Hooks | None
+    golden: Path
+    other: Path
+
+    def side(self, side: str, old: Any, new: Any, tool: str | None) -> Judged:
+        return self.rules.judge(
+            side, old, new, tool=tool, hooks=self.hooks, ignore=self.ignore, context={"golden": str(self.golden)}
+        )
+
+
+def _side_verdict(dimension: str, settings: CompareSettings, steps: Iterable[StepDiff], side: str) -> Verdict:
+    value = excused = errors = 0
+    for s in steps:
+        if side == "args":
+            value += len(s.arg_changes)
+        else:
+            value += len(s.result_changes) + (s.expiry is not None)
+        excused += sum(1 for sd, _ in s.excused if sd == side)
+        errors += sum(1 for e in s.errors if e.startswith(side))
+    return verdict(dimension, settings, value, excused, errors)
+
+
+def _phases(t: LoadedTape) -> list[str | None]:
+    """The phase of each call of ``t`` (None before the first phase line, and in a tape without any)."""
+    marks = [(p.name, p.after) for p in t.index.phases]
+    if not marks:
+        return [None] * len(t.calls)
+    return phase_of([c.seq for c in t.calls], marks)
+
+
+def _aligned(
+    g: LoadedTape,
+    o: LoadedTape,
+    ctx: _Judge,
+    contracts: dict[str, Any],
+    same: Callable[[str, str, str], bool],
+) -> list[StepDiff]:
+    """Steps aligned on the tool-name sequence (strict mode)."""
     steps: list[StepDiff] = []
-    for op in Levenshtein.opcodes(list(old_tools), list(new_tools)):
+    for op in Levenshtein.opcodes([c.tool for c in g.calls], [c.tool for c in o.calls]):
         olds = g.calls[op.src_start : op.src_end]
         news = o.calls[op.dest_start : op.dest_end]
         if op.tag == "equal":
-            steps += [_pair(a, b, rules, contracts, (g.path, o.path), same) for a, b in zip(olds, news, strict=False)]
+            steps += [_pair(a, b, ctx, contracts, same) for a, b in zip(olds, news, strict=False)]
         elif op.tag == "replace":
             steps += [StepDiff("replaced", a, b) for a, b in zip(olds, news, strict=False)]
             steps += [StepDiff("skipped", a, None) for a in olds[len(news) :]]
@@ -232,18 +487,76 @@ def compare(golden: Path | LoadedTape, other: Path | LoadedTape, config: Config 
             steps += [StepDiff("skipped", a, None) for a in olds]
         elif op.tag == "insert":
             steps += [StepDiff("added", None, b) for b in news]
-    return Comparison(
-        golden=g.path,
-        other=o.path,
-        old_tools=old_tools,
-        new_tools=new_tools,
-        edit_distance=Levenshtein.distance(list(old_tools), list(new_tools)),
-        old_requested=_requested(g.calls),
-        new_requested=_requested(o.calls),
-        requested_distance=Levenshtein.distance(list(_requested(g.calls)), list(_requested(o.calls))),
-        steps=tuple(steps),
-        contracts=contracts,
-    )
+    return steps
+
+
+def _paired(
+    g: LoadedTape,
+    o: LoadedTape,
+    old_phases: list[str | None] | None,
+    new_phases: list[str | None],
+    ctx: _Judge,
+    contracts: dict[str, Any],
+    same: Callable[[str, str, str], bool],
+) -> list[StepDiff]:
+    """Steps paired by tool, order ignored (within a phase when ``old_phases`` is given): each new call
+    takes the golden's unpaired call with its key, else the earliest unpaired call of its tool."""
+    group_old = old_phases if old_phases is not None else [None] * len(g.calls)
+    group_new = new_phases if old_phases is not None else [None] * len(o.calls)
+    free: dict[tuple[str | None, str], list[CallRecord]] = {}
+    for c, ph in zip(g.calls, group_old, strict=True):
+        free.setdefault((ph, c.tool), []).append(c)
+    pairs: list[tuple[CallRecord | None, CallRecord | None]] = []
+    for c, ph in zip(o.calls, group_new, strict=True):
+        mine = free.get((ph, c.tool))
+        if not mine:
+            pairs.append((None, c))
+            continue
+        at = next((i for i, a in enumerate(mine) if a.key == c.key), 0)
+        pairs.append((mine.pop(at), c))
+    pairs += [(a, None) for rest in free.values() for a in rest]
+    pairs.sort(key=_pair_order)
+    out: list[StepDiff] = []
+    for a, b in pairs:
+        if a is not None and b is not None:
+            out.append(_pair(a, b, ctx, contracts, same))
+        elif a is not None:
+            out.append(StepDiff("skipped", a, None))
+        elif b is not None:
+            out.append(StepDiff("added", None, b))
+    return out
+
+
+def _pair_order(p: tuple[CallRecord | None, CallRecord | None]) -> float:
+    """Paired and skipped steps at the golden's seq; an added one just before the golden's step of its seq."""
+    a, b = p
+    return a.seq if a is not None else (b.seq - 0.5 if b is not None else 0.0)
+
+
+def _notes(g: LoadedTape, o: LoadedTape, ctx: _Judge) -> list[NoteDiff]:
+    """Notes compared by kind and position among the notes of that kind."""
+    old: dict[str, list[Any]] = {}
+    new: dict[str, list[Any]] = {}
+    for n in g.index.notes:
+        old.setdefault(n.kind, []).append(n.value)
+    for n in o.index.notes:
+        new.setdefault(n.kind, []).append(n.value)
+    out: list[NoteDiff] = []
+    for kind in [*old, *(k for k in new if k not in old)]:
+        a, b = old.get(kind, []), new.get(kind, [])
+        for i in range(max(len(a), len(b))):
+            va = a[i] if i < len(a) else MISSING
+            vb = b[i] if i < len(b) else MISSING
+            side = f"note.{kind}"
+            if va is MISSING or vb is MISSING:
+                judged = Judged((Change("", va, vb),))
+            else:
+                try:
+                    judged = ctx.side(side, va, vb, None)
+                except TooDeep:
+                    raise TooDeep(f"{g.path} and {o.path}: note {kind!r}") from None
+            out.append(NoteDiff(kind, i, va, vb, judged))
+    return out
 
 
 def _same_contract(
@@ -350,21 +663,20 @@ def _explain(tool: str, gm: ToolManifest | None, om: ToolManifest | None, config
 def _pair(
     a: CallRecord,
     b: CallRecord,
-    rules: IgnoreRules,
+    ctx: _Judge,
     contracts: dict[str, Any],
-    where: tuple[Path, Path],
     same: Callable[[str, str, str], bool] | None = None,
 ) -> StepDiff:
     try:
-        return _pair_diff(a, b, rules, contracts, same)
+        return _pair_diff(a, b, ctx, contracts, same)
     except TooDeep:
-        raise TooDeep(f"{where[0]}:{a.line} and {where[1]}:{b.line}: step {a.seq} ({a.tool})") from None
+        raise TooDeep(f"{ctx.golden}:{a.line} and {ctx.other}:{b.line}: step {a.seq} ({a.tool})") from None
 
 
 def _pair_diff(
     a: CallRecord,
     b: CallRecord,
-    rules: IgnoreRules,
+    ctx: _Judge,
     contracts: dict[str, Any],
     same: Callable[[str, str, str], bool] | None = None,
 ) -> StepDiff:
@@ -372,10 +684,15 @@ def _pair_diff(
     fp = tuple(contracts[a.tool][2]) if differs and a.tool in contracts else ()
     if differs and not fp:
         fp = (f"fingerprint {a.fingerprint} → {b.fingerprint}",)
-    args = () if a.key == b.key else tuple(diff_values(canon(a.args), canon(b.args), rules))
+    args = Judged() if a.key == b.key else ctx.side("args", canon(a.args), canon(b.args), a.tool)
     old_res = {"error": a.error} if a.error is not None else a.result
     new_res = {"error": b.error} if b.error is not None else b.result
-    res = tuple(diff_values(old_res, new_res, rules))
+    res = ctx.side("result", old_res, new_res, a.tool)
     expiry = (a.expires_at, b.expires_at) if a.expires_at != b.expires_at else None
-    kind: StepKind = "changed" if (args or res or fp or expiry) else "same"
-    return StepDiff(kind, a, b, args, res, fp, expiry)
+    excused = tuple(("args", e) for e in args.excused) + tuple(("result", e) for e in res.excused)
+    remarks = tuple(("args", c, t) for c, t in args.remarks) + tuple(("result", c, t) for c, t in res.remarks)
+    errors = args.errors + res.errors  # each names its side and path
+    kind: StepKind = (
+        "changed" if (args.changes or res.changes or fp or expiry or errors) else "tolerated" if excused else "same"
+    )
+    return StepDiff(kind, a, b, args.changes, res.changes, fp, expiry, excused, remarks, errors)

@@ -17,7 +17,7 @@ from tapetui.core.errors import TapeError
 from tapetui.core.runlog import read_run_log
 from tapetui.core.store import candidate_path, runlog_path
 from tapetui.core.tapefile import read_index
-from tapetui.review.comparison import Comparison, LoadedTape, compare
+from tapetui.review.comparison import Comparison, HooksArg, LoadedTape, compare
 from tapetui.review.findings import Finding, compare_run, run_log_stale
 
 __all__ = ["Diff", "DiffLevel", "DiffSource", "diff"]
@@ -41,7 +41,7 @@ class Diff:
     def differs(self) -> bool:
         """Whether anything differs (``tapetui diff`` exits 1): a warning alone does not."""
         if self.comparison is not None:
-            return not self.comparison.clean
+            return not self.comparison.passed
         return any(not f.warning for f in self.findings)
 
     @property
@@ -51,8 +51,17 @@ class Diff:
     def rows(self) -> list[tuple[str, DiffLevel]]:
         """Each line with how it reads (for colour); ``no differences`` alone when nothing differs."""
         if self.comparison is not None:
-            level: DiffLevel = "clean" if self.comparison.clean else "differs"
-            return [(line, level) for line in self.comparison.lines() or ["no differences"]]
+            cmp = self.comparison
+            if cmp.clean and not cmp.new_capabilities:
+                return [("no differences", "clean")]
+            within = cmp.passed  # every difference within its dimension's threshold: shown, not failing
+            level: dict[str, DiffLevel] = {
+                "pass": "clean",
+                "fail": "differs",
+                "excused": "warning",
+                "differs": "warning" if within else "differs",
+            }
+            return [(line, level[how]) for line, how in cmp.rows()]
         if not self.findings:
             return [("no differences", "clean")]
         return [(f.text, "warning" if f.warning else "differs") for f in self.findings]
@@ -72,7 +81,14 @@ class Diff:
         }
 
 
-def diff(config: Config, golden: Path, other: Path | None = None, *, loaded: LoadedTape | None = None) -> Diff:
+def diff(
+    config: Config,
+    golden: Path,
+    other: Path | None = None,
+    *,
+    loaded: LoadedTape | None = None,
+    hooks: HooksArg = "auto",
+) -> Diff:
     """Compare a golden with ``other``: by default its candidate, else its latest run log.
 
     A file named ``*.run.jsonl`` is read as a run log (its findings against the golden, or one
@@ -80,6 +96,7 @@ def diff(config: Config, golden: Path, other: Path | None = None, *, loaded: Loa
 
     Args:
         loaded: the golden, when the caller has read it already (not read again).
+        hooks: see :data:`~tapetui.review.comparison.HooksArg` (the app passes None until a person allows them).
 
     Raises:
         TapeError: nothing to compare with, or a file that cannot be read as what it is named.
@@ -99,8 +116,12 @@ def diff(config: Config, golden: Path, other: Path | None = None, *, loaded: Loa
         idx = loaded.index if loaded is not None else read_index(golden, validate=True, keep_bytes=True)
         whole = idx.data if idx.data is not None and len(idx.data) == idx.size else None
         stale = run_log_stale(golden, events, whole)  # a small golden is hashed as read, not read again
-        findings = [Finding("stale_run", stale)] if stale else compare_run(idx, events, config, log=other, checked=True)
+        findings = (
+            [Finding("stale_run", stale)]
+            if stale
+            else compare_run(idx, events, config, log=other, checked=True, hooks=hooks)
+        )
         return Diff(golden, other, "run_log", findings=tuple(findings))
     if source == "tape" and other == candidate_path(golden):
         source = "candidate"
-    return Diff(golden, other, source, comparison=compare(loaded or golden, other, config))
+    return Diff(golden, other, source, comparison=compare(loaded or golden, other, config, hooks=hooks))

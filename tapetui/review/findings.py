@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from rapidfuzz.distance import Levenshtein
-
-from tapetui.core.changes import Change, format_changes
+from tapetui.core.changes import MISSING, Change, format_changes
+from tapetui.core.comparators import CompareSettings, Hooks
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
 from tapetui.core.files import file_sha256
@@ -31,8 +30,9 @@ from tapetui.core.store import (
     session_name,
 )
 from tapetui.core.tapefile import read_index
-from tapetui.review.comparison import Comparison, LoadedTape, compare, load
+from tapetui.review.comparison import Comparison, HooksArg, LoadedTape, compare, load
 from tapetui.review.journal import recover
+from tapetui.review.verdicts import Verdict, new_capabilities, phase_of, sequence_distance, verdict
 
 __all__ = [
     "Finding",
@@ -43,6 +43,7 @@ __all__ = [
     "check_session",
     "compare_run",
     "golden_sha256",
+    "judge_run",
     "no_tapes_message",
     "pending",
     "run_log_stale",
@@ -62,6 +63,10 @@ FindingKind = Literal[
     "torn",  # the golden's last line is torn
     "key",  # a stored key is not the key of its arguments
     "journal",  # an interrupted change recover could not finish: review actions on the session are refused
+    "capability",  # a tool the golden never used: a new capability to audit
+    "tolerated",  # a replay call served from a recording whose differences a rule excuses (a warning)
+    "note",  # a note (tape.note) differs from the golden's
+    "samples",  # fewer repeated samples match than tapes.toml requires
 ]
 """What a :class:`Finding` is about."""
 
@@ -102,8 +107,22 @@ def compare_run(
     *,
     log: Path | None = None,
     checked: bool = False,
+    hooks: HooksArg = "auto",
 ) -> list[Finding]:
-    """What a run log says went wrong against its golden.
+    """What a run log says went wrong against its golden (:func:`judge_run` without its verdicts)."""
+    return judge_run(golden, events, config, log=log, checked=checked, hooks=hooks)[0]
+
+
+def judge_run(
+    golden: TapeIndex,
+    events: list[dict[str, Any]],
+    config: Config | None = None,
+    *,
+    log: Path | None = None,
+    checked: bool = False,
+    hooks: HooksArg = "auto",
+) -> tuple[list[Finding], tuple[Verdict, ...]]:
+    """What a run log says went wrong against its golden, and one verdict per dimension.
 
     Never silent about a run that did not replay cleanly: a run log with no ``end`` (the replay
     was killed, or is still running) and a run that ended in an error are findings, even when
@@ -114,11 +133,22 @@ def compare_run(
         log: the run log, named in messages.
         checked: the events come from :class:`~tapetui.core.runlog.RunLogReader`, which checked each one
             (:func:`~tapetui.core.runlog.event_problem`); other events are checked here.
+        hooks: see :data:`~tapetui.review.comparison.HooksArg` (for the notes' judge and similarity hooks).
+
+    The session's ``[compare]`` settings apply: the executed sequence is matched in its mode and within
+    its threshold, golden steps a ``subset`` run leaves out are not findings, a call served as a tolerated
+    hit is a warning naming the rule, a tool the golden never used is a new capability, and the run's
+    notes are compared with the golden's under the rules.
 
     Raises:
         TapeError: a malformed event, naming the run log and its line.
+        ConfigError: a hook tapes.toml names cannot be imported.
     """
     rules = config.ignore_rules() if config else IgnoreRules()
+    settings = config.compare_for(session_name(golden.path, config.tapes_dir)) if config else CompareSettings()
+    run_notes: list[tuple[str, Any]] = []
+    executed_phases: list[str | None] = []  # the phase each executed call ran in (events come in run order)
+    current_phase: str | None = None
     where = str(log) if log is not None else "run log"
     out: list[Finding] = []
     executed: list[str] = []
@@ -138,6 +168,7 @@ def compare_run(
         executes = kind in EXECUTED_EVENTS or (kind == "fingerprint" and not ev.get("allowed"))
         if executes and isinstance(tool, str):
             executed.append(tool)
+            executed_phases.append(current_phase)
         if kind in CALL_EVENTS and seq is not None:
             last_seq, last_tool = seq, tool
         if kind == "drift":
@@ -187,6 +218,22 @@ def compare_run(
             ]
         elif kind == "unused":
             unused.append(ev)
+        elif kind == "hit" and ev.get("tolerated"):
+            excused = "; ".join(f"{t.get('path')} ({t.get('text')})" for t in ev["tolerated"] if isinstance(t, dict))
+            out.append(
+                Finding(
+                    "tolerated",
+                    f"{tool}  step {seq}  served as a tolerated hit: {excused}",
+                    seq,
+                    tool,
+                    {"tolerated": ev["tolerated"], "recorded_key": ev.get("recorded_key")},
+                    warning=True,
+                )
+            )
+        elif kind == "note":
+            run_notes.append((str(ev.get("kind")), ev.get("value")))
+        elif kind == "phase":
+            current_phase = str(ev.get("name"))
         elif kind == "stale":
             out.append(
                 Finding(
@@ -243,6 +290,18 @@ def compare_run(
             )
     stopped_by: dict[str, Any] | None = end.get("error") if end is not None else None
     stopped = stopped_by is not None
+    recorded = list(golden.tools)
+    mode = settings.sequence
+    golden_phases = [(p.name, p.after) for p in golden.phases]
+    dist = sequence_distance(
+        mode,
+        recorded,
+        executed,
+        phase_of(list(golden.seqs), golden_phases) if golden_phases else None,
+        executed_phases if current_phase is not None else None,
+    )
+    # golden steps the run left out are part of the sequence: within its mode and threshold, a warning
+    loose = end is not None and not stopped and verdict("tools", settings, dist).passed
     if stopped_by is not None and unused:
         # The run stopped at a drift or miss: the steps after it were not reached, not skipped.
         steps = ", ".join(str(e.get("seq")) for e in unused)
@@ -257,24 +316,98 @@ def compare_run(
         out += [
             Finding(
                 "unused",
-                f"{e.get('tool')}  step {e.get('seq')}  unused: recorded but never called",
+                f"{e.get('tool')}  step {e.get('seq')}  unused: recorded but never called"
+                + (f" (within the {mode} sequence threshold)" if loose else ""),
                 e.get("seq"),
                 e.get("tool"),
+                warning=loose,
             )
             for e in unused
         ]
-    recorded = list(golden.tools)
-    dist = Levenshtein.distance(recorded, executed)
-    if dist and end is not None and not stopped:
+    tools_v = verdict("tools", settings, dist if end is not None and not stopped else 0)
+    if recorded != executed and end is not None and not stopped and (dist or mode != "strict"):
+        how = "edit distance" if mode == "strict" else f"{mode} order: {dist} edit{'' if dist == 1 else 's'}"
         out.insert(
             0,
             Finding(
                 "tools",
-                f"[TOOLS] executed sequence changed (edit distance {dist}): {recorded} → {executed}",
-                data={"edit_distance": dist},
+                f"[TOOLS] executed sequence changed ({how if mode != 'strict' else f'{how} {dist}'}"
+                + (f", within max {tools_v.threshold}" if tools_v.passed else "")
+                + f"): {recorded} → {executed}",
+                data={"edit_distance": dist, "mode": mode, "threshold": tools_v.threshold},
+                warning=tools_v.passed,
             ),
         )
-    return out
+    out += [
+        Finding(
+            "capability", f"[NEW TOOL] {t}: called in this run, never recorded in the golden (a new capability)", tool=t
+        )
+        for t in new_capabilities(recorded, executed)
+    ]
+    golden_notes = [(n.kind, n.value) for n in golden.notes]
+    note_findings, notes_v = _note_findings(golden_notes, run_notes, settings, config, hooks)
+    out += note_findings
+    drifted = sum(1 for f in out if f.kind == "drift") + sum(1 for f in out if f.kind == "miss")
+    verdicts = (
+        tools_v,
+        verdict("requested", settings, 0),
+        verdict("arguments", settings, drifted, sum(1 for f in out if f.kind == "tolerated")),
+        verdict("results", settings, 0),
+        notes_v,
+    )
+    return out, verdicts
+
+
+def _note_findings(
+    golden: list[tuple[str, Any]],
+    run: list[tuple[str, Any]],
+    settings: CompareSettings,
+    config: Config | None,
+    hooks: HooksArg,
+) -> tuple[list[Finding], Verdict]:
+    """The run's notes against the golden's, by kind and position among the notes of that kind."""
+    if not golden and not run:
+        return [], verdict("notes", settings, 0)
+    if hooks == "auto":
+        hooks = Hooks.lazy(settings, config.root if config else None) if settings.rules.needs_hooks() else None
+    rules = settings.rules
+    ignore = config.ignore_rules() if config else IgnoreRules()
+    old: dict[str, list[Any]] = {}
+    new: dict[str, list[Any]] = {}
+    for k, v in golden:
+        old.setdefault(k, []).append(v)
+    for k, v in run:
+        new.setdefault(k, []).append(v)
+    out: list[Finding] = []
+    failing = excused = errors = 0
+    for kind in [*old, *(k for k in new if k not in old)]:
+        a, b = old.get(kind, []), new.get(kind, [])
+        for i in range(max(len(a), len(b))):
+            label = f"note.{kind}" + (f" #{i + 1}" if i else "")
+            if i >= len(b):
+                out.append(Finding("note", f"{label}  (removed) the run wrote no such note"))
+                failing += 1
+                continue
+            if i >= len(a):
+                out.append(
+                    Finding("note", f"{label}  (added) {format_changes([Change('', MISSING, b[i])])[0].strip()}")
+                )
+                failing += 1
+                continue
+            j = rules.judge(f"note.{kind}", a[i], b[i], hooks=hooks, ignore=ignore)
+            why = {id(c): t for c, t in j.remarks}
+            for c, line in zip(j.changes, format_changes(j.changes, prefix=f"note.{kind}"), strict=True):
+                out.append(Finding("note", line + (f"  ({why[id(c)]})" if id(c) in why else "")))
+            out += [Finding("note", f"{label}  [ERROR] {e}") for e in j.errors]
+            out += [
+                Finding("note", f"{line}  — {e.text}", warning=True)
+                for e in j.excused
+                for line in format_changes([e.change], prefix=f"note.{kind}")
+            ]
+            failing += len(j.changes)
+            excused += len(j.excused)
+            errors += len(j.errors)
+    return out, verdict("notes", settings, failing, excused, errors)
 
 
 def _arg_paths(changes: list[Change]) -> list[str]:
@@ -296,6 +429,17 @@ class SessionReport:
     findings: list[Finding] = field(default_factory=list)
     comparison: Comparison | None = None
     error: str | None = None
+    samples: dict[str, Any] | None = None  # the JSON of its repeated samples' report, when check counted them
+    run_verdicts: tuple[Verdict, ...] = ()  # the latest run log's verdict per dimension (none: no current run log)
+
+    def dimension_line(self) -> str | None:
+        """``run: tools pass · arguments FAIL (1) · …``: the run log's verdicts on one line, or None."""
+        if not self.run_verdicts:
+            return None
+        return "run dimensions: " + " · ".join(
+            f"{v.dimension} {'pass' if v.passed else 'FAIL'}" + (f" ({v.value}/{v.threshold})" if v.value else "")
+            for v in self.run_verdicts
+        )
 
     @property
     def ok(self) -> bool:
@@ -309,6 +453,8 @@ class SessionReport:
             "error": self.error,
             "findings": [f.to_json() for f in self.findings],
             "candidate": self.comparison.to_json() if self.comparison else None,
+            "samples": self.samples,
+            "run": {"dimensions": {v.dimension: v.to_json() for v in self.run_verdicts}} if self.run_verdicts else None,
         }
 
 
@@ -378,7 +524,8 @@ def _check_session_once(golden: Path, config: Config) -> SessionReport:
                 if stale:
                     rep.findings.append(Finding("stale_run", stale))
                 else:
-                    rep.findings += compare_run(idx, events, config, log=log, checked=True)
+                    found, rep.run_verdicts = judge_run(idx, events, config, log=log, checked=True)
+                    rep.findings += found
         if cand.exists():
             if idx is None:
                 rep.findings.append(Finding("pending", f"pending new session {cand.name} (no golden yet)"))
@@ -387,16 +534,52 @@ def _check_session_once(golden: Path, config: Config) -> SessionReport:
                 rep.findings += _key_findings(c.index)
                 cmp = compare(LoadedTape(golden, idx, tuple(idx.records())), c, config)
                 rep.comparison = cmp
-                n = len(cmp.changed_steps)
-                rep.findings.append(
-                    Finding("pending", f"pending candidate {cand.name}: {n} step(s) differ", data={"clean": cmp.clean})
-                )
-                rep.findings += [Finding("candidate", line) for line in cmp.lines()]
+                seen = {f.tool for f in rep.findings if f.kind == "capability"}  # the run log said it already
+                rep.findings += [
+                    f for f in candidate_findings(cmp, cand.name) if f.kind != "capability" or f.tool not in seen
+                ]
     except TapeError as e:
         rep.error = str(e)
     except OSError as e:  # a name too long for the file system, a folder that cannot be listed...
         rep.error = f"{e.filename or golden}: {e.strerror or e}"
     return rep
+
+
+def candidate_findings(cmp: Comparison, name: str) -> list[Finding]:
+    """What a pending candidate's comparison with its golden says, as findings.
+
+    A candidate that passes every dimension under the session's rules is a warning (shown, review it
+    when you like; it does not fail ``check``); one that fails a dimension, changes a contract or uses a
+    new tool fails it. Each new tool is a finding of its own (``capability``).
+    """
+    n = len(cmp.changed_steps)
+    data = {"clean": cmp.clean, "passed": cmp.passed}
+    if cmp.passed:
+        excused = sum(v.excused for v in cmp.verdicts)
+        what = "identical to the golden" if cmp.clean else f"{n} step(s) differ"
+        text = f"pending candidate {name}: {what}" + (
+            f"; every dimension within its threshold ({excused} difference(s) excused by rules)"
+            if not cmp.clean
+            else ""
+        )
+        return [Finding("pending", text, data=data, warning=True)] + [
+            Finding("candidate", line, warning=True) for line in cmp.lines()
+        ]
+    failing = ", ".join(v.dimension for v in cmp.failing)
+    out = [
+        Finding(
+            "pending",
+            f"pending candidate {name}: {n} step(s) differ" + (f"; over threshold: {failing}" if failing else ""),
+            data=data,
+        )
+    ]
+    out += [
+        Finding("capability", line, tool=line.split()[2].rstrip(":"))
+        for line in cmp.lines()
+        if line.startswith("[NEW TOOL]")
+    ]
+    out += [Finding("candidate", line) for line in cmp.lines() if not line.startswith("[NEW TOOL]")]
+    return out
 
 
 def golden_sha256(golden: Path, data: bytes | None = None) -> str | None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
 
-__all__ = ["replay_argv"]
+__all__ = ["record_argv", "replay_argv"]
 
 
 def replay_argv(config: Config, golden: Path) -> list[str]:
@@ -24,15 +24,30 @@ def replay_argv(config: Config, golden: Path) -> list[str]:
     Raises:
         TapeError: ``tapes.toml`` names no replay_command, or it cannot be split (unbalanced quotes).
     """
+    return _argv(config, golden, "replay_command", config.replay_command, "run a replay with")
+
+
+def record_argv(config: Config, golden: Path) -> list[str]:
+    """``record_command`` as :func:`replay_argv` makes ``replay_command``: what ``check --samples N`` runs
+    N times, each run recording one new candidate of the session (the previous one rotates into
+    ``NAME.samples/``).
+
+    Raises:
+        TapeError: ``tapes.toml`` names no record_command, or it cannot be split.
+    """
+    return _argv(config, golden, "record_command", config.record_command, "record samples with")
+
+
+def _argv(config: Config, golden: Path, key: str, command: str | None, purpose: str) -> list[str]:
     where = config.path or "tapes.toml"
-    if not config.replay_command:
-        raise TapeError(f"{where}: no replay_command to run a replay with")
+    if not command:
+        raise TapeError(f"{where}: no {key} to {purpose}")
     try:
-        argv = shlex.split(config.replay_command)
+        argv = shlex.split(command)
     except ValueError as e:
-        raise TapeError(f"{where}: replay_command cannot be split: {e}") from None
+        raise TapeError(f"{where}: {key} cannot be split: {e}") from None
     if not argv:
-        raise TapeError(f"{where}: replay_command is empty")
+        raise TapeError(f"{where}: {key} is empty")
     path = str(golden)
     script = _script_index(argv)
     return [arg.replace("{tape}", shlex.quote(path) if i == script else path) for i, arg in enumerate(argv)]

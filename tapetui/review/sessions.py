@@ -23,7 +23,7 @@ from tapetui.core.index import CallRecord, TapeIndex
 from tapetui.core.runlog import RunLogReader, RunSummary, event_problem, read_run_log
 from tapetui.core.store import candidate_path, iter_goldens, refuse_links_out, runlog_path, samples_of, session_name
 from tapetui.core.tapefile import read_index
-from tapetui.review.comparison import Comparison
+from tapetui.review.comparison import Comparison, HooksArg
 from tapetui.review.diffs import diff
 from tapetui.review.findings import golden_sha256
 
@@ -196,7 +196,7 @@ class Session:
     loaded: bool = False  # summary and pending were read
     marked: bool = False  # chosen for a batch action (the app's space key)
     _idx: tuple[tuple[int, int], TapeIndex] | None = field(default=None, repr=False)
-    _cmp: tuple[tuple[tuple[int, int], tuple[int, int]], Comparison] | None = field(default=None, repr=False)
+    _cmp: tuple[tuple[Any, ...], Comparison] | None = field(default=None, repr=False)
     recorded_error: bool | None = None  # a call of the tape recorded an error (None: not looked at yet)
     _err_stamp: tuple[int, int] | None = field(default=None, repr=False)
 
@@ -261,19 +261,22 @@ class Session:
         errors = _error_lines(idx, start, end)
         return [StepRow(i, idx.seqs[i], idx.tools[i], idx.ms[i], i in errors) for i in range(start, end)]
 
-    def comparison(self, config: Config) -> Comparison:
+    def comparison(self, config: Config, hooks: HooksArg = None) -> Comparison:
         """The golden against its pending candidate, compared again only when either file changed
-        (moving over the steps of a session would otherwise re-read both tapes at every key)."""
+        (moving over the steps of a session would otherwise re-read both tapes at every key).
+
+        ``hooks``: None by default: the app never imports a comparison hook until a person allows it."""
         cand = candidate_path(self.golden)
         try:
             stamp = (_stamp(self.golden), _stamp(cand))
         except OSError as e:
             raise TapeError(f"{e.filename}: {e.strerror}") from None
-        if self._cmp is not None and self._cmp[0] == stamp:
+        key = (*stamp, id(hooks), id(config))
+        if self._cmp is not None and self._cmp[0] == key:
             return self._cmp[1]
-        cmp = diff(config, self.golden, cand).comparison  # the diff `tapetui diff` prints
+        cmp = diff(config, self.golden, cand, hooks=hooks).comparison  # the diff `tapetui diff` prints
         assert cmp is not None  # a tape compared with a tape
-        self._cmp = (stamp, cmp)
+        self._cmp = (key, cmp)
         return cmp
 
     def run_events(self) -> list[dict[str, Any]]:

@@ -1,0 +1,166 @@
+"""Adding a per-path comparison rule to ``tapes.toml`` from a review (``accept --rule``, the app's accept).
+
+A rule is written as ``KIND:PATH[=VALUE]``: ``ignore:result.debug``, ``tolerance:result.price=0.01``,
+``tolerance:quote_price:result.price=2%`` (scoped to one tool), ``unordered:result.sources``,
+``regex:args.query=^weather``, ``similarity:note.final=0.6``, ``judge:note.final``. It goes into the
+session's own table, ``[compare.sessions."SESSION".rules]``, so it changes how that session is compared
+and no other; move it to ``[compare.rules]`` by hand to apply it everywhere.
+
+Protocol: the changelog entry is appended first, then ``tapes.toml`` is replaced atomically (tomlkit
+keeps its comments and layout), both under an exclusive ``flock`` on ``.tapes.toml.lock`` beside it, so
+two reviewers adding rules at once never lose one. A kill between the two leaves an entry that names a
+rule the file lacks (visible, harmless), never a rule without its entry.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+from tomlkit.exceptions import ParseError
+
+from tapetui.core.comparators import RULE_KINDS, Rule, parse_rule
+from tapetui.core.config import Config, config_from_text
+from tapetui.core.errors import ConfigError, TapeError
+from tapetui.core.files import atomic_write, read_regular
+from tapetui.core.store import session_name
+from tapetui.review.changelog import Entry, append_entry
+from tapetui.review.journal import new_entry
+
+__all__ = ["RuleSpec", "add_rule", "parse_rule_spec", "suggest_rule"]
+
+
+class RuleSpec:
+    """A parsed ``KIND:PATH[=VALUE]``: the ``tapes.toml`` key and value, and the rule they make."""
+
+    def __init__(self, key: str, value: Any, rule: Rule) -> None:
+        self.key, self.value, self.rule = key, value, rule
+
+    def toml_text(self) -> str:
+        """``"result.price" = { tolerance = 0.01 }``, as it is written."""
+        doc = tomlkit.document()
+        doc[self.key] = _toml_value(self.value)
+        return tomlkit.dumps(doc).strip()
+
+
+def parse_rule_spec(spec: str) -> RuleSpec:
+    """``KIND:PATH[=VALUE]`` → :class:`RuleSpec`.
+
+    Raises:
+        ConfigError: an unknown comparator, a path that cannot match, a missing or bad value.
+    """
+    where = f"--rule {spec!r}"
+    kind, sep, rest = spec.partition(":")
+    kind = kind.strip()
+    if not sep or not rest.strip():
+        raise ConfigError(f"{where}: expected KIND:PATH[=VALUE], e.g. tolerance:result.price=0.01")
+    if kind not in RULE_KINDS:
+        raise ConfigError(f"{where}: unknown comparator {kind!r} (known: {', '.join(RULE_KINDS)})")
+    path, eq, raw = rest.partition("=")
+    path = path.strip()
+    value: Any
+    if kind in ("unordered", "judge", "ignore"):
+        if eq:
+            raise ConfigError(f"{where}: {kind} takes no value (write {kind}:{path})")
+        value = kind
+    elif not eq or not raw.strip():
+        example = {"tolerance": "0.01 or 2%", "regex": "^a pattern", "similarity": "0.8"}[kind]
+        raise ConfigError(f"{where}: {kind} needs a value: {kind}:{path}={example}")
+    elif kind == "regex":
+        value = {"regex": raw}
+    elif kind == "tolerance" and raw.strip().endswith("%"):
+        value = {"tolerance": raw.strip()}
+    else:
+        try:
+            value = {kind: float(raw)}
+        except ValueError:
+            raise ConfigError(f"{where}: {kind} needs a number, got {raw!r}") from None
+    return RuleSpec(path, value, parse_rule(path, value, where))
+
+
+def suggest_rule(path: str, old: Any, new: Any) -> str:
+    """A rule that would excuse ``old → new`` at ``path`` (``args.x``, ``result.y``): what the app offers."""
+    if type(old) in (int, float) and type(new) in (int, float):
+        diff = abs(float(new) - float(old))
+        return f"tolerance:{path}={float(f'{diff:.2g}') or 0.0:g}"
+    if isinstance(old, list) and isinstance(new, list):
+        return f"unordered:{path}"
+    if isinstance(old, str) and isinstance(new, str) and len(old) > 40:
+        return f"similarity:{path}=0.8"
+    return f"ignore:{path}"
+
+
+def _toml_value(value: Any) -> Any:
+    if isinstance(value, dict):
+        t = tomlkit.inline_table()
+        t.update(value)
+        return t
+    return value
+
+
+@contextmanager
+def _config_lock(path: Path) -> Iterator[None]:
+    lock = path.with_name(f".{path.name}.lock")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def add_rule(config: Config, golden: Path, spec: str | RuleSpec, why: str | None) -> tuple[Entry, Config]:
+    """Add a rule to ``[compare.sessions."SESSION".rules]`` of ``tapes.toml``, with a changelog entry.
+
+    Returns the entry and the configuration as the file now reads.
+
+    Raises:
+        TapeError: no rationale, no tapes.toml, or a file that cannot be read or parsed.
+        ConfigError: a bad rule.
+    """
+    if why is None or not why.strip():
+        raise TapeError("a rule needs a rationale (--why TEXT): the changelog records why a comparison changed")
+    parsed = spec if isinstance(spec, RuleSpec) else parse_rule_spec(spec)
+    if config.path is None:
+        raise TapeError(
+            "no tapes.toml to add the rule to: create one in the project folder ([tapes] dir = ...) and try again"
+        )
+    session = session_name(Path(golden), config.tapes_dir)
+    with _config_lock(config.path):
+        try:
+            doc = tomlkit.parse(read_regular(config.path, "tapes.toml").decode("utf-8"))
+        except (ParseError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{config.path}: cannot add the rule: {e}") from None
+        compare = doc.get("compare")
+        if compare is None:
+            compare = doc["compare"] = tomlkit.table()
+        sessions = compare.get("sessions")
+        if sessions is None:
+            sessions = compare["sessions"] = tomlkit.table(is_super_table=True)
+        table = sessions.get(session)
+        if table is None:
+            table = sessions[session] = tomlkit.table(is_super_table=True)
+        rules = table.get("rules")
+        if rules is None:
+            rules = table["rules"] = tomlkit.table()
+        replaced = parsed.key in rules
+        rules[parsed.key] = _toml_value(parsed.value)
+        text = tomlkit.dumps(doc)
+        where = f'[compare.sessions."{session}".rules]'
+        entry = new_entry(
+            "rule",
+            config,
+            golden,
+            [],
+            [f"{'replaced' if replaced else 'added'} in {config.path.name} {where}: {parsed.toml_text()}"],
+            why,
+        )
+        new_config = config_from_text(text, config.path)  # checked before it replaces the file
+        append_entry(config.changelog, entry, config.redactor())
+        atomic_write(config.path, text.encode("utf-8"))
+    return entry, new_config
