@@ -23,7 +23,15 @@ import tapetui.review as review
 from tapetui.cli_output import Out, ProgressBar, plural, print_json
 from tapetui.core.config import Config, find_config, load_config
 from tapetui.core.errors import TapeError
-from tapetui.core.store import candidate_path, golden_of, safe_path, samples_dir, samples_of, session_name
+from tapetui.core.store import (
+    candidate_path,
+    golden_of,
+    iter_goldens,
+    safe_path,
+    samples_dir,
+    samples_of,
+    session_name,
+)
 from tapetui.review.scrub import scrub
 from tapetui.review.sessions import FilterError, select
 
@@ -93,6 +101,8 @@ def _recover(cfg: Config, out: Out) -> None:
 def cmd_check(args: argparse.Namespace) -> int:
     cfg = _config(args, args.dir, must_exist=False)
     err = Out(sys.stderr)
+    if args.samples not in (None, "folder"):  # recorded first: check then reads the folder as they left it
+        args.recorded = _record_samples(args, cfg, err)
     bar = ProgressBar(sys.stderr.isatty() and not args.json)
     try:
         # a folder that does not exist or holds no tapes raises: a misconfigured CI job must not go green
@@ -150,6 +160,37 @@ def _finding_style(f: review.Finding) -> str:
     return "cyan" if f.kind == "candidate" else "red"
 
 
+MAX_SAMPLES = 1000
+
+
+def _record_samples(args: argparse.Namespace, cfg: Config, err: Out) -> dict[Path, list[Path]]:
+    """``check --samples N``: run record_command N times for each session, before anything is checked (each run
+    moves the pending candidate into ``NAME.samples/``, where it is kept)."""
+    text = str(args.samples)
+    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= MAX_SAMPLES:
+        raise _Usage(f"--samples takes a number of runs from 1 to {MAX_SAMPLES}, got {text!r}")
+    if args.sample:
+        raise _Usage("--sample names the samples itself: give it without --samples")
+    n = int(text)
+    tapes = Path(args.dir) if args.dir else cfg.tapes_dir
+    goldens = list(iter_goldens(tapes)) if tapes.is_dir() else []
+    if not goldens:
+        raise TapeError(review.no_tapes_message(tapes, cfg))
+    out: dict[Path, list[Path]] = {}
+    for g in goldens:
+        name = session_name(g, cfg.tapes_dir)
+        if candidate_path(g).exists():
+            err.line(
+                f"tapetui: {name}: its pending candidate moves to {samples_dir(g).name}/ (kept) as samples are recorded"
+            )
+
+        def said(i: int, _argv: list[str], name: str = name) -> None:
+            err.line(f"tapetui: {name}: recording sample {i} of {n}")
+
+        out[g] = review.record_samples(cfg, g, n, on_run=said)
+    return out
+
+
 def _check_samples(args: argparse.Namespace, cfg: Config, reports: list[review.SessionReport], err: Out) -> None:
     """``check --samples [N]`` / ``--sample FILE``: each session's samples judged, added to its report."""
     source: review.SampleSource
@@ -162,23 +203,15 @@ def _check_samples(args: argparse.Namespace, cfg: Config, reports: list[review.S
             g = golden_of(full)
             if g is None or not full.exists():
                 raise TapeError(f"{f}: not a candidate, sample or run log of a session in {cfg.tapes_dir}")
+            if g == full:
+                raise TapeError(f"{f}: is the golden itself, not a sample of it")
             by_golden.setdefault(g, []).append(full)
         source = by_golden
     elif args.samples == "folder":
         source = "folder"
     else:
-        try:
-            source = int(args.samples)
-        except ValueError:
-            raise _Usage(f"--samples takes a number of runs, got {args.samples!r}") from None
-        if source < 1:
-            raise _Usage(f"--samples takes a number of runs of at least 1, got {source}")
-    counted = review.add_samples(
-        cfg,
-        reports,
-        source,
-        on_run=lambda name, i, n: err.line(f"tapetui: {name}: recording sample {i} of {n}"),
-    )
+        source = args.recorded
+    counted = review.add_samples(cfg, reports, source)
     if counted == 0:
         raise TapeError(
             "no samples to count: no session has older candidates (NAME.samples/) or a pending candidate; "
@@ -309,8 +342,8 @@ def _accept_rules(args: argparse.Namespace, cfg: Config) -> int:
     rule added to the session's table in tapes.toml, each change with its changelog entry."""
     if args.why is None or not args.why.strip():  # before anything changes: nothing is accepted without one
         raise TapeError("accept needs a rationale (--why TEXT): the changelog records why a golden changed")
-    specs = [review.parse_rule_spec(r) for r in args.rule]  # every rule checked before anything changes
     golden = _tape(cfg, args.tape)
+    specs = [review.check_rule(cfg, golden, r) for r in args.rule]  # every rule checked before anything changes
     out = Out(sys.stdout)
     if candidate_path(golden).exists():
         entry = review.accept(cfg, golden, args.why, args.step or None)

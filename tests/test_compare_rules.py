@@ -17,8 +17,10 @@ from tapetui.cli import main
 from tapetui.core.comparators import Hooks, similarity
 from tapetui.core.config import Config, load_config
 from tapetui.core.errors import ConfigError
+from tapetui.core.runlog import read_run_log
 from tapetui.core.store import candidate_path, samples_of
-from tapetui.review import check, compare, parse_rule_spec, suggest_rule
+from tapetui.core.tapefile import read_index
+from tapetui.review import check, compare, judge_run, parse_rule_spec, suggest_rule
 from tapetui.review.verdicts import pass_hat, sequence_distance
 
 Op = tuple[Any, ...]
@@ -556,3 +558,162 @@ def test_raw_note_and_phase_lines_on_disk(tmp_path: Path) -> None:
     record(g, cfg, BASE)
     kinds = [orjson.loads(line).get("type") for line in g.read_bytes().splitlines()]
     assert kinds.count("note") == 1 and kinds.count("phase") == 2
+
+
+# ---- what a hostile tester found ------------------------------------------------------------------------
+def test_without_compare_a_pending_candidate_still_fails_check(tmp_path: Path) -> None:
+    cfg = pair(tmp_path, BASE, "")  # identical: with no [compare], review is still outstanding
+    rep = check(cfg.tapes_dir, cfg)[0]
+    assert not rep.ok and any(f.kind == "pending" and not f.warning for f in rep.findings)
+
+
+def test_bool_and_int_are_different_values(tmp_path: Path) -> None:
+    new = changed(BASE, 4, ("call", "quote", {"symbol": "ACME"}, {"price": 101.25, "currency": "USD", "ok": 1}))
+    old = changed(BASE, 4, ("call", "quote", {"symbol": "ACME"}, {"price": 101.25, "currency": "USD", "ok": True}))
+    cmp = cmp_of(pair(tmp_path, new, RULES, old))
+    assert not cmp.passed and "result.ok  true → 1" in "\n".join(cmp.lines())
+
+
+@pytest.mark.parametrize("raised", ["SystemExit(0)", "GeneratorExit()", "ValueError(Bad())"])
+def test_a_hook_raising_anything_is_an_error_and_check_goes_on(tmp_path: Path, raised: str) -> None:
+    mod = f"hooks_x{abs(hash(raised))}"
+    (tmp_path / f"{mod}.py").write_text(
+        "class Bad:\n    def __str__(self):\n        raise RuntimeError('no')\n"
+        f"def judge(a, b, c):\n    raise {raised}\n"
+    )
+    cfg = project(tmp_path, f'[compare]\njudge = "{mod}:judge"\n[compare.rules]\n"note.final" = "judge"\n')
+    record(cfg.tapes_dir / "s.jsonl", cfg, BASE)
+    record(cfg.tapes_dir / "s.jsonl", cfg, REWORDED)
+    record(cfg.tapes_dir / "t.jsonl", cfg, BASE)
+    record(cfg.tapes_dir / "t.jsonl", cfg, REWORDED)
+    reports = check(cfg.tapes_dir, cfg)
+    assert len(reports) == 2 and not any(r.ok for r in reports)
+    assert all(r.comparison is not None and r.comparison.verdict("notes").errors == 1 for r in reports)
+
+
+@pytest.mark.parametrize("returned", ["5.0", "float('inf')", "'0.95'", "True", "None", "float('nan')"])
+def test_a_similarity_hook_must_return_a_score_from_0_to_1(tmp_path: Path, returned: str) -> None:
+    mod = f"hooks_s{abs(hash(returned))}"
+    (tmp_path / f"{mod}.py").write_text(f"def sim(a, b):\n    return {returned}\n")
+    cfg = project(
+        tmp_path, f'[compare]\nsimilarity = "{mod}:sim"\n[compare.rules]\n"note.final" = {{ similarity = 0.5 }}\n'
+    )
+    record(cfg.tapes_dir / "s.jsonl", cfg, BASE)
+    record(cfg.tapes_dir / "s.jsonl", cfg, REWORDED)
+    v = cmp_of(cfg).verdict("notes")
+    assert not v.passed and v.errors == 1
+
+
+def test_builtin_similarity_refuses_other_numbers_and_negations(tmp_path: Path) -> None:
+    rules = '"note.final" = { similarity = 0.5 }'
+    j = judged(rules, "note.final", "The loan was approved.", "The loan was not approved.", tmp_path)
+    assert not j.ok and "negation" in j.remarks[0][1]
+    j = judged(rules, "note.final", "Revenue was 1,250,000 USD.", "Revenue was 125,000 USD.", tmp_path)
+    assert not j.ok and "numbers differ" in j.remarks[0][1]
+    assert judged(rules, "note.final", "Revenue was 1,250,000 USD.", "The revenue: 1250000 USD.", tmp_path).ok
+
+
+def test_a_rule_added_for_a_session_with_glob_characters_names_it_alone(tmp_path: Path) -> None:
+    cfg = project(tmp_path)
+    for name in ("star*", "starX"):
+        record(cfg.tapes_dir / f"{name}.jsonl", cfg, BASE)
+        record(cfg.tapes_dir / f"{name}.jsonl", cfg, NUDGED)
+    args = ["--config", str(tmp_path / "tapes.toml")]
+    assert main([*args, "accept", "star*", "--rule", "tolerance:result.price=1", "--why", "w"]) == 0
+    cfg = load_config(tmp_path / "tapes.toml")
+    assert cfg.compare_for("star*").rules and not cfg.compare_for("starX").rules
+
+
+def test_strict_thresholds_never_hide_a_moved_calls_arguments(tmp_path: Path) -> None:
+    moved = [BASE[0], BASE[4], BASE[2], BASE[3], ("call", "fetch", {"doc": "zzz"}, {"text": "other"}), BASE[5]]
+    cmp = cmp_of(pair(tmp_path, moved, "[compare]\nmax_tool_edits = 2\nmax_requested_edits = 2\n"))
+    assert cmp.verdict("tools").passed
+    assert not cmp.verdict("arguments").passed and not cmp.verdict("results").passed
+    fetch = [s for s in cmp.steps if s.tool == "fetch"]
+    assert [s.kind for s in fetch] == ["changed"] and fetch[0].arg_changes[0].new == "zzz"
+
+
+def test_a_requested_tool_the_golden_never_used_is_a_new_capability(tmp_path: Path) -> None:
+    cfg = project(tmp_path, '[compare]\nsequence = "superset"\n')
+    g = cfg.tapes_dir / "s.jsonl"
+    record(g, cfg, BASE)
+    with Tape(g, "record", config=cfg) as tape:
+        tape.phase("gather")
+        tape.call("fetch", {"doc": "a"}, live=lambda: {"text": "alpha"}, requested_tool="wire_money")
+    assert "wire_money" in cmp_of(cfg).new_capabilities
+
+
+def test_integer_tolerance_is_exact_and_required_samples_at_least_one(tmp_path: Path) -> None:
+    rules = '"result.n" = { tolerance = 0.5 }'
+    assert not judged(rules, "result", {"n": 2**53}, {"n": 2**53 + 1}, tmp_path).ok
+    assert judged('"result.n" = { tolerance = 1 }', "result", {"n": 2**70}, {"n": 2**70 + 1}, tmp_path).ok
+    cfg = project(tmp_path, '[compare]\nsamples_required = "0.0000001%"\n')
+    assert cfg.compare.required(1) == 1
+
+
+def test_a_replay_that_stopped_is_no_matching_sample(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = pair(tmp_path, NUDGED, RULES.replace("[compare]\n", "[compare]\nmax_arg_changes = 5\n"))
+    g = cfg.tapes_dir / "s.jsonl"
+    with pytest.raises(Exception), Tape(g, "replay", config=cfg) as tape:  # noqa: B017, PT011
+        tape.call("fetch", {"doc": "drifted"})
+    run = g.with_name("s.run.jsonl")
+    assert main(["--config", str(tmp_path / "tapes.toml"), "check", "--json", "--sample", str(run)]) == 1
+    s = json.loads(capsys.readouterr().out)["reports"][0]["samples"]
+    assert s["matched"] == 0 and "stopped with" in s["samples"][0]["problems"][0]
+
+
+def test_a_tolerated_hit_under_a_rule_since_removed_fails_check(tmp_path: Path) -> None:
+    cfg = project(tmp_path, '[compare.rules]\n"fetch:args.n" = { tolerance = 100 }\n')
+    g = cfg.tapes_dir / "s.jsonl"
+    record(g, cfg, [("call", "fetch", {"n": 1}, {"t": "a"})])
+    with Tape(g, "replay", config=cfg) as tape:
+        tape.call("fetch", {"n": 50})
+        assert tape.stats()["tolerated_hits"] == 1
+    assert check(cfg.tapes_dir, cfg)[0].ok
+    cfg = project(tmp_path, "")
+    rep = check(cfg.tapes_dir, cfg)[0]
+    assert not rep.ok and any("excuses args.n now" in f.text for f in rep.findings if f.kind == "tolerated")
+
+
+def test_accept_rule_that_cannot_be_added_changes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = pair(tmp_path, NUDGED, "")
+    toml = tmp_path / "tapes.toml"
+    toml.write_text(toml.read_text() + '[compare]\nsessions = { x = { sequence = "strict" } }\n')
+    before = (cfg.tapes_dir / "s.jsonl").read_bytes(), toml.read_bytes()
+    assert main(["--config", str(toml), "accept", "s", "--rule", "ignore:result.price", "--why", "w"]) == 2
+    assert "not a table of its own" in capsys.readouterr().err
+    assert ((cfg.tapes_dir / "s.jsonl").read_bytes(), toml.read_bytes()) == before
+    assert candidate_path(cfg.tapes_dir / "s.jsonl").exists()
+
+
+def test_rule_paths_as_check_prints_them(tmp_path: Path) -> None:
+    assert judged('"result[\\"my key\\"]" = { tolerance = 1 }', "result", {"my key": 1}, {"my key": 2}, tmp_path).ok
+    assert judged('"result[\\"a:b\\"]" = "ignore"', "result", {"a:b": 1}, {"a:b": 2}, tmp_path).ok
+    assert judged('"result.**.id" = "ignore"', "result", {"x": {"y": {"id": 1}}}, {"x": {"y": {"id": 2}}}, tmp_path).ok
+    with pytest.raises(ConfigError, match="ignore takes no value"):
+        project(tmp_path, '[compare.rules]\n"result.p" = { ignore = 1 }\n')
+    with pytest.raises(ConfigError, match="names a judge"):
+        project(tmp_path, '[compare.sessions."s".rules]\n"note.final" = "judge"\n')
+
+
+def test_note_labels_are_redacted(tmp_path: Path) -> None:
+    cfg = project(tmp_path)
+    g = cfg.tapes_dir / "s.jsonl"
+    with Tape(g, "record", config=cfg) as tape:
+        tape.note("api_key", "sk-LEAKLEAKLEAKLEAKLEAK12345")
+        tape.phase("sk-proj-abcdefghijklmnopqrstuvwxyz0123")
+    text = g.read_text() + g.with_name("s.run.jsonl").read_text()
+    assert "LEAK" not in text and "abcdefghijklmnop" not in text
+
+
+def test_a_fills_miss_answered_live_is_one_call_of_the_sequence(tmp_path: Path) -> None:
+    cfg = project(tmp_path, "[compare]\nmax_tool_edits = 1\n")
+    g = cfg.tapes_dir / "s.jsonl"
+    record(g, cfg, [("call", "a", {}, 1), ("call", "b", {}, 2)])
+    with Tape(g, "fill", config=cfg) as tape:
+        for tool, value in (("a", 1), ("b", 2), ("c", 3)):
+            tape.call(tool, {}, live=lambda value=value: value)
+    findings, verdicts = judge_run(read_index(g), read_run_log(g.with_name("s.run.jsonl")), cfg)
+    tools = next(v for v in verdicts if v.dimension == "tools")
+    assert (tools.value, tools.passed) == (1, True)
+    assert next(v for v in verdicts if v.dimension == "arguments").passed

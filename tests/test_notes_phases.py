@@ -184,7 +184,7 @@ def test_a_fill_without_misses_logs_notes_and_writes_no_candidate(tmp_path: Path
 @pytest.mark.parametrize("mode", ["record", "replay"])
 @pytest.mark.parametrize(
     ("bad", "said"),
-    [("", "an empty string"), (3, "int"), (None, "NoneType"), (b"final", "bytes")],
+    [("", "a blank string"), (" \t", "a blank string"), (3, "int"), (None, "NoneType"), (b"final", "bytes")],
 )
 def test_a_bad_kind_or_name_is_refused_before_anything_is_written(
     tmp_path: Path, registry: ToolRegistry, mode: str, bad: Any, said: str
@@ -196,9 +196,9 @@ def test_a_bad_kind_or_name_is_refused_before_anything_is_written(
         written = t.target if mode == "record" else tape  # a record over a golden writes a candidate
         assert written is not None
         before = (written.read_bytes(), runlog_path(tape).read_bytes())
-        with pytest.raises(TapeError, match=f"note kind must be a non-empty string, got {said}"):
+        with pytest.raises(TapeError, match=f"note kind must be a non-blank string, got {said}"):
             t.note(bad, "x")
-        with pytest.raises(TapeError, match=f"phase name must be a non-empty string, got {said}"):
+        with pytest.raises(TapeError, match=f"phase name must be a non-blank string, got {said}"):
             t.phase(bad)
         with pytest.raises(TapeError, match="not valid UTF-8"):
             t.note("\ud800", "x")

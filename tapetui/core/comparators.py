@@ -25,8 +25,10 @@ The built-in similarity is the cosine of character-trigram counts of the two tex
 with runs of whitespace and punctuation folded to one space (each word padded by a space, so word
 starts and ends count). Why: it needs no model download and no corpus (TF-IDF over two documents
 has no meaningful document frequencies), it is symmetric and in [0, 1], tolerant of reordered clauses
-and inflected words, and it costs one pass over each text. It measures wording, not meaning: a
-negation scores high. For meaning, name a ``similarity`` hook (an embedding model) or a ``judge``.
+and inflected words, and it costs one pass over each text (each distinct word is cut once). It
+measures wording, not meaning: a negation scores high, and long strings over a small alphabet (hex,
+base64) all look alike — compare those exactly or with ``regex``. For meaning, name a ``similarity``
+hook (an embedding model) or a ``judge``.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ import math
 import re
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass, field, replace
 from pathlib import Path as FsPath
 from typing import Any, Literal
@@ -45,7 +48,7 @@ import orjson
 
 from tapetui.core.changes import MISSING, Change
 from tapetui.core.errors import ConfigError, TapeError
-from tapetui.core.jsondiff import IgnoreRules, Path, diff_parts, match_path, split_pattern
+from tapetui.core.jsondiff import IgnoreRules, Path, diff_parts, match_path, parse_pattern
 
 __all__ = [
     "DIMENSIONS",
@@ -208,6 +211,16 @@ class Rules:
     def __bool__(self) -> bool:
         return bool(self.rules)
 
+    def excuses(self, kind: str, path: str, tool: str | None) -> bool:
+        """Whether a rule of ``kind`` governs ``path`` (as printed: ``args.x``, ``result["a b"]``) for ``tool``:
+        is what excused a difference once still in force?"""
+        try:
+            full = tuple(str(p) for p in parse_pattern(path))
+        except (ValueError, orjson.JSONDecodeError):
+            return False
+        mine = [r for r in self.rules if r.kind == kind and (r.tool is None or r.tool == tool)]
+        return bool(_governing(mine, full))
+
     def needs_hooks(self) -> bool:
         """Whether judging may call a user's function (a judge rule, or similarity with a hook named)."""
         return any(r.kind == "judge" or (r.kind == "similarity" and self.similarity_hook) for r in self.rules)
@@ -301,11 +314,16 @@ class Rules:
         if kind == "tolerance":
             if not (_is_number(a) and _is_number(b)):
                 return None
-            diff = abs(float(a) - float(b))
-            limit = rule.value * max(abs(float(a)), abs(float(b))) if rule.relative else rule.value
-            if diff <= limit * (1 + 1e-12):
+            diff = abs(a - b)  # two integers: exact, however large
+            try:
+                limit = rule.value * max(abs(a), abs(b)) if rule.relative else rule.value
+                within = diff <= limit * (1 + 1e-12)
+                shown = _num(float(diff))
+            except OverflowError:  # an integer beyond a float, against a relative tolerance
+                within, shown = False, "more than a float holds"
+            if within:
                 return Excuse(change, rule, f"within {rule.describe()}")
-            return ("remark", f"differs by {_num(diff)}, outside {rule.describe()}")
+            return ("remark", f"differs by {shown}, outside {rule.describe()}")
         if kind == "regex":
             if isinstance(b, str) and rule.value.search(b):
                 return Excuse(change, rule, f"matches {rule.describe()}")
@@ -317,13 +335,19 @@ class Rules:
             if fn is None:
                 if self.similarity_hook:
                     return ("remark", f"similarity hook {self.similarity_hook} runs in check and diff only")
+                guard = _meaning_changed(a, b)  # the built-in one reads wording: numbers and negations it checks
+                if guard:
+                    return ("remark", guard)
                 fn = similarity
+            name = f"similarity hook {self.similarity_hook}"
             try:
-                score = float(fn(a, b))
-            except Exception as e:  # a user's function: its failure is this comparison's error, never a pass
-                return ("error", f"similarity hook {self.similarity_hook} raised {type(e).__name__}: {e}")
-            if math.isnan(score):
-                return ("error", f"similarity hook {self.similarity_hook} returned NaN")
+                with _quiet():
+                    raw = fn(a, b)
+            except _HOOK_FAILURES as e:  # a user's function: its failure is this comparison's error, never a pass
+                return ("error", f"{name} raised {_described(e)}")
+            if type(raw) not in (int, float) or not 0.0 <= raw <= 1.0:  # NaN fails both comparisons
+                return ("error", f"{name} returned {_shown(raw)}, not a number from 0 to 1")
+            score = float(raw)
             if score >= rule.value:
                 return Excuse(change, rule, f"similarity {score:.2f} ≥ {_num(rule.value)}")
             return ("remark", f"similarity {score:.2f} < {_num(rule.value)}")
@@ -335,15 +359,68 @@ class Rules:
             return ("remark", f"judge {self.judge_hook} runs in check and diff only")
         ctx = {**(context or {}), "side": side, "tool": tool, "path": _joined(side, change.path)}
         try:
-            verdict = judge(a, b, ctx)
-            passed, reason = verdict
-        except Exception as e:  # a user's function: its failure is this comparison's error, never a pass
-            return ("error", f"judge {self.judge_hook} raised {type(e).__name__}: {e}")
+            with _quiet():
+                verdict = judge(a, b, ctx)
+                passed, reason = verdict
+                why = str(reason)
+        except _HOOK_FAILURES as e:  # a user's function: its failure is this comparison's error, never a pass
+            return ("error", f"judge {self.judge_hook} raised {_described(e)}")
         if passed is True:
-            return Excuse(change, rule, f"judge: {reason}")
+            return Excuse(change, rule, f"judge: {why}")
         if passed is False:
-            return ("remark", f"judge: {reason}")
-        return ("error", f"judge {self.judge_hook} returned {passed!r} as passed (expected True or False)")
+            return ("remark", f"judge: {why}")
+        return ("error", f"judge {self.judge_hook} returned {_shown(passed)} as passed (expected True or False)")
+
+
+# What a user's hook may raise that is its comparison's error: everything but a person's Ctrl-C (a hook that
+# calls sys.exit() does not end check, and never with its exit status).
+_HOOK_FAILURES = (Exception, SystemExit, GeneratorExit)
+
+
+def _described(e: BaseException) -> str:
+    try:
+        return f"{type(e).__name__}: {e}"
+    except Exception:  # an exception whose __str__ fails
+        return type(e).__name__
+
+
+def _shown(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception:
+        text = f"a {type(value).__name__}"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """A hook's prints go to stderr: stdout carries ``--json``."""
+    with redirect_stdout(sys.stderr):
+        yield
+
+
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_NEGATIONS = frozenset({"not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "without", "cannot"})
+
+
+def _meaning_changed(a: str, b: str) -> str | None:
+    """Why two texts cannot be a rewording of each other however alike their wording, or None: other numbers
+    (``1,250,000`` → ``125,000``), or a negation one has and the other lacks (``approved`` → ``not approved``).
+    What the built-in similarity cannot see (``approved`` → ``denied``) needs a judge."""
+    na = sorted(n.replace(",", "") for n in _NUMBER.findall(a))
+    nb = sorted(n.replace(",", "") for n in _NUMBER.findall(b))
+    if na != nb:
+        return f"the numbers differ ({', '.join(na) or 'none'} → {', '.join(nb) or 'none'})"
+    wa, wb = _words(a), _words(b)
+    neg_a = sum(1 for w in wa if w in _NEGATIONS or w.endswith("n't"))
+    neg_b = sum(1 for w in wb if w in _NEGATIONS or w.endswith("n't"))
+    if neg_a != neg_b:
+        return f"a negation differs ({neg_a} → {neg_b})"
+    return None
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[\w']+", text.lower())
 
 
 def _governing(rules: Iterable[Rule], full: tuple[str, ...]) -> list[tuple[Rule, int]]:
@@ -400,12 +477,18 @@ def similarity(a: str, b: str) -> float:
         ca, cb = cb, ca
     dot = sum(n * cb.get(g, 0) for g, n in ca.items())
     norm = math.sqrt(sum(n * n for n in ca.values())) * math.sqrt(sum(n * n for n in cb.values()))
-    return dot / norm if norm else 0.0
+    return min(1.0, dot / norm) if norm else 0.0  # rounding may land a hair above 1
 
 
 def _trigrams(text: str) -> Counter[str]:
-    words = _FOLD.sub(" ", text.lower()).split()
-    return Counter(w[i : i + 3] for w in (f" {word} " for word in words) for i in range(len(w) - 2))
+    # Trigrams never cross a word (each is padded by a space), so each distinct word is cut once and its
+    # trigrams counted as often as it occurs: natural text repeats words, a megabyte answer is quick.
+    out: Counter[str] = Counter()
+    for word, n in Counter(_FOLD.sub(" ", text.lower()).split()).items():
+        w = f" {word} "
+        for i in range(len(w) - 2):
+            out[w[i : i + 3]] += n
+    return out
 
 
 # ---- settings -----------------------------------------------------------------------
@@ -432,6 +515,11 @@ class CompareSettings:
     def judge_hook(self) -> str | None:
         return self.rules.judge_hook
 
+    @property
+    def configured(self) -> bool:
+        """Whether tapes.toml's ``[compare]`` says anything for this session (else: today's strictness)."""
+        return bool(self.set_keys or self.rules.rules)
+
     def overridden_by(self, other: CompareSettings) -> CompareSettings:
         """These settings with what ``other`` (a session pattern's table) set; its rules tried first."""
         kw: dict[str, Any] = {k: getattr(other, k) for k in other.set_keys if k in _SETTING_KEYS}
@@ -449,7 +537,7 @@ class CompareSettings:
             return n
         if isinstance(req, int):
             return req
-        return math.ceil(float(req.rstrip("%")) / 100 * n - 1e-9)
+        return max(1, math.ceil(float(req.rstrip("%")) / 100 * n - 1e-9))  # a sample must match, at least
 
 
 _INT_KEYS = ("max_tool_edits", "max_requested_edits", "max_arg_changes", "max_result_changes", "max_note_changes")
@@ -479,7 +567,13 @@ def compare_settings(
             raise ConfigError(f"{source}: '{where}' must be a table")
         if not pattern.strip():
             raise ConfigError(f"{source}: '{where}': an empty session pattern")
-        sessions.append((pattern, _settings(sub, source, where, allow_sessions=False)))
+        settings = _settings(sub, source, where, allow_sessions=False)
+        if any(r.kind == "judge" for r in settings.rules.rules) and not (settings.judge_hook or glob.judge_hook):
+            raise ConfigError(
+                f"{source}: '{where}.rules' has a judge rule but neither '{where}.judge' nor 'compare.judge' "
+                "names a judge (module:function)"
+            )
+        sessions.append((pattern, settings))
     return glob, tuple(sessions)
 
 
@@ -536,11 +630,10 @@ def rule_problem(pattern: str) -> str | None:
     """What makes a rule's path pattern unable to match anything, or None."""
     if not pattern or pattern != pattern.strip():
         return "an empty path, or one with spaces around it"
-    if pattern.count("[") != pattern.count("]"):
-        return "unbalanced brackets"
-    if ".." in pattern.replace("**", "") or pattern.endswith(".") or pattern.startswith("."):
-        return "an empty segment"
-    segs = split_pattern(pattern)
+    try:
+        segs = parse_pattern(pattern)
+    except (ValueError, orjson.JSONDecodeError) as e:
+        return str(e)
     if not segs:
         return "no segment"
     if segs[0] in ("**", "*") or any(ch in segs[0] for ch in "*?["):
@@ -560,9 +653,10 @@ def parse_rule(key: str, value: Any, where: str) -> Rule:
     """
     tool: str | None = None
     pattern = key
-    if ":" in key:
-        tool, pattern = key.split(":", 1)
-        if not tool.strip() or not re.fullmatch(r"[^\s:]+", tool):
+    head, colon, rest = key.partition(":")
+    if colon and not any(ch in head for ch in '["'):  # a ':' inside a quoted key is the key's
+        tool, pattern = head, rest
+        if not tool.strip() or tool != tool.strip():
             raise ConfigError(f"{where}: {key!r} has no tool name before ':'")
     problem = rule_problem(pattern)
     if problem:
@@ -581,7 +675,7 @@ def parse_rule(key: str, value: Any, where: str) -> Rule:
         raise ConfigError(f"{where} must be a comparator name or a table, got {type(value).__name__} {value!r}")
     if kind not in RULE_KINDS:
         raise ConfigError(f"{where}: unknown comparator {kind!r} (known: {', '.join(RULE_KINDS)})")
-    segs = split_pattern(pattern)
+    segs = parse_pattern(pattern)
     rule = Rule(pattern, kind, None, tool, key, segs=segs)
     arg = params.get(kind)
     if kind == "tolerance":
@@ -599,7 +693,7 @@ def parse_rule(key: str, value: Any, where: str) -> Rule:
         if isinstance(arg, bool) or not isinstance(arg, (int, float)) or not 0 < arg <= 1:
             raise ConfigError(f"{where}: similarity needs a threshold in (0, 1]: {{ similarity = 0.8 }}, got {arg!r}")
         return replace(rule, value=float(arg))
-    if arg not in (None, True):
+    if arg is not None and arg is not True:
         raise ConfigError(f'{where}: {kind} takes no value (write "{kind}"), got {arg!r}')
     return rule
 

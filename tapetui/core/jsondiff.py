@@ -12,10 +12,21 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import orjson
+
 from tapetui.core.changes import MISSING, Change, format_path
 from tapetui.core.errors import TooDeep
 
-__all__ = ["VOLATILE_DEFAULTS", "IgnoreRules", "Path", "diff_parts", "diff_values", "match_path", "split_pattern"]
+__all__ = [
+    "VOLATILE_DEFAULTS",
+    "IgnoreRules",
+    "Path",
+    "diff_parts",
+    "diff_values",
+    "match_path",
+    "parse_pattern",
+    "split_pattern",
+]
 
 Path = tuple[str | int, ...]
 """A JSON path as its segments: ``("items", 0, "id")``."""
@@ -65,12 +76,51 @@ class IgnoreRules:
         return any(_match(pat, segs) for pat in self._compiled)
 
 
-def split_pattern(pattern: str) -> tuple[str, ...]:
-    """A path pattern's segments; a leading ``*`` is ``**`` (``*.request_id`` matches at any depth)."""
-    segs = tuple(s for s in re.split(r"\.|\[|\]", pattern) if s)
+_TOKEN = re.compile(r'\["((?:[^"\\]|\\.)*)"\]|\[([^\]"]*)\]|([^.\[\]"]+)|(\.)')
+
+
+def parse_pattern(pattern: str) -> tuple[str, ...]:
+    """A path pattern's segments, written as ``check`` prints paths: ``a.b[0]``, ``result["my key"]``
+    (a quoted key is one segment, dots and all); a leading ``*`` is ``**``.
+
+    Raises:
+        ValueError: a character out of place (an unclosed bracket or quote), or an empty segment.
+    """
+    segs: list[str] = []
+    pos, dot = 0, True  # dot: a segment may start here (at the start, or after a dot)
+    while pos < len(pattern):
+        m = _TOKEN.match(pattern, pos)
+        if m is None:
+            raise ValueError(f"cannot read the path from {pattern[pos : pos + 12]!r} on")
+        quoted, bracket, plain, sep = m.groups()
+        if sep is not None:
+            if dot:
+                raise ValueError("an empty segment")
+            dot = True
+        elif plain is not None:
+            if not dot:
+                raise ValueError(f"a dot is missing before {plain!r}")
+            segs.append(plain)
+            dot = False
+        else:
+            segs.append(orjson.loads(f'"{quoted}"') if quoted is not None else bracket)
+            dot = False
+        pos = m.end()
+    if dot and segs:
+        raise ValueError("an empty segment at the end")
     if segs and segs[0] == "*":
-        segs = ("**",) + segs[1:]
-    return segs
+        segs[0] = "**"
+    return tuple(segs)
+
+
+def split_pattern(pattern: str) -> tuple[str, ...]:
+    """A path pattern's segments (:func:`parse_pattern`); one it cannot read is split at dots and
+    brackets, as ``[diff] ignore`` always has been. A leading ``*`` is ``**``."""
+    try:
+        return parse_pattern(pattern)
+    except (ValueError, orjson.JSONDecodeError):
+        segs = tuple(s for s in re.split(r"\.|\[|\]", pattern) if s)
+        return ("**", *segs[1:]) if segs and segs[0] == "*" else segs
 
 
 def match_path(pat: tuple[str, ...], segs: tuple[str, ...]) -> bool:
@@ -99,6 +149,16 @@ def diff_values(old: Any, new: Any, ignore: IgnoreRules | None = None) -> list[C
     return [c for _, c in diff_parts(old, new, ignore)]
 
 
+def _same_json(old: Any, new: Any) -> bool:
+    """``old == new`` as JSON: Python's ``==`` holds ``True == 1 == 1.0`` inside containers too."""
+    if not isinstance(old, (dict, list)):
+        return True  # same type, equal: the same JSON value
+    try:
+        return orjson.dumps(old, option=orjson.OPT_SORT_KEYS) == orjson.dumps(new, option=orjson.OPT_SORT_KEYS)
+    except (TypeError, orjson.JSONEncodeError):  # not JSON (an integer beyond 64 bits...): let deepdiff look
+        return False
+
+
 def diff_parts(old: Any, new: Any, ignore: IgnoreRules | None = None) -> list[tuple[Path, Change]]:
     """:func:`diff_values`, each change with its path as segments (for rules that match on them).
 
@@ -112,7 +172,7 @@ def diff_parts(old: Any, new: Any, ignore: IgnoreRules | None = None) -> list[tu
 
 
 def _diff(old: Any, new: Any, rules: IgnoreRules) -> list[tuple[Path, Change]]:
-    if old == new and type(old) is type(new):
+    if old == new and type(old) is type(new) and _same_json(old, new):
         return []
     # deferred: deepdiff takes ~250 ms to import, and a replay that never drifts never needs it
     from deepdiff import DeepDiff

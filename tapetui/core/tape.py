@@ -213,9 +213,10 @@ class Tape:
             TapeError: ``kind`` is not a non-empty string, ``value`` has no JSON form, or the tape is closed;
                 nothing is written then.
         """
-        self._check_label(kind, "note kind")
+        kind = self._check_label(kind, "note kind")
         try:
-            data = self._redactor.redact(json_form(value, "value"))
+            # redacted as the value of a key named ``kind``: note("api_key", ...) is a secret by its name too
+            data = self._redactor.redact({kind: json_form(value, "value")})[kind]
         except (TypeError, TapeError) as e:  # Unrecordable is a TypeError, TooDeep a TapeError
             raise TapeError(f"{self.path}: note {kind!r}: its value cannot be recorded: {e}") from None
         with self._mu:
@@ -233,7 +234,7 @@ class Tape:
         Raises:
             TapeError: ``name`` is not a non-empty string, or the tape is closed; nothing is written then.
         """
-        self._check_label(name, "phase name")
+        name = self._check_label(name, "phase name")
         with self._mu:
             self._extra("phase", {"name": name, "after": self._after})
             self._phase = name
@@ -323,14 +324,16 @@ class Tape:
             raise
         return self._end(run, result, error, ms)
 
-    def _check_label(self, text: Any, what: str) -> None:
-        if type(text) is not str or not text:
-            got = "an empty string" if text == "" else type(text).__name__
-            raise TapeError(f"{self.path}: a {what} must be a non-empty string, got {got}")
+    def _check_label(self, text: Any, what: str) -> str:
+        """A note kind or phase name, checked, and redacted as any text is (a label is no place for a secret)."""
+        if type(text) is not str or not text.strip():
+            got = "a blank string" if isinstance(text, str) else type(text).__name__
+            raise TapeError(f"{self.path}: a {what} must be a non-blank string, got {got}")
         try:
             text.encode("utf-8")
         except UnicodeEncodeError as e:
-            raise TapeError(f"{self.path}: {what} {text!r} is not valid UTF-8 text ({e.reason})") from None
+            raise TapeError(f"{self.path}: {what} is not valid UTF-8 text ({e.reason})") from None
+        return self._redactor.redact_text(text)
 
     def _extra(self, kind: EventKind, fields: dict[str, Any]) -> None:
         """Write a note or phase line where this run's lines go, and log it; the caller holds the lock."""

@@ -54,11 +54,20 @@ from tapetui.review.journal import recover
 from tapetui.review.replay import record_argv, replay_argv
 from tapetui.review.rerecording import load_registry, rerecord
 from tapetui.review.revert import undo, undo_target
-from tapetui.review.rules import RuleSpec, add_rule, parse_rule_spec, suggest_rule
-from tapetui.review.samples import SampleReport, SampleSource, add_samples, judge_samples, session_samples
+from tapetui.review.rules import RuleSpec, add_rule, check_rule, parse_rule_spec, suggest_rule
+from tapetui.review.samples import (
+    SampleReport,
+    SampleSource,
+    add_samples,
+    judge_samples,
+    record_samples,
+    session_samples,
+)
 from tapetui.review.verdicts import Verdict
 
 __all__ = [
+    "check_rule",
+    "record_samples",
     "suggest_rule",
     "session_samples",
     "record_argv",

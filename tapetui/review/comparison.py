@@ -208,12 +208,8 @@ class NoteDiff:
         return [text for text, _ in self.rows()]
 
     def rows(self) -> list[tuple[str, RowLevel]]:
-        if self.old is MISSING:
-            return [(f"{self.label}  (added) {format_changes([Change('', MISSING, self.new)])[0].strip()}", "differs")]
-        if self.new is MISSING:
-            return [
-                (f"{self.label}  (removed) {format_changes([Change('', self.old, MISSING)])[0].strip()}", "differs")
-            ]
+        if self.old is MISSING or self.new is MISSING:  # a note only one session has
+            return [(format_changes([Change("", self.old, self.new)], prefix=self.label)[0], "differs")]
         why = {c.path: text for c, text in self.judged.remarks}
         out: list[tuple[str, RowLevel]] = [
             (line + (f"  ({why[c.path]})" if c.path in why else ""), "differs")
@@ -424,7 +420,8 @@ def compare(
         contracts=contracts,
         notes=notes,
         verdicts=verdicts,
-        new_capabilities=tuple(new_capabilities(old_tools, new_tools)),
+        # a tool the model asked for counts too: the harness may have run another in its place
+        new_capabilities=tuple(new_capabilities((*old_tools, *old_req), (*new_tools, *new_req))),
         settings=settings,
     )
 
@@ -472,22 +469,48 @@ def _aligned(
     contracts: dict[str, Any],
     same: Callable[[str, str, str], bool],
 ) -> list[StepDiff]:
-    """Steps aligned on the tool-name sequence (strict mode)."""
+    """Steps aligned on the tool-name sequence (strict mode). Calls left out of the alignment (a step moved,
+    inserted or dropped) are then paired by tool, the same key first, and compared too: a threshold that
+    lets two edits of the sequence pass never hides what a moved call passed or returned."""
     steps: list[StepDiff] = []
-    for op in Levenshtein.opcodes([c.tool for c in g.calls], [c.tool for c in o.calls]):
+    loose_old: list[tuple[int, CallRecord]] = []  # (opcode number, call) left out of the alignment
+    loose_new: list[tuple[int, CallRecord]] = []
+    for n, op in enumerate(Levenshtein.opcodes([c.tool for c in g.calls], [c.tool for c in o.calls])):
         olds = g.calls[op.src_start : op.src_end]
         news = o.calls[op.dest_start : op.dest_end]
         if op.tag == "equal":
             steps += [_pair(a, b, ctx, contracts, same) for a, b in zip(olds, news, strict=False)]
-        elif op.tag == "replace":
-            steps += [StepDiff("replaced", a, b) for a, b in zip(olds, news, strict=False)]
-            steps += [StepDiff("skipped", a, None) for a in olds[len(news) :]]
-            steps += [StepDiff("added", None, b) for b in news[len(olds) :]]
-        elif op.tag == "delete":
-            steps += [StepDiff("skipped", a, None) for a in olds]
-        elif op.tag == "insert":
-            steps += [StepDiff("added", None, b) for b in news]
+        else:
+            loose_old += [(n, a) for a in olds]
+            loose_new += [(n, b) for b in news]
+    if not loose_old and not loose_new:
+        return steps
+    free: dict[str, list[tuple[int, CallRecord]]] = {}
+    for n, a in loose_old:
+        free.setdefault(a.tool, []).append((n, a))
+    unpaired_new: list[tuple[int, CallRecord]] = []
+    for n, b in loose_new:
+        mine = free.get(b.tool)
+        if not mine:
+            unpaired_new.append((n, b))
+            continue
+        at = next((i for i, (_, a) in enumerate(mine) if a.key == b.key), 0)
+        steps.append(_pair(mine.pop(at)[1], b, ctx, contracts, same))
+    unpaired_old = sorted((x for rest in free.values() for x in rest), key=lambda x: x[1].seq)
+    # what is left of one edit of the sequence: another tool at that place (replaced), or a step dropped or added
+    by_op: dict[int, list[CallRecord]] = {}
+    for n, b in unpaired_new:
+        by_op.setdefault(n, []).append(b)
+    for n, a in unpaired_old:
+        there = by_op.get(n)
+        steps.append(StepDiff("replaced", a, there.pop(0)) if there else StepDiff("skipped", a, None))
+    steps += [StepDiff("added", None, b) for rest in by_op.values() for b in rest]
+    steps.sort(key=_step_order)
     return steps
+
+
+def _step_order(s: StepDiff) -> float:
+    return _pair_order((s.old, s.new))
 
 
 def _paired(

@@ -18,7 +18,7 @@ from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
 from tapetui.core.files import file_sha256
 from tapetui.core.index import TapeIndex
-from tapetui.core.jsondiff import IgnoreRules
+from tapetui.core.jsondiff import IgnoreRules, split_pattern
 from tapetui.core.locks import reading
 from tapetui.core.runlog import CALL_EVENTS, EXECUTED_EVENTS, RunLogReader, event_problem
 from tapetui.core.store import (
@@ -149,6 +149,7 @@ def judge_run(
     run_notes: list[tuple[str, Any]] = []
     executed_phases: list[str | None] = []  # the phase each executed call ran in (events come in run order)
     current_phase: str | None = None
+    missed: set[tuple[Any, Any]] = set()  # (seq, tool) of each miss: a fill answers it live under the same seq
     where = str(log) if log is not None else "run log"
     out: list[Finding] = []
     executed: list[str] = []
@@ -166,6 +167,10 @@ def judge_run(
             raise TapeError(f"{where}:{line}: {problem}" if type(line) is int else f"{where}: event {n}: {problem}")
         kind, seq, tool = ev.get("event"), ev.get("seq"), ev.get("tool")
         executes = kind in EXECUTED_EVENTS or (kind == "fingerprint" and not ev.get("allowed"))
+        if kind == "miss":
+            missed.add((seq, tool))
+        elif kind in ("live", "record") and (seq, tool) in missed:
+            executes = False  # a fill's miss, then the live call that answered it: one call, not two
         if executes and isinstance(tool, str):
             executed.append(tool)
             executed_phases.append(current_phase)
@@ -219,15 +224,19 @@ def judge_run(
         elif kind == "unused":
             unused.append(ev)
         elif kind == "hit" and ev.get("tolerated"):
-            excused = "; ".join(f"{t.get('path')} ({t.get('text')})" for t in ev["tolerated"] if isinstance(t, dict))
+            items = [t for t in ev["tolerated"] if isinstance(t, dict)]
+            excused = "; ".join(f"{t.get('path')} ({t.get('text')})" for t in items)
+            # the run was judged under the rules of its day: one no longer in tapes.toml excuses nothing now
+            gone = [str(t.get("path")) for t in items if not _still_excused(t, settings, config, tool)]
             out.append(
                 Finding(
                     "tolerated",
-                    f"{tool}  step {seq}  served as a tolerated hit: {excused}",
+                    f"{tool}  step {seq}  served as a tolerated hit: {excused}"
+                    + (f"; no rule of tapes.toml excuses {', '.join(gone)} now: run the replay again" if gone else ""),
                     seq,
                     tool,
-                    {"tolerated": ev["tolerated"], "recorded_key": ev.get("recorded_key")},
-                    warning=True,
+                    {"tolerated": ev["tolerated"], "recorded_key": ev.get("recorded_key"), "no_longer_excused": gone},
+                    warning=not gone,
                 )
             )
         elif kind == "note":
@@ -347,15 +356,26 @@ def judge_run(
     golden_notes = [(n.kind, n.value) for n in golden.notes]
     note_findings, notes_v = _note_findings(golden_notes, run_notes, settings, config, hooks)
     out += note_findings
-    drifted = sum(1 for f in out if f.kind == "drift") + sum(1 for f in out if f.kind == "miss")
+    drifted = sum(1 for f in out if f.kind == "drift")  # a miss is a call the golden lacks: the sequence's
+    # a run log judges what a run can change: the tools it ran, the arguments it passed, its notes (a replay's
+    # results come from the tape, and its events do not name the tool the model asked for)
     verdicts = (
         tools_v,
-        verdict("requested", settings, 0),
         verdict("arguments", settings, drifted, sum(1 for f in out if f.kind == "tolerated")),
-        verdict("results", settings, 0),
         notes_v,
     )
     return out, verdicts
+
+
+def _still_excused(item: dict[str, Any], settings: CompareSettings, config: Config | None, tool: Any) -> bool:
+    """Whether what excused a tolerated hit's difference (a run log's ``tolerated`` item) still does."""
+    path, rule = str(item.get("path") or ""), str(item.get("rule") or "")
+    if settings.rules.excuses(rule, path, tool if isinstance(tool, str) else None):
+        return True
+    if rule == "ignore" and config is not None:  # [diff] ignore, as replay matching reads it
+        rest = path.split(".", 1)[1] if "." in path else ""
+        return bool(rest) and config.replay_ignore().ignores(split_pattern(rest))
+    return False
 
 
 def _note_findings(
@@ -389,9 +409,7 @@ def _note_findings(
                 failing += 1
                 continue
             if i >= len(a):
-                out.append(
-                    Finding("note", f"{label}  (added) {format_changes([Change('', MISSING, b[i])])[0].strip()}")
-                )
+                out.append(Finding("note", format_changes([Change("", MISSING, b[i])], prefix=label)[0]))
                 failing += 1
                 continue
             j = rules.judge(f"note.{kind}", a[i], b[i], hooks=hooks, ignore=ignore)
@@ -548,13 +566,14 @@ def _check_session_once(golden: Path, config: Config) -> SessionReport:
 def candidate_findings(cmp: Comparison, name: str) -> list[Finding]:
     """What a pending candidate's comparison with its golden says, as findings.
 
-    A candidate that passes every dimension under the session's rules is a warning (shown, review it
-    when you like; it does not fail ``check``); one that fails a dimension, changes a contract or uses a
-    new tool fails it. Each new tool is a finding of its own (``capability``).
+    Where tapes.toml's ``[compare]`` says something for the session, a candidate that passes every
+    dimension under it is a warning (shown, review it when you like; it does not fail ``check``); without
+    it a pending candidate fails ``check``, as it always has. One that fails a dimension, changes a
+    contract or uses a new tool fails it. Each new tool is a finding of its own (``capability``).
     """
     n = len(cmp.changed_steps)
     data = {"clean": cmp.clean, "passed": cmp.passed}
-    if cmp.passed:
+    if cmp.passed and cmp.settings.configured:
         excused = sum(v.excused for v in cmp.verdicts)
         what = "identical to the golden" if cmp.clean else f"{n} step(s) differ"
         text = f"pending candidate {name}: {what}" + (
@@ -564,6 +583,10 @@ def candidate_findings(cmp: Comparison, name: str) -> list[Finding]:
         )
         return [Finding("pending", text, data=data, warning=True)] + [
             Finding("candidate", line, warning=True) for line in cmp.lines()
+        ]
+    if cmp.passed:  # no [compare] for the session: a pending candidate waits for review, and fails check
+        return [Finding("pending", f"pending candidate {name}: {n} step(s) differ", data=data)] + [
+            Finding("candidate", line) for line in cmp.lines()
         ]
     failing = ", ".join(v.dimension for v in cmp.failing)
     out = [

@@ -15,6 +15,7 @@ rule the file lacks (visible, harmless), never a rule without its entry.
 from __future__ import annotations
 
 import fcntl
+import glob
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from typing import Any
 
 import tomlkit
 from tomlkit.exceptions import ParseError
+from tomlkit.items import Table
 
 from tapetui.core.comparators import RULE_KINDS, Rule, parse_rule
 from tapetui.core.config import Config, config_from_text
@@ -32,7 +34,7 @@ from tapetui.core.store import session_name
 from tapetui.review.changelog import Entry, append_entry
 from tapetui.review.journal import new_entry
 
-__all__ = ["RuleSpec", "add_rule", "parse_rule_spec", "suggest_rule"]
+__all__ = ["RuleSpec", "add_rule", "check_rule", "parse_rule_spec", "suggest_rule"]
 
 
 class RuleSpec:
@@ -54,7 +56,7 @@ def parse_rule_spec(spec: str) -> RuleSpec:
     Raises:
         ConfigError: an unknown comparator, a path that cannot match, a missing or bad value.
     """
-    where = f"--rule {spec!r}"
+    where = f"rule {spec!r}"
     kind, sep, rest = spec.partition(":")
     kind = kind.strip()
     if not sep or not rest.strip():
@@ -84,8 +86,13 @@ def parse_rule_spec(spec: str) -> RuleSpec:
 
 
 def suggest_rule(path: str, old: Any, new: Any) -> str:
-    """A rule that would excuse ``old → new`` at ``path`` (``args.x``, ``result.y``): what the app offers."""
-    if type(old) in (int, float) and type(new) in (int, float):
+    """A rule that would excuse ``old → new`` at ``path`` (``args.x``, ``result.y``): what the app offers.
+
+    Numbers get a tolerance of the difference (an integer argument, such as a count the model chose, does
+    not: it is suggested as ``ignore``, for the person to think twice); lists ``unordered``; long text
+    ``similarity``; anything else ``ignore``."""
+    numbers = type(old) in (int, float) and type(new) in (int, float)
+    if numbers and (not path.startswith("args") or float in (type(old), type(new))):  # a count argument is a choice
         diff = abs(float(new) - float(old))
         return f"tolerance:{path}={float(f'{diff:.2g}') or 0.0:g}"
     if isinstance(old, list) and isinstance(new, list):
@@ -121,46 +128,61 @@ def add_rule(config: Config, golden: Path, spec: str | RuleSpec, why: str | None
 
     Raises:
         TapeError: no rationale, no tapes.toml, or a file that cannot be read or parsed.
-        ConfigError: a bad rule.
+        ConfigError: a bad rule, or a tapes.toml the rule cannot go into (see :func:`check_rule`).
     """
     if why is None or not why.strip():
         raise TapeError("a rule needs a rationale (--why TEXT): the changelog records why a comparison changed")
     parsed = spec if isinstance(spec, RuleSpec) else parse_rule_spec(spec)
+    path = _config_path(config)
+    with _config_lock(path):
+        text, new_config, detail = _edited(config, path, golden, parsed)
+        entry = new_entry("rule", config, golden, [], [detail], why)
+        append_entry(config.changelog, entry, config.redactor())
+        atomic_write(path, text.encode("utf-8"))
+    return entry, new_config
+
+
+def check_rule(config: Config, golden: Path, spec: str | RuleSpec) -> RuleSpec:
+    """What :func:`add_rule` would do, done in memory only: whether the rule can go into tapes.toml (a caller
+    that changes something else first checks every rule with it, so nothing is left half done).
+
+    Raises:
+        TapeError, ConfigError: as :func:`add_rule` would.
+    """
+    parsed = spec if isinstance(spec, RuleSpec) else parse_rule_spec(spec)
+    _edited(config, _config_path(config), golden, parsed)
+    return parsed
+
+
+def _config_path(config: Config) -> Path:
     if config.path is None:
         raise TapeError(
             "no tapes.toml to add the rule to: create one in the project folder ([tapes] dir = ...) and try again"
         )
-    session = session_name(Path(golden), config.tapes_dir)
-    with _config_lock(config.path):
-        try:
-            doc = tomlkit.parse(read_regular(config.path, "tapes.toml").decode("utf-8"))
-        except (ParseError, UnicodeDecodeError) as e:
-            raise ConfigError(f"{config.path}: cannot add the rule: {e}") from None
-        compare = doc.get("compare")
-        if compare is None:
-            compare = doc["compare"] = tomlkit.table()
-        sessions = compare.get("sessions")
-        if sessions is None:
-            sessions = compare["sessions"] = tomlkit.table(is_super_table=True)
-        table = sessions.get(session)
-        if table is None:
-            table = sessions[session] = tomlkit.table(is_super_table=True)
-        rules = table.get("rules")
-        if rules is None:
-            rules = table["rules"] = tomlkit.table()
-        replaced = parsed.key in rules
-        rules[parsed.key] = _toml_value(parsed.value)
+    return config.path
+
+
+def _edited(config: Config, path: Path, golden: Path, parsed: RuleSpec) -> tuple[str, Config, str]:
+    """tapes.toml's text with the rule in it, the configuration it makes, and the changelog line."""
+    session = glob.escape(session_name(Path(golden), config.tapes_dir))  # a pattern naming this session alone
+    try:
+        doc = tomlkit.parse(read_regular(path, "tapes.toml").decode("utf-8"))
+        tables: Any = doc
+        for key in ("compare", "sessions", session, "rules"):
+            inner = tables.get(key)
+            if inner is None:
+                inner = tables[key] = tomlkit.table(is_super_table=key != "rules")
+            if not isinstance(inner, Table):  # written inline ({ ... }), or not a table at all
+                raise ConfigError(
+                    f"{path}: cannot add the rule: '{key}' under [compare] is not a table of its own "
+                    "(write it as a [section])"
+                )
+            tables = inner
+        replaced = parsed.key in tables
+        tables[parsed.key] = _toml_value(parsed.value)
         text = tomlkit.dumps(doc)
-        where = f'[compare.sessions."{session}".rules]'
-        entry = new_entry(
-            "rule",
-            config,
-            golden,
-            [],
-            [f"{'replaced' if replaced else 'added'} in {config.path.name} {where}: {parsed.toml_text()}"],
-            why,
-        )
-        new_config = config_from_text(text, config.path)  # checked before it replaces the file
-        append_entry(config.changelog, entry, config.redactor())
-        atomic_write(config.path, text.encode("utf-8"))
-    return entry, new_config
+    except (ParseError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: cannot add the rule: {e}") from None
+    where = f'[compare.sessions."{session}".rules]'
+    detail = f"{'replaced' if replaced else 'added'} in {path.name} {where}: {parsed.toml_text()}"
+    return text, config_from_text(text, path), detail  # checked before it replaces the file

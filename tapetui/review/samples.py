@@ -86,11 +86,9 @@ class SampleReport:
         return self.n > 0 and self.matched >= self.required
 
     def per_dimension(self) -> dict[str, int]:
-        """How many samples pass each dimension."""
+        """How many samples pass each dimension (a run log, which judges no results, passes that one)."""
         return {
-            d: sum(
-                1 for s in self.samples if s.error is None and any(v.dimension == d and v.passed for v in s.verdicts)
-            )
+            d: sum(1 for s in self.samples if s.error is None and all(v.passed for v in s.verdicts if v.dimension == d))
             for d in DIMENSIONS
         }
 
@@ -102,7 +100,7 @@ class SampleReport:
         ph = self.pass_hat()
         head = f"[SAMPLES] {self.matched} of {self.n} samples match (required {self.required})"
         if ph:
-            head += f": pass^1 {ph[1]:.2f}, pass^{self.n} {ph[self.n]:.2f}"
+            head += f": pass^1 {ph[1]:.2f}" + (f", pass^{self.n} {ph[self.n]:.2f}" if self.n > 1 else "")
         dims = self.per_dimension()
         out = [head, "[SAMPLES] per dimension: " + ", ".join(f"{d} {dims[d]}/{self.n}" for d in DIMENSIONS)]
         for s in self.samples:
@@ -167,7 +165,18 @@ def _judge_one(config: Config, golden: Path, g: LoadedTape, p: Path, hooks: Hook
         if stale:
             return Sample(p, error=stale)
         findings, verdicts = judge_run(g.index, events, config, log=p, checked=True, hooks=hooks)
-        problems = tuple(f.text for f in findings if not f.warning and f.kind not in ("drift", "miss", "tools", "note"))
+        end = next((e for e in reversed(events) if e.get("event") == "end"), None)
+        err = end.get("error") if end is not None else None
+        stopped = (
+            ["the run has no end (killed, or still running)"]
+            if end is None
+            else [f"the run stopped with {err.get('type') or 'an error'}"]
+            if isinstance(err, dict)
+            else []
+        )  # a run that did not finish matches nothing, whatever a threshold lets through
+        problems = tuple(stopped) + tuple(
+            f.text for f in findings if not f.warning and f.kind not in ("drift", "miss", "tools", "note", "error")
+        )
         return Sample(p, verdicts, problems)
     cmp = compare(g, p, config, hooks=hooks)
     problems = tuple(f"new tool {t}" for t in cmp.new_capabilities) + tuple(
@@ -225,46 +234,25 @@ def _inode(p: Path) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
-SampleSource = Literal["folder"] | int | Mapping[Path, list[Path]]
+SampleSource = Literal["folder"] | Mapping[Path, list[Path]]
 """Where ``check`` takes samples from: ``"folder"`` (each session's ``NAME.samples/`` and pending candidate),
-N (run ``record_command`` N times per session), or files per golden (named on the command line)."""
+or files per golden (named on the command line, or recorded by :func:`record_samples` first)."""
 
 
-def add_samples(
-    config: Config,
-    reports: Iterable[SessionReport],
-    source: SampleSource,
-    *,
-    on_run: Callable[[str, int, int], None] | None = None,
-) -> int:
+def add_samples(config: Config, reports: Iterable[SessionReport], source: SampleSource) -> int:
     """Judge each session's samples and add the result to its report (a ``samples`` finding, failing
     when fewer match than required, and ``report.samples``); returns how many sessions had samples.
 
-    With ``source="folder"`` a session without samples is left alone; a session named by files or
-    recorded N times always gets its count. ``on_run(session, i, n)`` is called before each recording.
+    A session without samples is left alone.
 
     Raises:
-        TapeError: a recording fails (see :func:`record_samples`).
         ConfigError: a hook tapes.toml names cannot be imported.
     """
     counted = 0
     for rep in reports:
         if rep.error is not None or not rep.golden.exists():
             continue
-        if isinstance(source, int):
-            name, n = rep.session, source
-            paths = record_samples(
-                config,
-                rep.golden,
-                n,
-                on_run=(lambda i, _argv, name=name, n=n: on_run(name, i, n)) if on_run else None,  # type: ignore[misc]
-            )
-        elif isinstance(source, str):
-            paths = session_samples(rep.golden)
-        else:
-            paths = list(source.get(rep.golden, []))
-            if not paths:
-                continue
+        paths = session_samples(rep.golden) if isinstance(source, str) else list(source.get(rep.golden, []))
         if not paths:
             continue
         counted += 1

@@ -22,6 +22,7 @@ from textual.screen import Screen
 from textual.widgets import Header, Input, Tree
 
 import tapetui.review as review
+from tapetui.core.comparators import Hooks
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
 from tapetui.core.store import golden_of
@@ -31,10 +32,10 @@ from tapetui.review.sessions import session_of as new_session
 from tapetui.tui.controller import ReviewController
 from tapetui.tui.feed import Feed
 from tapetui.tui.messages import FilesChanged, RunEvents, SummariesReady
-from tapetui.tui.model import comparison_lines, step_lines
+from tapetui.tui.model import comparison_rows, hooks_text, needed_hooks, step_rows, suggested_rule
 from tapetui.tui.screens.confirm import ConfirmScreen
 from tapetui.tui.screens.help import COMMAND_HELP, HelpScreen
-from tapetui.tui.screens.rationale import RationaleScreen
+from tapetui.tui.screens.rationale import Accepting, RationaleScreen
 from tapetui.tui.widgets.detail import DetailView, no_tapes_text
 from tapetui.tui.widgets.footer import ReviewFooter
 from tapetui.tui.widgets.runlog_pane import RunLogPane
@@ -60,6 +61,7 @@ class TapeApp(App[None]):
         Binding("x", "expire", "Expire"),
         Binding("X", "expire_all", "Expire all time-sensitive", show=False),
         Binding("p", "replay", "Replay"),
+        Binding("J", "allow_hooks", "Run hooks"),  # shown only where tapes.toml names hooks for the session
         Binding("F", "follow", "Follow"),
         Binding("t", "toggle_unified", "Unified or side-by-side diff", show=False),
         Binding("right_square_bracket", "next_change", "Next change", show=False),
@@ -83,6 +85,10 @@ class TapeApp(App[None]):
         self._errors_scanning = False  # status:error is reading tapes for recorded errors
         self._filter_anchor: Session | None = None  # the session selected when / was pressed
         self._footer_allows: tuple[bool | None, ...] = ()
+        # Comparison hooks a person allowed (J), by the (similarity, judge) hooks a session's settings name;
+        # until then the app runs none (opening a folder never imports a user's code). Hooks of this config:
+        self._allowed_hooks: set[tuple[str | None, str | None]] = set()
+        self._hooks: dict[tuple[str | None, str | None], Hooks] = {}
 
     # ---- layout -----------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -257,6 +263,30 @@ class TapeApp(App[None]):
         self._refresh_footer()
         self.notify(safe_text(message), markup=False)
 
+    def config_changed(self, config: Config) -> None:
+        """tapes.toml changed (a rule was added): compare under ``config`` from now on."""
+        self.config = config
+        self.controller.config = config
+        self.feed.config = config
+        self._hooks.clear()  # built for the old settings; the allowed modules stay allowed
+
+    def hooks_for(self, s: Session) -> tuple[Hooks | None, str | None]:
+        """The comparison hooks to run for ``s`` (None until a person allowed them with J), and else what the
+        detail pane says about the hooks its settings name (None when they name none)."""
+        settings = self.config.compare_for(s.name)
+        if not settings.rules.needs_hooks():
+            return None, None
+        key = (settings.similarity_hook, settings.judge_hook)
+        if key in self._allowed_hooks:
+            hooks = self._hooks.get(key)
+            if hooks is None:
+                hooks = self._hooks[key] = Hooks.lazy(settings, self.config.root)
+            return hooks, None
+        needed = needed_hooks(settings)
+        if not needed:
+            return None, None
+        return None, f"comparison hooks not run: press J to import {hooks_text(needed)}"
+
     @work(thread=True, group="write")
     def _check_outdated(self, s: Session) -> None:
         """After the golden changed: is the last run now about an earlier golden? (hashing is file IO)"""
@@ -304,22 +334,33 @@ class TapeApp(App[None]):
         if isinstance(data, Session):
             with_log = with_log and self.live_session != data.golden
             self.live_session = data.golden
-            self._session_detail(data, self._detail_token, with_log)
+            self._session_detail(data, self._detail_token, with_log, self.config, *self.hooks_for(data))
         elif isinstance(data, StepRef):
             self.live_session = data.session.golden
-            self._step_detail(data, self._detail_token)
+            self._step_detail(data, self._detail_token, self.config, *self.hooks_for(data.session))
         elif isinstance(data, FolderRef):
             self.detail.show_folder(str(data.rel), self.session_tree.sessions_under(data.rel))
 
-    @work(thread=True, exclusive=True, group="detail")
-    def _session_detail(self, s: Session, token: int, with_log: bool) -> None:
+    # a description of their own: @work would describe a worker by the repr() of its arguments (a Config)
+    @work(thread=True, exclusive=True, group="detail", description="a session's detail")
+    def _session_detail(
+        self, s: Session, token: int, with_log: bool, config: Config, hooks: Hooks | None, hooks_note: str | None
+    ) -> None:
         try:
             idx = s.index()
-            cmp = s.comparison(self.config) if s.pending and s.golden.exists() else None
+            cmp = s.comparison(config, hooks) if s.pending and s.golden.exists() else None
             events = s.run_events()
-            notes = [f.text for f in review.compare_run(idx, events, self.config)] if s.summary.ended else []
+            notes: list[str] = []
+            verdicts: tuple[review.Verdict, ...] = ()
+            if s.summary.ended:
+                # hooks: None unless allowed (the default "auto" would import what tapes.toml names)
+                findings, verdicts = review.judge_run(idx, events, config, hooks=hooks)
+                notes = [f.text for f in findings]
+                if s.summary.outdated:
+                    verdicts = ()  # about an earlier golden: the row above says so
             args = (s, idx.header, len(idx), cmp, notes)
-            lines = comparison_lines(cmp) if cmp is not None else None  # in the worker: reads every change
+            rows = comparison_rows(cmp) if cmp is not None else None  # in the worker: reads every change
+            suggestion = suggested_rule(cmp)
             if with_log:
                 self.call_from_thread(self._if_current, token, lambda: self.run_log.show_run(s.name, events))
         except TapeError as e:
@@ -327,20 +368,30 @@ class TapeApp(App[None]):
             self.call_from_thread(self._if_current, token, lambda: self.detail.show_error(message))
             self.call_from_thread(self.session_tree.refresh_session, s)
             return
-        self.call_from_thread(self._if_current, token, lambda: self.detail.show_session(*args, lines=lines))
+        self.call_from_thread(
+            self._if_current,
+            token,
+            lambda: self.detail.show_session(
+                *args, rows, verdicts=verdicts, hooks_note=hooks_note, suggestion=suggestion
+            ),
+        )
 
-    @work(thread=True, exclusive=True, group="detail")
-    def _step_detail(self, ref: StepRef, token: int) -> None:
+    @work(thread=True, exclusive=True, group="detail", description="a step's detail")
+    def _step_detail(
+        self, ref: StepRef, token: int, config: Config, hooks: Hooks | None, hooks_note: str | None
+    ) -> None:
         s = ref.session
         try:
             rec = s.record(ref.index)
             sd = None
             if s.pending and s.golden.exists():
-                cmp = s.comparison(self.config)
+                cmp = s.comparison(config, hooks)
                 sd = next((d for d in cmp.steps if d.old is not None and d.old.seq == ref.seq and d.differs), None)
             ev = s.summary.drift_events.get(ref.seq)
             contract = list(sd.fingerprint) if sd is not None and sd.fingerprint else []
-            lines = step_lines(sd) if sd is not None else None  # in the worker: reads every change
+            rows = step_rows(sd) if sd is not None else None  # in the worker: reads every change
+            note = hooks_note if sd is not None else None  # what a step shows depends on hooks only if it differs
+            suggestion = suggested_rule(None, sd) if sd is not None else None
             if ev is not None and ev.get("event") == "fingerprint":
                 contract = [f"fingerprint {ev.get('recorded')} → {ev.get('live')}", *(ev.get("explanation") or [])]
         except TapeError as e:
@@ -348,7 +399,9 @@ class TapeApp(App[None]):
             self.call_from_thread(self._if_current, token, lambda: self.detail.show_error(message))
             return
         self.call_from_thread(
-            self._if_current, token, lambda: self.detail.show_step(s, rec, sd, ev, contract, lines=lines)
+            self._if_current,
+            token,
+            lambda: self.detail.show_step(s, rec, sd, ev, contract, rows, hooks_note=note, suggestion=suggestion),
         )
 
     def _if_current(self, token: int, fn: Callable[[], None]) -> None:
@@ -377,6 +430,8 @@ class TapeApp(App[None]):
             return True  # with nothing to undo, u says so
         if action in ("toggle_unified", "next_change", "prev_change"):
             return True if self.detail.diffs else None
+        if action == "allow_hooks":  # hidden unless the session's settings name hooks not allowed yet
+            return s is not None and self.hooks_for(s)[1] is not None
         return True
 
     # ---- the filter -------------------------------------------------------------
@@ -512,12 +567,15 @@ class TapeApp(App[None]):
             else f"{s.name}: the whole candidate"
         )
         steps = [step.seq] if step is not None else None
+        shown = ("step", s.golden, step.seq) if step is not None else ("session", s.golden)
+        suggestion = self.detail.suggested_rule if self.detail.subject == shown else None
 
-        def accept(why: str | None) -> None:
-            if why:
-                self.controller.accept([s], why, steps)
+        def accept(got: Accepting | None) -> None:
+            if got is not None:
+                self.controller.accept([s], got.why, steps, got.rule)
 
-        self.push_screen(RationaleScreen(what), accept)
+        # a rule goes into tapes.toml: without one (defaults for a bare folder) the box is not offered
+        self.push_screen(RationaleScreen(what, suggestion, rules=self.config.path is not None), accept)
 
     def action_accept_all(self) -> None:
         shown = self.visible_sessions()
@@ -529,11 +587,11 @@ class TapeApp(App[None]):
             return
         what = f"{len(chosen)} session(s): " + ", ".join(s.name for s in chosen)
 
-        def accept(why: str | None) -> None:
-            if why:
-                self.controller.accept(chosen, why, None)
+        def accept(got: Accepting | None) -> None:
+            if got is not None:
+                self.controller.accept(chosen, got.why, None)
 
-        self.push_screen(RationaleScreen(what), accept)
+        self.push_screen(RationaleScreen(what, rules=False), accept)  # a rule is added for one session at a time
 
     def action_reject(self) -> None:
         s, _ = self._cursor()
@@ -575,6 +633,60 @@ class TapeApp(App[None]):
                 self.controller.rerecord(s, rec.seq)
 
         self.push_screen(ConfirmScreen("Re-record this step?", body), rerecord)
+
+    def action_allow_hooks(self) -> None:
+        """J: import the comparison hooks tapes.toml names for this session, after asking (as R asks before it
+        imports the registry), and compare the session again with them."""
+        s, _ = self._cursor()
+        if s is None:
+            return
+        settings = self.config.compare_for(s.name)
+        needed = needed_hooks(settings)
+        key = (settings.similarity_hook, settings.judge_hook)
+        if not needed or key in self._allowed_hooks:
+            self.notify(
+                "No comparison hooks to import for this session."
+                if not needed
+                else "Its comparison hooks are imported already.",
+                markup=False,
+            )
+            return
+        body = (
+            f"Comparing {s.name} under tapes.toml's [compare] rules calls a function of your own:\n"
+            + "\n".join(f"  compare.{k} = {spec}" for k, spec in needed)
+            + f"\n\ntapetui will import {hooks_text(needed)} from {self.config.root} to do it: "
+            "the module's code runs in this app."
+        )
+        config = self.config
+
+        def allow(ok: bool | None) -> None:
+            if ok:
+                self._import_hooks(config, s.name, key, needed)
+
+        self.push_screen(ConfirmScreen("Import the comparison hooks?", body), allow)
+
+    @work(thread=True, exclusive=True, group="hooks", description="importing comparison hooks")
+    def _import_hooks(
+        self, config: Config, name: str, key: tuple[str | None, str | None], needed: list[tuple[str, str]]
+    ) -> None:
+        hooks = Hooks.lazy(config.compare_for(name), config.root)
+        try:
+            for k, _ in needed:  # imported now, so that a module that cannot be imported is said here, once
+                getattr(hooks, k)
+        except TapeError as e:  # ConfigError: names tapes.toml, the key and why; no traceback
+            self.call_from_thread(self.show_error, e)
+            return
+        self.call_from_thread(self._hooks_allowed, config, key, hooks, needed)
+
+    def _hooks_allowed(
+        self, config: Config, key: tuple[str | None, str | None], hooks: Hooks, needed: list[tuple[str, str]]
+    ) -> None:
+        self._allowed_hooks.add(key)
+        if config is self.config:
+            self._hooks[key] = hooks
+        self.notify(safe_text(f"Imported {hooks_text(needed)}; comparing with the hooks from now on."), markup=False)
+        self._refresh_footer()
+        self._refresh_selected()  # compared again, in the detail worker, with the hooks
 
     def action_replay(self) -> None:
         s, _ = self._cursor()

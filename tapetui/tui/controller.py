@@ -1,4 +1,4 @@
-"""The review controller: accept, reject, expire, undo, re-record and replay, through the review layer.
+"""The review controller: accept (with a rule), reject, expire, undo, re-record and replay, through the review layer.
 
 Every action runs in a worker thread (file IO, locks, live tools); what it changes of the app's state
 (the undo stack, a session's flags, the screen) is changed on the main thread, in the callback the worker
@@ -49,6 +49,8 @@ class Host(Protocol):
 
     def session_changed(self, s: Session, message: str) -> None: ...
 
+    def config_changed(self, config: Config) -> None: ...
+
 
 @dataclass(frozen=True, slots=True)
 class UndoItem:
@@ -83,17 +85,23 @@ class ReviewController:
         self.host.session_changed(s, message)
 
     # ---- accept, reject, expire ------------------------------------------------------------------------
-    def accept(self, sessions: list[Session], why: str, steps: list[int] | None) -> None:
-        """Accept the candidates of ``sessions`` (or the given steps of one) with the rationale ``why``."""
-        self._run(self._accept, sessions, why, steps)
+    def accept(
+        self, sessions: list[Session], why: str, steps: list[int] | None, rule: review.RuleSpec | None = None
+    ) -> None:
+        """Accept the candidates of ``sessions`` (or the given steps of one) with the rationale ``why``; with
+        ``rule``, add it to tapes.toml for each session too (after its accept; with the same rationale)."""
+        self._run(self._accept, sessions, why, steps, rule)
 
-    def _accept(self, sessions: list[Session], why: str, steps: list[int] | None) -> None:
+    def _accept(self, sessions: list[Session], why: str, steps: list[int] | None, rule: review.RuleSpec | None) -> None:
         for s in sessions:
+            if rule is not None and not s.has_candidate():  # nothing to accept (any more): the rule alone
+                self._add_rule(s, why, rule, None)
+                continue
             try:
                 entry = review.accept(self.config, s.golden, why, steps)
             except (TapeError, OSError) as e:
                 self._later(self.host.show_error, e)
-                continue
+                continue  # nothing accepted: no rule either
             if steps:  # one step of the candidate: say so, and whether the rest still waits for review
                 rest = (
                     "the candidate stays pending: other steps still differ"
@@ -104,11 +112,38 @@ class ReviewController:
             else:
                 what = s.name
             item = UndoItem("accept", s.golden, entry.id)
-            self._later(self._accepted, s, f"Accepted {what}; changelog entry {entry.id}.", item)
+            message = f"Accepted {what}; changelog entry {entry.id}."
+            if rule is not None:
+                self._add_rule(s, why, rule, (message, item))
+            else:
+                self._later(self._accepted, s, message, item)
 
-    def _accepted(self, s: Session, message: str, item: UndoItem) -> None:
+    def _accepted(self, s: Session, message: str, item: UndoItem | None) -> None:
         s.marked = False
         self._done(s, message, item)
+
+    def _add_rule(self, s: Session, why: str, rule: review.RuleSpec, accepted: tuple[str, UndoItem] | None) -> None:
+        """In the worker: add ``rule`` for ``s``; ``accepted``: the message and undo item of its accept."""
+        said, item = accepted if accepted is not None else ("", None)
+        try:
+            entry, config = review.add_rule(self.config, s.golden, rule, why)
+        except (TapeError, OSError) as e:
+            if accepted is not None:
+                self._later(self._accepted, s, said + " The rule was not added:", item)
+            self._later(self.host.show_error, e)
+            return
+        assert self.config.path is not None  # add_rule wrote it
+        added = (
+            f"Added the rule {rule.toml_text()} to {self.config.path.name} "
+            f'[compare.sessions."{s.name}".rules]; changelog entry {entry.id} (u does not remove it).'
+        )
+        self._later(self._rule_added, s, f"{said} {added}".strip(), item, config)
+
+    def _rule_added(self, s: Session, message: str, item: UndoItem | None, config: Config) -> None:
+        """On the main thread: tapes.toml has a new rule; from now on everything is compared under it."""
+        self.config = config
+        self.host.config_changed(config)
+        self._accepted(s, message, item)
 
     def reject(self, s: Session) -> None:
         self._run(self._reject, s)

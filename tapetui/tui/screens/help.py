@@ -21,13 +21,22 @@ KEYS: list[tuple[str, str]] = [
     ("n / N", "next / previous session or step that needs review"),
     ("s", "skip: go to the next item that needs review"),
     ("space", "mark a session (A accepts every marked one)"),
-    ("a", "accept the candidate (session) or one aligned step, with a rationale"),
+    (
+        "a",
+        "accept the candidate (session) or one aligned step, with a rationale; optionally add a rule "
+        "(KIND:PATH[=VALUE], e.g. tolerance:result.price=0.01) to tapes.toml for the session",
+    ),
     ("A", "accept every marked session, or every filtered one with a candidate, with one rationale"),
     ("r", "reject the session's candidate"),
     ("R", "re-record the step with the live tool (asks first)"),
     ("x", "expire the step's entry so the next fill re-records it"),
     ("X", "expire every time-sensitive entry of the session"),
     ("p", "start a replay of the session (tapes.toml replay_command) and watch it live"),
+    (
+        "J",
+        "import the comparison hooks tapes.toml names for the session (judge, similarity; asks first) "
+        "and compare with them: until then the app runs none",
+    ),
     ("F", "follow the newest run-log event"),
     ("t", "diff: side by side / unified"),
     ("] / [", "diff: next / previous change"),
@@ -69,13 +78,14 @@ GLANCE = (
 
 # what each action does, for the command palette (ctrl+p): one line per key binding
 COMMAND_HELP = {
-    "accept": "Promote the candidate (or this step) to golden, with a rationale",
+    "accept": "Promote the candidate (or this step) to golden, with a rationale (and optionally a rule)",
     "accept_all": "Accept every marked or filtered session with one rationale",
     "reject": "Discard the session's candidate",
     "rerecord": "Run this step's tool live; the result becomes a pending change",
     "expire": "Mark this entry expired so the next fill re-records it",
     "expire_all": "Expire every time-sensitive entry of the session",
     "replay": "Run tapes.toml's replay_command for this session and watch it live",
+    "allow_hooks": "Import this session's comparison hooks (asks first) and compare with them",
     "follow": "Follow the newest run-log event",
     "undo": "Undo the last accept, reject or expire of this sitting",
     "filter": "Filter sessions by tool, status or text",

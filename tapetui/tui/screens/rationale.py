@@ -1,19 +1,39 @@
-"""Modal that asks why a change is accepted. An empty rationale is refused."""
+"""Modal that asks why a change is accepted, and optionally a rule for tapes.toml. An empty rationale is refused."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
+from textual.suggester import SuggestFromList
 from textual.widgets import Button, Input, Label, Static
 
+import tapetui.review as review
+from tapetui.core.errors import ConfigError
 from tapetui.core.textsafe import safe_text
 
 
-class RationaleScreen(ModalScreen[str | None]):
-    """Returns the rationale, or None when cancelled."""
+@dataclass(frozen=True)
+class Accepting:
+    """What the modal returns: the rationale, and the rule to add to tapes.toml (None: no rule)."""
+
+    why: str
+    rule: review.RuleSpec | None = None
+
+
+class RationaleScreen(ModalScreen[Accepting | None]):
+    """Returns what to accept with, or None when cancelled.
+
+    Args:
+        what: what is accepted, in words.
+        suggestion: a rule (``KIND:PATH[=VALUE]``) that would excuse the first difference: the rule box's
+            placeholder, and completed with → once its first letters are typed.
+        rules: offer the rule box (one session at a time: a rule is written for one session).
+    """
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
     DEFAULT_CSS = """
@@ -22,11 +42,14 @@ class RationaleScreen(ModalScreen[str | None]):
     RationaleScreen #what { margin-bottom: 1; }
     RationaleScreen #problem { color: $error; height: auto; }
     RationaleScreen Horizontal { height: auto; }
+    RationaleScreen Button { margin-right: 2; }
     """
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, suggestion: str | None = None, *, rules: bool = True) -> None:
         super().__init__()
         self.what = what
+        self.suggestion = suggestion
+        self.rules = rules
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -34,21 +57,50 @@ class RationaleScreen(ModalScreen[str | None]):
             yield Static(Text(safe_text(self.what)), id="what")
             yield Label("Why is this change right? (written to the changelog)")
             yield Input(placeholder="e.g. max_words lowered to 80 on purpose: shorter reports", id="why")
+            if self.rules:
+                yield Static(
+                    Text(
+                        "Also add a rule for this session to tapes.toml (optional)\nKIND:PATH[=VALUE]"
+                        + ("; type its first letters, → completes the suggestion" if self.suggestion else "")
+                    ),
+                    id="rule-label",
+                )
+                yield Input(
+                    placeholder=self.suggestion or "e.g. tolerance:result.price=0.01, ignore:result.debug",
+                    suggester=SuggestFromList([self.suggestion]) if self.suggestion else None,
+                    id="rule",
+                )
             yield Static("", id="problem")
-            yield Button("Accept", variant="success", id="ok")
+            with Horizontal():
+                yield Button("Accept", variant="success", id="ok")
+                yield Button("Cancel (esc)", id="cancel")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self._submit()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
-        self._submit()
+        if event.button.id == "cancel":
+            self.dismiss(None)
+        else:
+            self._submit()
+
+    def _problem(self, text: str) -> None:
+        self.query_one("#problem", Static).update(Text(safe_text(text)))  # a rule's text is shown as typed
 
     def _submit(self) -> None:
         why = self.query_one("#why", Input).value.strip()
         if not why:
-            self.query_one("#problem", Static).update("A rationale is required: the golden never changes without one.")
+            self._problem("A rationale is required: the golden never changes without one.")
             return
-        self.dismiss(why)
+        rule = None
+        text = self.query_one("#rule", Input).value.strip() if self.rules else ""
+        if text:
+            try:
+                rule = review.parse_rule_spec(text)
+            except ConfigError as e:
+                self._problem(str(e))
+                return
+        self.dismiss(Accepting(why, rule))
 
     def action_cancel(self) -> None:
         self.dismiss(None)

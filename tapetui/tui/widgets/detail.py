@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +21,9 @@ from tapetui.core.changes import format_changes
 from tapetui.core.config import Config
 from tapetui.core.index import CallRecord
 from tapetui.core.textsafe import safe_json_text, safe_text
-from tapetui.review import Comparison, StepDiff
+from tapetui.review import Comparison, RowLevel, StepDiff, Verdict
 from tapetui.review.sessions import Session
+from tapetui.tui.model import Row, comparison_rows, step_rows
 from tapetui.tui.widgets import diff_view
 from tapetui.tui.widgets.diff_view import DiffResult, size_text
 
@@ -46,6 +47,29 @@ def json_block(value: Any) -> RenderableType:
 
 def lines_text(lines: list[str], style: str = "") -> Text:
     return Text("\n".join(safe_text(line, newlines=False) for line in lines), style)
+
+
+ROW_STYLES: dict[RowLevel, str] = {"pass": "green", "fail": "red", "excused": "cyan", "differs": ""}
+"""How each level of a comparison's row is drawn: a verdict that passed, one that failed, a difference a
+rule excused (its text names the comparator: ``— within tolerance ±0.01``), a plain difference."""
+
+
+def rows_text(rows: Sequence[Row], differs: str = "") -> Text:
+    """Rows of a comparison, one a line, styled by level (``differs`` for a plain difference); a new
+    capability stands out in bold. The text is literal: markup in a value from a tape is shown as written."""
+    out = Text()
+    for i, (line, level) in enumerate(rows):
+        if i:
+            out.append("\n")
+        style = differs if level == "differs" else ROW_STYLES[level]
+        if level == "fail" and line.startswith("[NEW TOOL]"):
+            style = "bold red"
+        out.append(safe_text(line, newlines=False), style)
+    return out
+
+
+def verdict_rows(verdicts: Sequence[Verdict]) -> list[Row]:
+    return [(v.line(), "pass" if v.passed else "fail") for v in verdicts]
 
 
 def kv_table(rows: list[tuple[str, Any]]) -> Table:
@@ -107,6 +131,7 @@ class DetailView(VerticalScroll):
         self._gen = 0  # what is shown; a diff computed for an older one is dropped
         self._step_shown = False  # a step's detail: its diff is the point, so a short pane scrolls to it
         self.subject: tuple[Any, ...] = ()  # what is shown: ("session", golden) or ("step", golden, seq)
+        self.suggested_rule: str | None = None  # a rule that would excuse the first difference of the subject
         self._slow_note = False  # the "computing" line is on screen
         self.unified = False
         self._change_cursor = -1
@@ -125,6 +150,7 @@ class DetailView(VerticalScroll):
     def show(self, *parts: RenderableType, rest: list[RenderableType] | None = None) -> None:
         self._gen += 1
         self.subject = ()
+        self.suggested_rule = None
         self.diffs = []
         self._wanted = []
         self.computing = False
@@ -175,9 +201,19 @@ class DetailView(VerticalScroll):
         steps: int,
         cmp: Comparison | None,
         notes: list[str],
-        lines: list[str] | None = None,
+        cmp_rows: list[Row] | None = None,
+        *,
+        verdicts: Sequence[Verdict] = (),
+        hooks_note: str | None = None,
+        suggestion: str | None = None,
     ) -> None:
-        """``lines``: ``cmp.lines()`` when the caller computed them already (in a worker)."""
+        """Args:
+        cmp_rows: ``cmp.rows()`` when the caller computed them already (in a worker).
+        notes: what the last run log says went wrong; ``verdicts``: that run's verdict per dimension
+            (a run that is current: not one that predates the golden).
+        hooks_note: why comparison hooks did not run, and how to let them.
+        suggestion: a rule that would excuse the first difference (offered when accepting).
+        """
         self._step_shown = False  # an overview: its own rows come first, whatever the pane's height
         sm = s.summary
         rows: list[tuple[str, Any]] = [("session", s.name), ("tape", s.golden.name), ("steps", steps)]
@@ -203,14 +239,23 @@ class DetailView(VerticalScroll):
                 ("older candidates", f"{len(older)} displaced by newer recordings, kept in {older[0].parent.name}/")
             )
         parts: list[RenderableType] = [kv_table(rows)]
-        if notes:
-            parts += [Rule("run log", style="red"), lines_text(notes, "red")]
+        if hooks_note:
+            parts.append(Text(safe_text(hooks_note), "yellow"))
+        if notes or verdicts:
+            failed = bool(notes) or any(not v.passed for v in verdicts)
+            parts.append(Rule("run log", style="red" if failed else "green"))
+            if verdicts:
+                parts.append(rows_text(verdict_rows(verdicts)))
+            if notes:
+                parts.append(lines_text(notes, "red"))
         self.show(*parts)
         self.subject = ("session", s.golden)
+        self.suggested_rule = suggestion
         if cmp is not None:
+            shown = comparison_rows(cmp) if cmp_rows is None else cmp_rows
             self._tail = [
                 Rule("candidate vs golden", style="magenta"),
-                lines_text((cmp.lines() if lines is None else lines) or ["no differences"]),
+                rows_text(shown) if shown else Text("no differences"),
             ]
             for sd in cmp.changed_steps:
                 if sd.old is not None and sd.new is not None and sd.kind == "changed":
@@ -229,9 +274,13 @@ class DetailView(VerticalScroll):
         sd: StepDiff | None,
         drift: dict[str, Any] | None,
         contract: list[str],
-        lines: list[str] | None = None,
+        sd_rows: list[Row] | None = None,
+        *,
+        hooks_note: str | None = None,
+        suggestion: str | None = None,
     ) -> None:
-        """``lines``: ``sd.lines()`` when the caller computed them already (in a worker)."""
+        """``sd_rows``: ``sd.rows()`` when the caller computed them already (in a worker); ``hooks_note`` and
+        ``suggestion`` as for :meth:`show_session`."""
         self._step_shown = True
         status = s.summary.status.get(rec.seq, "")
         rows: list[tuple[str, Any]] = [
@@ -262,6 +311,8 @@ class DetailView(VerticalScroll):
         parts: list[RenderableType] = [kv_table(rows)]
         if contract:
             parts += [Rule("contract changed", style="red"), lines_text(contract, "yellow")]
+        if hooks_note:
+            parts.append(Text(safe_text(hooks_note), "yellow"))
         rest: list[RenderableType] = [
             Rule("arguments"),
             json_block(rec.args),
@@ -270,10 +321,11 @@ class DetailView(VerticalScroll):
         ]
         self.show(*parts, rest=rest)
         self.subject = ("step", s.golden, rec.seq)
+        self.suggested_rule = suggestion
         if sd is not None and sd.old is not None and sd.new is not None:
             self._tail = [
                 Rule(Text(safe_text(f"candidate differs ({sd.kind})", newlines=False)), style="magenta"),
-                lines_text(sd.lines() if lines is None else lines, "magenta"),
+                rows_text(step_rows(sd) if sd_rows is None else sd_rows, "magenta"),
             ]
             if sd.arg_changes:
                 self._wanted.append(("arguments: recorded | candidate", sd.old.args, sd.new.args))

@@ -10,7 +10,8 @@ from textual.widgets._footer import FooterKey
 
 WIDE = 125  # from here on every key is shown with room around it
 NARROW = 108  # below this the footer is compact, without the palette hint, and drops the keys below
-NARROW_HIDDEN = frozenset({"quit", "filter"})  # q and / are in help (?) and the palette; a, r, R, x, p, F, u stay
+# q and / are in help (?) and the palette; a, r, R, x, p, F, u stay; J (hooks) is named by the detail pane
+NARROW_HIDDEN = frozenset({"quit", "filter", "allow_hooks"})
 
 
 class ReviewFooter(Footer):
