@@ -1,9 +1,16 @@
 """`tapetui check` over a generated folder of 10,000 sessions × 20 steps, one of them drifted.
 
-Run: python benchmarks/bench_check.py [--sessions 10000 --steps 20] [--baseline DIR]
+Run: python benchmarks/bench_check.py [--sessions 10000 --steps 20] [--baseline DIR] [--comparators]
 Target: ≤ 5 s wall. ``--baseline DIR`` also times the tapetui package found in DIR (e.g. an older
 checkout's root) on the same folder, its rounds interleaved with this one's, so that a before/after
 comparison sees the same machine load; each median is printed.
+
+``--comparators`` then times the comparators of ``[compare.rules]`` (issue 16): another folder of the
+same shape, where every session also has a pending candidate whose every step differs from the golden on
+one path of its result — a price by 0.001 (a tolerance rule covers it), a list of tags in another order
+(an unordered rule), a sentence reworded (a similarity rule) — so the comparators really run on every
+step. ``check`` is timed with those rules (every candidate passes, each difference excused) and without
+them (every candidate fails), its rounds interleaved on the same data. Target: on ≤ 1.5 × off.
 """
 
 from __future__ import annotations
@@ -22,6 +29,21 @@ import orjson
 
 from tapetui.core.keys import key_of
 from tapetui.core.tapefile import call_line, dump_line
+
+RULES = """
+[compare.rules]
+"result.price" = { tolerance = 0.01 }
+"result.tags" = "unordered"
+"result.text" = { similarity = 0.6 }
+"""
+SENTENCES = [
+    (
+        "the quarterly report lists every tool call the agent made",
+        "every tool call the agent made is listed in the quarterly report",
+    ),
+    ("prices moved a little since the last recording", "since the last recording, prices moved a little"),
+    ("the summary keeps the first sentences of each document", "the summary keeps each document's first sentences"),
+]
 
 
 def generate(d: Path, sessions: int, steps: int) -> None:
@@ -72,12 +94,98 @@ def generate(d: Path, sessions: int, steps: int) -> None:
         (folder / f"session{s:05d}.run.jsonl").write_bytes(b"".join(events))
 
 
+def _call(seq: int, tool: str, args: dict[str, object], result: object) -> bytes:
+    return call_line(
+        seq=seq,
+        tool=tool,
+        key=key_of(tool, args),
+        fingerprint="0123456789abcdef",
+        side_effect=False,
+        ms=1.0,
+        expires_at=None,
+        recorded_at="2026-01-01T00:00:00Z",
+        args=args,
+        result=result,
+    )
+
+
+def generate_compared(d: Path, sessions: int, steps: int) -> None:
+    """Goldens, clean run logs and a candidate per session whose every step differs on one path a rule covers."""
+    tools = ["fetch", "search", "summarize", "write"]
+    for s in range(sessions):
+        folder = d / f"suite{s // 1000:02d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        golden = [dump_line({"type": "session", "v": 1})]
+        candidate = [dump_line({"type": "session", "v": 1})]
+        events = [dump_line({"event": "start", "mode": "replay"})]
+        for i in range(steps):
+            tool = tools[i % 4]
+            args = {"n": i, "q": f"s{s}"}
+            old_text, new_text = SENTENCES[(s + i) % len(SENTENCES)]
+            old = {"ok": i, "price": 100 + i + 0.25, "tags": ["a", "b", f"t{i}"], "text": old_text}
+            new = dict(old)
+            which = i % 3  # one path per step differs, each covered by one rule
+            if which == 0:
+                new["price"] = old["price"] + 0.001
+            elif which == 1:
+                new["tags"] = list(reversed(old["tags"]))
+            else:
+                new["text"] = new_text
+            golden.append(_call(i + 1, tool, args, old))
+            candidate.append(_call(i + 1, tool, args, new))
+            events.append(
+                dump_line({"event": "hit", "seq": i + 1, "tool": tool, "key": key_of(tool, args), "step": i + 1})
+            )
+        events.append(orjson.dumps({"event": "end", "stats": {}}) + b"\n")
+        (folder / f"session{s:05d}.jsonl").write_bytes(b"".join(golden))
+        (folder / f"session{s:05d}.candidate.jsonl").write_bytes(b"".join(candidate))
+        (folder / f"session{s:05d}.run.jsonl").write_bytes(b"".join(events))
+
+
+def bench_comparators(sessions: int, steps: int, rounds: int) -> None:
+    """``check`` with the comparators on and off, on the same folder, rounds interleaved."""
+    d = Path(tempfile.mkdtemp(prefix="tapetui-bench-cmp-"))
+    try:
+        generate_compared(d / "tapes", sessions, steps)
+        base = '[tapes]\ndir = "tapes"\n'
+        (d / "on.toml").write_text(base + RULES)
+        (d / "off.toml").write_text(base)
+        times: dict[str, list[float]] = {"on": [], "off": []}
+        env = {**os.environ, "NO_COLOR": "1"}
+        for _ in range(rounds):
+            for name in ("off", "on"):
+                argv = [sys.executable, "-m", "tapetui", "--config", str(d / f"{name}.toml"), "check", "--json"]
+                t0 = time.perf_counter()
+                r = subprocess.run(argv, capture_output=True, cwd=d, env=env)
+                times[name].append(time.perf_counter() - t0)
+                report = orjson.loads(r.stdout)
+                # on: every candidate passes, only a warning; off: every candidate fails on results
+                assert r.returncode == (0 if name == "on" else 1), r.stderr[-500:]
+                assert report["sessions"] == sessions and report["failing"] == (0 if name == "on" else sessions)
+                if name == "on":
+                    dims = report["reports"][0]["candidate"]["dimensions"]["results"]
+                    assert dims["passed"] and dims["value"] == 0 and dims["excused"] >= steps, dims
+        on, off = statistics.median(times["on"]), statistics.median(times["off"])
+        print(
+            f"tapetui check --json, {sessions:,} sessions × {steps} steps, each candidate differing on one path per "
+            f"step (tolerance, unordered, similarity): comparators on median {on:.2f} s, off median {off:.2f} s "
+            f"over {rounds} runs; on/off {on / off:.2f}×   target ≤ 1.5×"
+        )
+    finally:
+        shutil.rmtree(d)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sessions", type=int, default=10_000)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--baseline", help="a folder holding another tapetui package, timed in the same rounds")
+    ap.add_argument(
+        "--comparators",
+        action="store_true",
+        help="also time check with [compare.rules] comparators on and off on a folder of candidates (issue 16)",
+    )
     a = ap.parse_args()
     d = Path(tempfile.mkdtemp(prefix="tapetui-bench-"))
     variants = {"this": None} | ({"baseline": str(Path(a.baseline).resolve())} if a.baseline else {})
@@ -108,6 +216,8 @@ def main() -> None:
         print("  found: " + found)
     finally:
         shutil.rmtree(d)
+    if a.comparators:
+        bench_comparators(a.sessions, a.steps, a.rounds)
 
 
 if __name__ == "__main__":

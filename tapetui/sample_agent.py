@@ -1,16 +1,20 @@
 """A small agent with real tools and no network, and the sessions in ``sample_tapes/``.
 
 Tools: ``fetch_doc`` (fails for an unknown document), ``search_index``, ``summarize``
-(``max_words``), ``quote_price`` (time-sensitive, ttl 1 h) and ``write_report`` (writes
-a real file: its side effect). ``python -m tapetui.sample_agent regenerate [DIR]``
-rebuilds the sample tapes byte for byte (fixed clock, fixed content);
-``python -m tapetui.sample_agent replay TAPE`` replays one session as the agent
-behaves today, which is what ``tapes.toml``'s ``replay_command`` runs.
+(``max_words``), ``quote_price`` (time-sensitive, ttl 1 h), ``average_price`` (a 30-day
+average, not time-sensitive), ``write_report`` (writes a real file: its side effect) and
+``send_email`` (writes a real file into an outbox: its side effect).
+``python -m tapetui.sample_agent regenerate [DIR]`` rebuilds the sample tapes byte for byte
+(fixed clock, fixed content); ``python -m tapetui.sample_agent replay TAPE`` replays one
+session as the agent behaves today, which is what ``tapes.toml``'s ``replay_command`` runs;
+``python -m tapetui.sample_agent record TAPE`` records one new candidate of a session with the
+agent of today, which is what ``record_command`` runs (``tapetui check --samples N``).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import tempfile
@@ -24,10 +28,22 @@ from typing import Any
 from tapetui.core.config import Config, ToolPolicy, find_config, load_config
 from tapetui.core.errors import TapeError
 from tapetui.core.registry import ToolRegistry
-from tapetui.core.store import candidate_path, runlog_path
+from tapetui.core.store import candidate_path, runlog_path, samples_of
 from tapetui.core.tape import Tape
 
-__all__ = ["DocNotFound", "SESSIONS", "build_registry", "registry", "regenerate", "run_agent"]
+__all__ = [
+    "ANSWERS",
+    "FLAKY_SHIFT",
+    "SESSIONS",
+    "AgentParams",
+    "DocNotFound",
+    "answer_agent",
+    "build_registry",
+    "record",
+    "regenerate",
+    "registry",
+    "run_agent",
+]
 
 DOCS = {
     "handbook": ("Agent handbook", "Agents call tools. Tools have contracts. Contracts drift. " * 12),
@@ -76,12 +92,39 @@ def quote_price(symbol: str) -> dict[str, Any]:
     return {"symbol": symbol, "price": price, "currency": "EUR"}
 
 
+# 30-day averages, in cents so the sums stay exact; a registry's ``price_shift`` moves them (the market of another day).
+AVERAGES = {"ACME": 10125, "INITECH": 5780}
+
+
+def _average_price(price_shift: float) -> Callable[..., dict[str, Any]]:
+    """``average_price`` for a market ``price_shift`` EUR away from the recorded one.
+
+    The same name, signature and (absent) docstring for every shift: the tool's fingerprint is the same,
+    only what it returns moves, as a real feed's does from one day to the next.
+    """
+
+    def average_price(symbol: str, days: int = 30) -> dict[str, Any]:
+        cents = AVERAGES.get(symbol.upper(), 1000) + round(price_shift * 100)
+        return {"symbol": symbol.upper(), "days": days, "average": cents / 100, "currency": "EUR"}
+
+    return average_price
+
+
 def write_report(path: str, body: str) -> dict[str, Any]:
     out = _reports_dir()
     out.mkdir(parents=True, exist_ok=True)
     target = out / Path(path).name  # never outside the reports folder
     target.write_text(body, encoding="utf-8")
     return {"written": target.name, "bytes": len(body.encode())}
+
+
+def send_email(to: str, subject: str, body: str) -> dict[str, Any]:
+    outbox = _reports_dir() / "outbox"
+    outbox.mkdir(parents=True, exist_ok=True)
+    n = sum(1 for _ in outbox.glob("*.eml")) + 1
+    target = outbox / f"{n:04d}.eml"
+    target.write_text(f"To: {to}\nSubject: {subject}\n\n{body}", encoding="utf-8")
+    return {"queued": target.name, "to": to}
 
 
 SUMMARIZE_SCHEMA = {
@@ -96,8 +139,16 @@ LEGACY_SUMMARIZE_SCHEMA = {
 }
 
 
-def build_registry(*, legacy_summarize: bool = False) -> ToolRegistry:
-    """The sample tools; ``legacy_summarize`` gives the older contract of ``summarize`` (v1.0.0, max 500)."""
+def build_registry(*, legacy_summarize: bool = False, price_shift: float = 0.0) -> ToolRegistry:
+    """The sample tools.
+
+    Args:
+        legacy_summarize: the older contract of ``summarize`` (v1.0.0, max 500).
+        price_shift: EUR added to what ``average_price`` returns (the same contract and fingerprint; a
+            market that moved since the recording).
+    """
+    if not math.isfinite(price_shift):
+        raise ValueError(f"price_shift must be a finite number, got {price_shift!r}")
     reg = ToolRegistry()
     reg.register(
         fetch_doc,
@@ -124,6 +175,15 @@ def build_registry(*, legacy_summarize: bool = False) -> ToolRegistry:
         schema={"type": "object", "properties": {"symbol": {"type": "string"}}, "required": ["symbol"]},
     )
     reg.register(
+        _average_price(price_shift),
+        version="1.0.0",
+        schema={
+            "type": "object",
+            "properties": {"symbol": {"type": "string"}, "days": {"type": "integer", "minimum": 1}},
+            "required": ["symbol"],
+        },
+    )
+    reg.register(
         write_report,
         version="1.0.0",
         side_effect=True,
@@ -131,6 +191,16 @@ def build_registry(*, legacy_summarize: bool = False) -> ToolRegistry:
             "type": "object",
             "properties": {"path": {"type": "string"}, "body": {"type": "string"}},
             "required": ["path", "body"],
+        },
+    )
+    reg.register(
+        send_email,
+        version="1.0.0",
+        side_effect=True,
+        schema={
+            "type": "object",
+            "properties": {"to": {"type": "string"}, "subject": {"type": "string"}, "body": {"type": "string"}},
+            "required": ["to", "subject", "body"],
         },
     )
     return reg
@@ -149,10 +219,27 @@ class AgentParams:
     extra_doc: str | None = None
     quote: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
+    email_to: str | None = None  # also e-mail the report (send_email: a tool the golden of new_tool never used)
+    answer: str | None = None  # answer a question instead of writing a report: the wording (a key of ANSWERS)
+    gather_order: tuple[str, ...] = ("fetch_doc", "search_index")  # the answer agent's calls in its gather phase
+    price_shift: float = 0.0  # the market today: EUR added to what average_price returns when it runs
+
+
+# The answer agent's final answer, worded as each version of its prompt words it. It rounds the average to whole
+# euros: a rewording is similar text with the same numbers (the built-in similarity refuses other numbers).
+ANSWERS = {
+    "v1": "{symbol} averaged about {rounded} {currency} over the last {days} days. "
+    "Quotes expire after an hour, so replaying an old quote is a stale read.",
+    "v2": "Over the last {days} days, {symbol} averaged about {rounded} {currency}. "
+    "A quote expires after one hour: replaying an old quote is a stale read.",
+}
 
 
 def run_agent(tape: Tape, p: AgentParams, delay: float = 0.0) -> str:
-    """The agent: fetch → search → summarize → (quote) → write a report. Returns the report body."""
+    """The agent: fetch → search → summarize → (quote) → write a report (→ e-mail it). Returns the report body.
+
+    With ``p.answer`` it answers a question instead (:func:`answer_agent`) and returns the answer.
+    """
 
     def call(tool: str, args: dict[str, Any]) -> Any:
         result = tape.call(tool, args)
@@ -160,6 +247,8 @@ def run_agent(tape: Tape, p: AgentParams, delay: float = 0.0) -> str:
             time.sleep(delay)
         return result
 
+    if p.answer is not None:
+        return answer_agent(tape, p, call)
     try:
         doc = call("fetch_doc", {"doc_id": p.doc_id})
         text = doc["text"]
@@ -177,7 +266,32 @@ def run_agent(tape: Tape, p: AgentParams, delay: float = 0.0) -> str:
         lines.append(f"Quote: {q['symbol']} {q['price']} {q['currency']}")
     body = "\n".join(lines) + "\n"
     call("write_report", {"path": "report.md", "body": body})
+    if p.email_to:
+        call("send_email", {"to": p.email_to, "subject": f"Report: {p.topic}", "body": body})
     return body
+
+
+def answer_agent(tape: Tape, p: AgentParams, call: Callable[[str, dict[str, Any]], Any]) -> str:
+    """The answer agent, in two phases it marks on the tape: ``gather`` (the document and the search, in
+    ``p.gather_order``, then the average price) and ``answer`` (a summary); its final answer is a note
+    (``final_answer``), compared by wording under tapes.toml's rules, not byte for byte."""
+    if p.answer is None or p.quote is None:
+        raise ValueError("the answer agent needs the wording of its answer (answer) and a symbol (quote)")
+    tape.phase("gather")
+    got: dict[str, Any] = {}
+    for step in p.gather_order:
+        if step == "fetch_doc":
+            got[step] = call("fetch_doc", {"doc_id": p.doc_id})
+        elif step == "search_index":
+            got[step] = call("search_index", {"query": p.topic, "top_k": 3})
+        else:
+            raise ValueError(f"the answer agent gathers with fetch_doc and search_index, not {step!r}")
+    avg = call("average_price", {"symbol": p.quote, "days": 30})
+    tape.phase("answer")
+    call("summarize", {"text": got["fetch_doc"]["text"], "max_words": p.max_words})
+    answer = ANSWERS[p.answer].format(rounded=round(avg["average"]), **avg)
+    tape.note("final_answer", answer)
+    return answer
 
 
 # Each session: (params at recording time, params of the agent today, legacy contract when recorded).
@@ -192,7 +306,30 @@ SESSIONS: dict[str, tuple[AgentParams, AgentParams, bool]] = {
         AgentParams(doc_id="retired-faq", topic="faq"),
         False,
     ),
+    # Compared like a reviewer (tapes.toml's [compare.sessions."reviewed_answer"]): today the agent gathers
+    # in another order within its phase, the average moved by 2 cents, and the final answer is reworded.
+    "reviewed_answer": (
+        AgentParams(topic="pricing", doc_id="pricing", quote="ACME", max_words=40, answer="v1"),
+        AgentParams(
+            topic="pricing",
+            doc_id="pricing",
+            quote="ACME",
+            max_words=40,
+            answer="v2",
+            gather_order=("search_index", "fetch_doc"),
+            price_shift=0.02,
+        ),
+        False,
+    ),
+    # Today the agent also e-mails its report: send_email, a tool the golden never used, is a new capability.
+    "new_tool": (
+        AgentParams(topic="release notes"),
+        AgentParams(topic="release notes", email_to="team@example.com"),
+        False,
+    ),
 }
+FLAKY_SHIFT = 0.40
+"""What a flaky recording (:func:`record`) adds to ``average_price``: outside reviewed_answer's tolerance."""
 EPOCH = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 
 
@@ -233,7 +370,7 @@ def regenerate(out_dir: Path) -> list[Path]:
                 with Tape(
                     tape_path,
                     "record",
-                    build_registry(legacy_summarize=legacy),
+                    build_registry(legacy_summarize=legacy, price_shift=then.price_shift),
                     config=config,
                     labels=_labels(name, then),
                     clock=clock,
@@ -247,7 +384,7 @@ def regenerate(out_dir: Path) -> list[Path]:
                     with Tape(
                         tape_path,
                         "record",
-                        registry,
+                        build_registry(price_shift=now.price_shift),
                         config=config,
                         labels=_labels(name, now),
                         clock=later,
@@ -284,14 +421,23 @@ def regenerate(out_dir: Path) -> list[Path]:
     return written
 
 
-def replay(tape_path: Path, mode: str = "replay", delay: float = 0.0) -> int:
-    """Replay one sample session as the agent behaves today; exit status 0 clean, 1 otherwise."""
+def _session(tape_path: Path) -> tuple[str, AgentParams]:
     name = Path(tape_path).name.removesuffix(".jsonl")
     _, now, _ = SESSIONS.get(name, (None, AgentParams(), False))
+    return name, now
+
+
+def _config_for(tape_path: Path) -> Config:
     cfg_path = find_config(Path(tape_path).parent)
-    config = load_config(cfg_path) if cfg_path else Config.for_dir(Path(tape_path).parent)
+    return load_config(cfg_path) if cfg_path else Config.for_dir(Path(tape_path).parent)
+
+
+def replay(tape_path: Path, mode: str = "replay", delay: float = 0.0) -> int:
+    """Replay one sample session as the agent behaves today; exit status 0 clean, 1 otherwise."""
+    _, now = _session(tape_path)
+    config = _config_for(tape_path)
     try:
-        with Tape(tape_path, mode, registry, config=config) as tape:
+        with Tape(tape_path, mode, build_registry(price_shift=now.price_shift), config=config) as tape:
             run_agent(tape, now, delay=delay)
             stats = tape.stats()
     except TapeError as e:
@@ -300,6 +446,41 @@ def replay(tape_path: Path, mode: str = "replay", delay: float = 0.0) -> int:
     print(" ".join(f"{k}={v}" for k, v in stats.items() if not isinstance(v, list)))
     failed = stats["drift_events"] or (stats["tape_misses"] and mode == "replay")
     return 1 if failed else 0
+
+
+def record(tape_path: Path, *, flaky_every: int = 3) -> tuple[Path, bool]:
+    """Record one new candidate of a sample session with the agent of today: what ``record_command`` runs.
+
+    A pending candidate moves into ``NAME.samples/`` first (a recording never replaces one silently). The
+    recordings vary, deterministically: the session's k-th sample (k = 1 + its older samples + its pending
+    candidate) is *flaky* when k is a multiple of ``flaky_every`` (0: never), and then ``average_price``
+    returns :data:`FLAKY_SHIFT` EUR more than today's market, outside reviewed_answer's tolerance. From the
+    committed samples (reviewed_answer's candidate is its sample 1), ``tapetui check --samples 3`` records
+    samples 2, 3 and 4 and reports 2 of 3 matching for reviewed_answer. Only sessions that call
+    ``average_price`` notice.
+
+    Returns:
+        The candidate written, and whether this recording was the flaky one.
+
+    Raises:
+        TapeError: the recording failed (the agent's own errors, such as a missing document, are recorded).
+    """
+    name, now = _session(tape_path)
+    golden = Path(tape_path)
+    k = 1 + len(samples_of(golden)) + (1 if candidate_path(golden).exists() else 0)
+    flaky = flaky_every > 0 and k % flaky_every == 0
+    params = replace(now, price_shift=now.price_shift + (FLAKY_SHIFT if flaky else 0.0))
+    labels = {**_labels(name, now), "sample": str(k), **({"variant": "flaky"} if flaky else {})}
+    with Tape(
+        golden,
+        "record",
+        build_registry(price_shift=params.price_shift),
+        config=_config_for(golden),
+        labels=labels,
+        run_log=False,
+    ) as tape:
+        run_agent(tape, params)
+    return candidate_path(golden) if golden.exists() else golden, flaky
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -311,10 +492,31 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("tape", type=Path)
     r.add_argument("--mode", choices=["replay", "fill", "record"], default="replay")
     r.add_argument("--delay", type=float, default=0.0, help="seconds to wait after each call (to watch it live)")
+    c = sub.add_parser(
+        "record", help="record one new candidate of a session with the agent of today (tapes.toml's record_command)"
+    )
+    c.add_argument("tape", type=Path)
+    c.add_argument(
+        "--flaky-every",
+        type=int,
+        default=3,
+        metavar="N",
+        help="every N-th sample of a session gets an average price outside its tolerance (0: never; default 3)",
+    )
     a = ap.parse_args(argv)
     if a.cmd == "regenerate":
         for p in regenerate(a.dir):
             print(p)
+        return 0
+    if a.cmd == "record":
+        if a.flaky_every < 0:
+            ap.error("--flaky-every takes 0 or more")
+        try:
+            written, flaky = record(a.tape, flaky_every=a.flaky_every)
+        except TapeError as e:
+            print(e, file=sys.stderr)
+            return 1
+        print(f"{written}{' (flaky: average_price moved)' if flaky else ''}")
         return 0
     return replay(a.tape, a.mode, a.delay)
 

@@ -29,9 +29,10 @@ def test_check_readable_output_and_exit_codes(sample_dir: Path) -> None:
 def test_check_json(sample_dir: Path) -> None:
     r = run(sample_dir, "check", "--json")
     doc = orjson.loads(r.stdout)
-    assert r.returncode == 1 and doc["ok"] is False and doc["sessions"] == 6
+    assert r.returncode == 1 and doc["ok"] is False and doc["sessions"] == 8
     failing = {rep["session"] for rep in doc["reports"] if not rep["ok"]}
-    assert failing == {"drift_summarize", "contract_change", "miss_extra_doc", "stale_quote"}
+    # reviewed_answer's candidate differs but passes under tapes.toml's [compare] rules; new_tool's is a new tool
+    assert failing == {"drift_summarize", "contract_change", "miss_extra_doc", "stale_quote", "new_tool"}
 
 
 def test_review_workflow_accept_needs_why(sample_dir: Path) -> None:
@@ -42,7 +43,7 @@ def test_review_workflow_accept_needs_why(sample_dir: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert "shorter summaries are intended" in (sample_dir / "sample_tapes/CHANGELOG.md").read_text()
     r = run(sample_dir, "pending", "--json")
-    assert [p["session"] for p in orjson.loads(r.stdout)] == ["contract_change"]
+    assert [p["session"] for p in orjson.loads(r.stdout)] == ["contract_change", "new_tool", "reviewed_answer"]
     assert run(sample_dir, "reject", "contract_change", "--why", "not yet").returncode == 0
     r = run(sample_dir, "expire", "stale_quote", "--all-time-sensitive")  # expired on 2026-01-09 already
     assert r.returncode == 0 and "already expired" in r.stdout and "nothing to do" in r.stdout

@@ -28,7 +28,7 @@ def test_check_reports_progress_up_to_n_of_n(sample_dir: Path) -> None:
     seen: list[tuple[int, int]] = []
     reports = check(cfg.tapes_dir, cfg, progress=lambda done, total: seen.append((done, total)))
     n = len(reports)
-    assert n == 6 and seen == [(i, n) for i in range(n + 1)]
+    assert n == 8 and seen == [(i, n) for i in range(n + 1)]
 
 
 @pytest.mark.parametrize("name", ["drift_summarize", "miss_extra_doc"])  # a candidate; a run log
@@ -53,29 +53,28 @@ def test_diff_with_nothing_to_compare_is_an_error(sample_dir: Path) -> None:
 
 def test_accept_all_with_a_filter_then_without(sample_dir: Path) -> None:
     cfg = load_config(sample_dir / "tapes.toml")
-    pending = ["contract_change", "drift_summarize"]
+    pending = ["contract_change", "drift_summarize", "new_tool", "reviewed_answer"]
     r = tapetui(sample_dir, "accept", "--all")
     assert r.returncode == 2 and "rationale" in r.stderr  # nothing accepted without one
     assert all(candidate_path(cfg.tapes_dir / f"{p}.jsonl").exists() for p in pending)
     r = tapetui(sample_dir, "accept", "--all", "--why", "x", "--filter", "status:bogus")
     assert r.returncode == 2 and "Unknown status" in r.stderr
     r = tapetui(sample_dir, "accept", "--all", "--filter", "tool:summarize", "--why", "shorter")
-    assert r.returncode == 0 and "2 of 2 candidate(s) accepted" in r.stdout, r.stderr  # both call summarize
-    r = tapetui(sample_dir, "undo", "drift_summarize")
-    assert r.returncode == 0
-    r = tapetui(sample_dir, "undo", "contract_change")
-    assert r.returncode == 0
+    assert r.returncode == 0 and "4 of 4 candidate(s) accepted" in r.stdout, r.stderr  # all call summarize
+    for name in pending:
+        r = tapetui(sample_dir, "undo", name)
+        assert r.returncode == 0
     r = tapetui(sample_dir, "accept", "--all", "--filter", "drift_summ", "--why", "only this one")
     assert r.returncode == 0 and "1 of 1 candidate(s) accepted" in r.stdout
     assert not candidate_path(cfg.tapes_dir / "drift_summarize.jsonl").exists()
     assert candidate_path(cfg.tapes_dir / "contract_change.jsonl").exists()
     r = tapetui(sample_dir, "accept", "--all", "--why", "the rest")
-    assert r.returncode == 0 and "accepted contract_change" in r.stdout and "1 of 1" in r.stdout
-    assert not candidate_path(cfg.tapes_dir / "contract_change.jsonl").exists()
+    assert r.returncode == 0 and "accepted contract_change" in r.stdout and "3 of 3" in r.stdout
+    assert not any(candidate_path(cfg.tapes_dir / f"{p}.jsonl").exists() for p in pending)
     r = tapetui(sample_dir, "accept", "--all", "--why", "again")
     assert r.returncode == 0 and "no pending candidates" in r.stdout
     accepts = [e for e in logged_entries(cfg.changelog) if e.action == "accept"]
-    assert len(accepts) == 4
+    assert len(accepts) == 8
 
 
 def test_accept_all_refuses_a_tape_or_steps(sample_dir: Path) -> None:

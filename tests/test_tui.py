@@ -236,7 +236,7 @@ async def test_help_and_filter(sample_dir: Path) -> None:
             await pilot.press(ch)
         await pilot.press("enter")
         names = [n.data.name for n in app.session_tree.session_nodes.values()]
-        assert names == ["miss_extra_doc", "stale_quote"]
+        assert names == ["miss_extra_doc", "new_tool", "stale_quote"]
 
 
 def _many_sessions(proj: Path) -> Path:

@@ -33,14 +33,15 @@ def test_select_is_the_apps_filter_without_the_app(sample_dir: Path) -> None:
     # a changed contract is its own status: a bulk accept of "drift" never promotes it
     assert names(select(cfg, "status:drift")) == ["drift_summarize"]
     assert names(select(cfg, "status:contract")) == ["contract_change"]
-    assert names(select(cfg, "status:pending")) == ["contract_change", "drift_summarize"]
-    assert names(select(cfg, "status:miss")) == ["miss_extra_doc", "stale_quote"]
+    pending = ["contract_change", "drift_summarize", "new_tool", "reviewed_answer"]
+    assert names(select(cfg, "status:pending")) == pending
+    assert names(select(cfg, "status:miss")) == ["miss_extra_doc", "new_tool", "stale_quote"]
     assert names(select(cfg, "status:error")) == ["error_missing_doc"]  # the tape recorded an error
     assert names(select(cfg, "tool:quote_price")) == ["stale_quote"]
     assert names(select(cfg, "  DRIFT ")) == ["drift_summarize"]  # a part of a name, any case
-    assert len(select(cfg, "")) == len(select(cfg, None)) == 6
-    assert names(select(cfg, None, pending_only=True)) == ["contract_change", "drift_summarize"]
-    assert names(select(cfg, "status:miss", pending_only=True)) == []
+    assert len(select(cfg, "")) == len(select(cfg, None)) == 8
+    assert names(select(cfg, None, pending_only=True)) == pending
+    assert names(select(cfg, "status:miss", pending_only=True)) == ["new_tool"]  # its candidate calls a new tool
 
 
 def test_an_unknown_status_is_an_error_that_lists_the_valid_ones(sample_dir: Path) -> None:

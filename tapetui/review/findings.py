@@ -360,7 +360,8 @@ def judge_run(
     # a run log judges what a run can change: the tools it ran, the arguments it passed, its notes (a replay's
     # results come from the tape, and its events do not name the tool the model asked for)
     verdicts = (
-        tools_v,
+        # the sequence of a run that stopped (or has no end) is not the sequence the agent would run: not judged
+        *((tools_v,) if end is not None and not stopped else ()),
         verdict("arguments", settings, drifted, sum(1 for f in out if f.kind == "tolerated")),
         notes_v,
     )

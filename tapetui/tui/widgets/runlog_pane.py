@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from rich.text import Text
 from textual.widgets import Log
 
@@ -33,6 +34,17 @@ def event_line(ev: dict[str, Any]) -> str:
         )
     elif kind == "start":
         extra = f"  mode {ev.get('mode')}"
+    elif kind == "hit" and ev.get("tolerated"):
+        extra = (
+            "  tolerated: "
+            + "; ".join(f"{t.get('path')} {t.get('text')}" for t in ev["tolerated"] if isinstance(t, dict))[:200]
+        )
+    elif kind == "phase":
+        extra = f"  {ev.get('name')}"
+    elif kind == "note":
+        value = ev.get("value")
+        shown = value if isinstance(value, str) else orjson.dumps(value, default=repr).decode()
+        extra = f"  {ev.get('kind')}: {shown[:200]}"
     head = f"{kind:<11}" + (f" step {seq:<4} {tool}" if seq is not None else "")
     return safe_text(head + extra, newlines=False)
 
