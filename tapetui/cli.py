@@ -136,7 +136,9 @@ def cmd_check(args: argparse.Namespace) -> int:
             if r.error:
                 out.line(f"  error: {r.error}", "red")
             for f in r.findings:
-                out.line(f"  {f.text}", _finding_style(f))
+                # a warning says so in words too: CI logs and NO_COLOR show no yellow
+                marked = f.warning and f.kind != "candidate" and not f.text.startswith("[")
+                out.line(f"  {'warning: ' if marked else ''}{f.text}", _finding_style(f))
             dims = r.dimension_line()
             if dims and any(f.kind in _RUN_KINDS for f in r.findings):
                 out.line(f"  {dims}", "cyan")

@@ -238,24 +238,25 @@ async def test_accept_with_a_rule_writes_it_to_tapes_toml_with_a_changelog_entry
     candidate = candidate_path(golden).read_bytes()
     async with app.run_test(size=SIZE) as pilot:
         modal = await open_accept(pilot, app, "failing")
-        assert modal.suggestion == "tolerance:result.total=2"  # offered for the first difference no rule excuses
+        # offered for the first difference no rule excuses, scoped to the tool it was seen in
+        assert modal.suggestion == "tolerance:tally:result.total=2"
         await type_into(pilot, "#why", "totals drift by a couple")
         await type_into(pilot, "#rule", "t")
         box = modal.query_one("#rule", Input)
-        await wait_for(pilot, lambda: box._suggestion == "tolerance:result.total=2", "the completion offered")
+        await wait_for(pilot, lambda: box._suggestion == "tolerance:tally:result.total=2", "the completion offered")
         await pilot.press("right")  # → completes the suggestion
-        assert box.value == "tolerance:result.total=2"
+        assert box.value == "tolerance:tally:result.total=2"
         await pilot.press("enter")
         await wait_for(pilot, lambda: not isinstance(app.screen, RationaleScreen), "the modal closed")
         await wait_for(pilot, lambda: not candidate_path(golden).exists(), "the candidate accepted")
-        await wait_for(pilot, lambda: app.config.compare_for("failing").rules.rules[0].key == "result.total")
+        await wait_for(pilot, lambda: app.config.compare_for("failing").rules.rules[0].key == "tally:result.total")
         toml = (proj / "tapes.toml").read_text()
         assert "# tapetui settings of the UI tests: this comment must survive a rule added from the app" in toml
         assert '"result.price" = { tolerance = 0.01 }  # cents do not matter' in toml
-        assert "[compare.sessions.failing.rules]" in toml and '"result.total" = {tolerance = 2.0}' in toml
+        assert "[compare.sessions.failing.rules]" in toml and '"tally:result.total" = {tolerance = 2}' in toml
         assert golden.read_bytes() == candidate
         log = app.config.changelog.read_text()
-        assert "totals drift by a couple" in log and '"result.total" = {tolerance = 2.0}' in log
+        assert "totals drift by a couple" in log and '"tally:result.total" = {tolerance = 2}' in log
         assert app.controller.config is app.config  # the controller compares under the new rules as well
         await wait_for(pilot, lambda: said(app, "Added the rule"), "the message")
 
@@ -297,7 +298,7 @@ async def test_a_judge_hook_is_imported_only_after_the_person_allows_it(proj: Pa
     async with app.run_test(size=SIZE) as pilot:
         text = await show_session(pilot, app, "judged")
         assert f"comparison hooks not run: press J to import {HOOK_MODULE} (compare.judge)" in text
-        assert "runs in check and diff only" in text and "[VERDICT] notes FAIL" in text
+        assert "not run here (check and diff run it; the app after J)" in text and "[VERDICT] notes FAIL" in text
         assert HOOK_MODULE not in sys.modules
         await pilot.press("J")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question")
@@ -364,3 +365,22 @@ def test_snapshot_verdicts_and_excused_rows(snap_compare, proj: Path, monkeypatc
         await settle(pilot)
 
     assert snap_compare(str(SNAP), terminal_size=(120, 36), run_before=run_before)
+
+
+# ---- tapes.toml and goldens changed by another process while the app runs --------------------------------
+async def test_tapes_toml_edited_outside_the_app_is_compared_under_at_once(proj: Path) -> None:
+    app = TapeApp(load_config(proj / "tapes.toml"), watch=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.feed.summarised.is_set() and app.feed.watching.is_set(), "the watcher")
+        text = await show_session(pilot, app, "failing")
+        assert "[VERDICT] results FAIL" in text
+        toml = proj / "tapes.toml"
+        toml.write_text(
+            toml.read_text().replace('"result.label"', '"result.total" = { tolerance = 5 }\n"result.label"')
+        )
+        await wait_for(pilot, lambda: "— within tolerance ±5" in pane_text(app), "the rule added outside the app")
+        assert "[VERDICT] results pass" in pane_text(app)
+        before = app.config
+        toml.write_text("[compare]\nsequence = 'sorted'\n" + toml.read_text())  # broken: said, the old one stays
+        await wait_for(pilot, lambda: said(app, "tapes.toml not reloaded"), "the error")
+        assert app.config is before and "— within tolerance ±5" in pane_text(app)

@@ -334,7 +334,10 @@ class Rules:
             fn = hooks.similarity if hooks is not None else None
             if fn is None:
                 if self.similarity_hook:
-                    return ("remark", f"similarity hook {self.similarity_hook} runs in check and diff only")
+                    return (
+                        "remark",
+                        f"similarity hook {self.similarity_hook} not run here (check and diff run it; the app after J)",
+                    )
                 guard = _meaning_changed(a, b)  # the built-in one reads wording: numbers and negations it checks
                 if guard:
                     return ("remark", guard)
@@ -356,7 +359,7 @@ class Rules:
             return ("error", "a judge rule needs 'compare.judge' (module:function) in tapes.toml")
         judge = hooks.judge if hooks is not None else None
         if judge is None:
-            return ("remark", f"judge {self.judge_hook} runs in check and diff only")
+            return ("remark", f"judge {self.judge_hook} not run here (check and diff run it; the app after J)")
         ctx = {**(context or {}), "side": side, "tool": tool, "path": _joined(side, change.path)}
         try:
             with _quiet():

@@ -25,7 +25,7 @@ from tapetui.core.index import TapeIndex
 from tapetui.core.store import candidate_path, refuse_links_out
 from tapetui.core.tapefile import dump_line
 from tapetui.review.changelog import Entry
-from tapetui.review.comparison import Comparison, LoadedTape, StepDiff, compare, load
+from tapetui.review.comparison import Comparison, LoadedTape, StepDiff, compare, excused_lines, load
 from tapetui.review.findings import pending
 
 __all__ = [
@@ -102,7 +102,8 @@ def _accept_locked(config: Config, golden: Path, cand: Path, why: str, steps: It
     golden_before = file_bytes(g.index)
     cmp = compare(g, c, config, hooks=None)  # what changed is recorded; no user hook runs in an accept
     if steps is None:
-        details = _details(cmp, cmp.changed_steps) + ([] if cmp.changed_steps else ["no differences"])
+        details = _details(cmp, cmp.changed_steps) + _note_details(cmp)
+        details = details or ["no differences"]
         entry = journal.new_entry("accept", config, golden, [s.seq for s in cmp.changed_steps if s.old], details, why)
         before = history.Before(True, golden_before, True, cand_before)
         journal.commit(config, golden, complete_bytes(c), entry, before=before, remove_candidate=True)
@@ -171,10 +172,16 @@ def _details(cmp: Comparison, chosen: Iterable[StepDiff]) -> list[str]:
         out.append(f"step {s.seq} {s.tool} ({s.kind}): {keys}{fp}")
         out += [f"step {s.seq} {line}" for line in format_changes(s.arg_changes, prefix="args")]
         out += [f"step {s.seq} {line}" for line in format_changes(s.result_changes, prefix="result")]
+        out += [f"step {s.seq} {line}" for line in excused_lines(s.excused)]  # accepted too: the golden changes
         if s.expiry is not None:
             out.append(f"step {s.seq} expires_at {s.expiry[0] or '(none)'} → {s.expiry[1] or '(none)'}")
         out += [f"step {s.seq} contract: {line}" for line in s.fingerprint]
     return out
+
+
+def _note_details(cmp: Comparison) -> list[str]:
+    """The notes a whole-candidate accept changes (a step accept leaves the golden's notes as they are)."""
+    return [line for n in cmp.changed_notes for line in n.lines()]
 
 
 def reject(config: Config, golden: Path, why: str | None = None) -> Entry | None:

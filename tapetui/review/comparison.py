@@ -448,7 +448,7 @@ def _side_verdict(dimension: str, settings: CompareSettings, steps: Iterable[Ste
         if side == "args":
             value += len(s.arg_changes)
         else:
-            value += len(s.result_changes) + (s.expiry is not None)
+            value += len(s.result_changes)  # a refreshed expires_at is bookkeeping: shown, and accepted with it
         excused += sum(1 for sd, _ in s.excused if sd == side)
         errors += sum(1 for e in s.errors if e.startswith(side))
     return verdict(dimension, settings, value, excused, errors)

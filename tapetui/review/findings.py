@@ -455,10 +455,13 @@ class SessionReport:
         """``run: tools pass · arguments FAIL (1) · …``: the run log's verdicts on one line, or None."""
         if not self.run_verdicts:
             return None
-        return "run dimensions: " + " · ".join(
+        shown = [
             f"{v.dimension} {'pass' if v.passed else 'FAIL'}" + (f" ({v.value}/{v.threshold})" if v.value else "")
             for v in self.run_verdicts
-        )
+        ]
+        if not any(v.dimension == "tools" for v in self.run_verdicts):
+            shown.insert(0, "tools not judged (the run stopped)")
+        return "run dimensions: " + " · ".join(shown)
 
     @property
     def ok(self) -> bool:
@@ -586,9 +589,12 @@ def candidate_findings(cmp: Comparison, name: str) -> list[Finding]:
             Finding("candidate", line, warning=True) for line in cmp.lines()
         ]
     if cmp.passed:  # no [compare] for the session: a pending candidate waits for review, and fails check
-        return [Finding("pending", f"pending candidate {name}: {n} step(s) differ", data=data)] + [
-            Finding("candidate", line) for line in cmp.lines()
-        ]
+        what = "identical to the golden" if cmp.clean else f"{n} step(s) differ"
+        text = (
+            f"pending candidate {name}: {what}; it waits for review (accept or reject it: without [compare] for "
+            "this session a pending candidate fails check)"
+        )
+        return [Finding("pending", text, data=data)] + [Finding("candidate", line) for line in cmp.lines()]
     failing = ", ".join(v.dimension for v in cmp.failing)
     out = [
         Finding(

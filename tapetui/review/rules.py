@@ -79,27 +79,30 @@ def parse_rule_spec(spec: str) -> RuleSpec:
         value = {"tolerance": raw.strip()}
     else:
         try:
-            value = {kind: float(raw)}
+            number: float | int = int(raw) if raw.strip().isdigit() else float(raw)  # 50 stays 50 in tapes.toml
         except ValueError:
             raise ConfigError(f"{where}: {kind} needs a number, got {raw!r}") from None
+        value = {kind: number}
     return RuleSpec(path, value, parse_rule(path, value, where))
 
 
-def suggest_rule(path: str, old: Any, new: Any) -> str:
-    """A rule that would excuse ``old → new`` at ``path`` (``args.x``, ``result.y``): what the app offers.
+def suggest_rule(path: str, old: Any, new: Any, tool: str | None = None) -> str:
+    """A rule that would excuse ``old → new`` at ``path`` (``args.x``, ``result.y``) of ``tool``'s calls (scoped
+    to that tool when given): what the app offers.
 
     Numbers get a tolerance of the difference (an integer argument, such as a count the model chose, does
     not: it is suggested as ``ignore``, for the person to think twice); lists ``unordered``; long text
     ``similarity``; anything else ``ignore``."""
+    at = f"{tool}:{path}" if tool and ":" not in tool and tool == tool.strip() and tool else path
     numbers = type(old) in (int, float) and type(new) in (int, float)
     if numbers and (not path.startswith("args") or float in (type(old), type(new))):  # a count argument is a choice
         diff = abs(float(new) - float(old))
-        return f"tolerance:{path}={float(f'{diff:.2g}') or 0.0:g}"
+        return f"tolerance:{at}={float(f'{diff:.2g}') or 0.0:g}"
     if isinstance(old, list) and isinstance(new, list):
-        return f"unordered:{path}"
+        return f"unordered:{at}"
     if isinstance(old, str) and isinstance(new, str) and len(old) > 40:
-        return f"similarity:{path}=0.8"
-    return f"ignore:{path}"
+        return f"similarity:{at}=0.8"
+    return f"ignore:{at}"
 
 
 def _toml_value(value: Any) -> Any:

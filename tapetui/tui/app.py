@@ -23,7 +23,7 @@ from textual.widgets import Header, Input, Tree
 
 import tapetui.review as review
 from tapetui.core.comparators import Hooks
-from tapetui.core.config import Config
+from tapetui.core.config import Config, load_config
 from tapetui.core.errors import TapeError
 from tapetui.core.store import golden_of
 from tapetui.core.textsafe import safe_text
@@ -31,7 +31,7 @@ from tapetui.review.sessions import Session, StepSummary, current, goldens, has_
 from tapetui.review.sessions import session_of as new_session
 from tapetui.tui.controller import ReviewController
 from tapetui.tui.feed import Feed
-from tapetui.tui.messages import FilesChanged, RunEvents, SummariesReady
+from tapetui.tui.messages import ConfigFileChanged, FilesChanged, RunEvents, SummariesReady
 from tapetui.tui.model import comparison_rows, hooks_text, needed_hooks, step_rows, suggested_rule
 from tapetui.tui.screens.confirm import ConfirmScreen
 from tapetui.tui.screens.help import COMMAND_HELP, HelpScreen
@@ -235,6 +235,31 @@ class TapeApp(App[None]):
         if structural:
             self.load_sessions()
         self._refresh_selected()
+        known = [s for g in changed if (s := self.sessions.get(g)) is not None and g.exists()]
+        if known:  # a golden changed by another process (a CLI accept): its last run may now predate it
+            self.run_worker(lambda: [self._check_outdated(s) for s in known], thread=True, group="outdated")
+
+    def on_config_file_changed(self, msg: ConfigFileChanged) -> None:
+        """tapes.toml changed on disk (an editor, ``tapetui accept --rule``): compare under it from now on. A
+        file that does not load is said, and the configuration in use stays; another tapes folder needs a
+        restart (the tree is of this one)."""
+        try:
+            config = load_config(msg.path)
+        except TapeError as e:
+            self.notify(safe_text(f"tapes.toml not reloaded: {e}"), severity="error", markup=False, timeout=8)
+            return
+        if config.tapes_dir != self.config.tapes_dir:
+            self.notify(
+                safe_text(f"{msg.path.name} now names another tapes folder ({config.tapes_dir}): restart to open it"),
+                severity="warning",
+                markup=False,
+            )
+            return
+        if config == self.config:
+            return
+        self.config_changed(config)
+        self._refresh_selected()
+        self._refresh_footer()
 
     def _follow_step(self, s: Session, events: list[dict[str, Any]]) -> None:
         seqs = [e.get("step", e.get("seq")) for e in events if isinstance(e.get("seq"), int)]

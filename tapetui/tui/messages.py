@@ -32,3 +32,10 @@ class SummariesReady(Message):
     """Session summaries (RunSummary, candidate pending) computed in a worker, in a batch."""
 
     summaries: dict[Path, Any]
+
+
+@dataclass
+class ConfigFileChanged(Message):
+    """The project's tapes.toml changed on disk (seen by the watcher: its size, time or inode moved)."""
+
+    path: Path

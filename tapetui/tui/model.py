@@ -112,16 +112,19 @@ def suggested_rule(cmp: Comparison | None, sd: StepDiff | None = None) -> str | 
     """A rule (``KIND:PATH[=VALUE]``) that would excuse the first difference no rule excuses yet: of the
     step ``sd`` when given, else of the comparison's steps, then its notes. None when there is none."""
     found: tuple[str, Change] | None = None
+    tool: str | None = None
     if sd is not None:
-        found = _first_change(sd)
+        found, tool = _first_change(sd), sd.tool
     elif cmp is not None:
-        found = next((f for s in cmp.changed_steps if (f := _first_change(s)) is not None), None)
-        if found is None:
+        step = next((s for s in cmp.changed_steps if _first_change(s) is not None), None)
+        if step is not None:
+            found, tool = _first_change(step), step.tool
+        else:
             found = next(((f"note.{n.kind}", n.judged.changes[0]) for n in cmp.changed_notes if n.judged.changes), None)
     if found is None:
         return None
     side, c = found
-    return suggest_rule(side_path(side, c.path), _plain(c.old), _plain(c.new))
+    return suggest_rule(side_path(side, c.path), _plain(c.old), _plain(c.new), tool)
 
 
 def _plain(v: Any) -> Any:
