@@ -26,6 +26,7 @@ from tapetui.tui.screens.confirm import ConfirmScreen
 from tapetui.tui.screens.help import HelpScreen
 from tapetui.tui.screens.rationale import RationaleScreen
 from tests.test_tui import _visible, goto_session, settle, wait_for
+from tests.test_tui import app_for as sample_app_for
 from tests.test_tui_review import pane_text
 
 SIZE = (160, 50)
@@ -384,3 +385,11 @@ async def test_tapes_toml_edited_outside_the_app_is_compared_under_at_once(proj:
         toml.write_text("[compare]\nsequence = 'sorted'\n" + toml.read_text())  # broken: said, the old one stays
         await wait_for(pilot, lambda: said(app, "tapes.toml not reloaded"), "the error")
         assert app.config is before and "— within tolerance ±5" in pane_text(app)
+
+
+async def test_the_last_runs_counts_add_up_to_the_steps_as_the_tree_counts_them(sample_dir: Path) -> None:
+    app = sample_app_for(sample_dir)
+    async with app.run_test(size=SIZE) as pilot:
+        await goto_session(pilot, app, "contract_change")  # ✓2 ⚡1 ∅1 in the tree
+        await wait_for(pilot, lambda: "last run" in _visible(app), "the session's detail")
+        assert "2 hits, 0 misses, 0 drift, 1 contract, 0 stale, 1 unused" in _visible(app)

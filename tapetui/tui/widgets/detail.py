@@ -222,10 +222,7 @@ class DetailView(VerticalScroll):
                 rows.append((f"label {k}", v))
             rows.append(("created", header.get("created_at", "")))
         run = (
-            (
-                f"{sm.hits} hit{'s' * (sm.hits != 1)}, {sm.misses} miss{'es' * (sm.misses != 1)}, {sm.drift} drift, "
-                f"{sm.stale} stale, {sm.unused} unused" + (" — running" if sm.running else "")
-            )
+            _run_counts(sm) + (" — running" if sm.running else "")
             if (sm.ended or sm.running)
             else "no run yet (p starts one)"
         )
@@ -462,3 +459,16 @@ class DetailView(VerticalScroll):
 
 def _res(rec: CallRecord) -> Any:
     return {"error": rec.error} if rec.error is not None else rec.result
+
+
+def _run_counts(sm: Any) -> str:
+    """The last run's steps by status, one status a step as the tree counts them (so they add up to the
+    steps the run touched), plus the calls the tape never had; a tolerated hit is a hit, said apart."""
+    by: dict[str, int] = {}
+    for status in sm.status.values():
+        by[status] = by.get(status, 0) + 1
+    hits, misses = by.get("hit", 0), by.get("miss", 0) + getattr(sm, "off_tape", 0)
+    parts = [f"{hits} hit{'s' * (hits != 1)}" + (f" ({sm.tolerated} tolerated)" if sm.tolerated else "")]
+    parts.append(f"{misses} miss{'es' * (misses != 1)}")
+    parts += [f"{by.get(k, 0)} {k}" for k in ("drift", "contract", "stale", "unused") if k != "contract" or by.get(k)]
+    return ", ".join(parts)
