@@ -166,8 +166,8 @@ MAX_SAMPLES = 1000
 
 
 def _record_samples(args: argparse.Namespace, cfg: Config, err: Out) -> dict[Path, list[Path]]:
-    """``check --samples N``: run record_command N times for each session, before anything is checked (each run
-    moves the pending candidate into ``NAME.samples/``, where it is kept)."""
+    """``check --samples N``: run record_command N times for each session, before anything is checked (the samples
+    land in ``NAME.samples/``; a pending candidate and the run log are put back as they were)."""
     text = str(args.samples)
     if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= MAX_SAMPLES:
         raise _Usage(f"--samples takes a number of runs from 1 to {MAX_SAMPLES}, got {text!r}")
@@ -181,10 +181,6 @@ def _record_samples(args: argparse.Namespace, cfg: Config, err: Out) -> dict[Pat
     out: dict[Path, list[Path]] = {}
     for g in goldens:
         name = session_name(g, cfg.tapes_dir)
-        if candidate_path(g).exists():
-            err.line(
-                f"tapetui: {name}: its pending candidate moves to {samples_dir(g).name}/ (kept) as samples are recorded"
-            )
 
         def said(i: int, _argv: list[str], name: str = name) -> None:
             err.line(f"tapetui: {name}: recording sample {i} of {n}")

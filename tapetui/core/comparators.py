@@ -105,6 +105,14 @@ class Rule:
             return f"similarity ≥ {_num(self.value)}"
         return self.kind
 
+    def said(self, text: str) -> bool:
+        """Whether ``text`` (an :class:`Excuse`'s, as a run log keeps it) is what this rule says when it excuses."""
+        if self.kind in ("tolerance", "regex"):
+            return self.describe() in text
+        if self.kind == "similarity":
+            return text.endswith(f"≥ {_num(self.value)}")
+        return True
+
     def toml_value(self) -> Any:
         """What this rule's value is written as in ``tapes.toml``."""
         if self.kind == "tolerance":
@@ -211,15 +219,16 @@ class Rules:
     def __bool__(self) -> bool:
         return bool(self.rules)
 
-    def excuses(self, kind: str, path: str, tool: str | None) -> bool:
-        """Whether a rule of ``kind`` governs ``path`` (as printed: ``args.x``, ``result["a b"]``) for ``tool``:
-        is what excused a difference once still in force?"""
+    def excuses(self, kind: str, path: str, tool: str | None, text: str = "") -> bool:
+        """Whether a rule of ``kind`` governs ``path`` (as printed: ``args.x``) for ``tool``, and is the rule that
+        said ``text`` (its tolerance, regex or threshold unchanged): is what excused a difference once still
+        in force, as it was?"""
         try:
             full = tuple(str(p) for p in parse_pattern(path))
         except (ValueError, orjson.JSONDecodeError):
             return False
         mine = [r for r in self.rules if r.kind == kind and (r.tool is None or r.tool == tool)]
-        return bool(_governing(mine, full))
+        return any(r.said(text) for r, _ in _governing(mine, full))
 
     def needs_hooks(self) -> bool:
         """Whether judging may call a user's function (a judge rule, or similarity with a hook named)."""
@@ -402,7 +411,7 @@ def _quiet() -> Iterator[None]:
         yield
 
 
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:[.,]\d+)*|\d+(?:[.,]\d+)*")  # a minus only where it is a sign
 _NEGATIONS = frozenset({"not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "without", "cannot"})
 
 
@@ -410,16 +419,27 @@ def _meaning_changed(a: str, b: str) -> str | None:
     """Why two texts cannot be a rewording of each other however alike their wording, or None: other numbers
     (``1,250,000`` → ``125,000``), or a negation one has and the other lacks (``approved`` → ``not approved``).
     What the built-in similarity cannot see (``approved`` → ``denied``) needs a judge."""
-    na = sorted(n.replace(",", "") for n in _NUMBER.findall(a))
-    nb = sorted(n.replace(",", "") for n in _NUMBER.findall(b))
-    if na != nb:
-        return f"the numbers differ ({', '.join(na) or 'none'} → {', '.join(nb) or 'none'})"
+    a, b = a.replace("\u2019", "'"), b.replace("\u2019", "'")  # a typographic apostrophe: don’t is don't
+    na, nb = _numbers(a), _numbers(b)
+    if sorted(na) != sorted(nb):
+        return f"the numbers differ ({', '.join(map(_num, na)) or 'none'} → {', '.join(map(_num, nb)) or 'none'})"
     wa, wb = _words(a), _words(b)
     neg_a = sum(1 for w in wa if w in _NEGATIONS or w.endswith("n't"))
     neg_b = sum(1 for w in wb if w in _NEGATIONS or w.endswith("n't"))
     if neg_a != neg_b:
         return f"a negation differs ({neg_a} → {neg_b})"
     return None
+
+
+def _numbers(text: str) -> list[float]:
+    """The numbers of a text as values (``3.0`` is ``3``; ``1,250,000`` is 1250000)."""
+    out = []
+    for n in _NUMBER.findall(text):
+        try:
+            out.append(float(n.replace(",", "")))
+        except ValueError:  # "1.2.3": a version, compared as written
+            out.append(float(sum(ord(c) for c in n)))
+    return out
 
 
 def _words(text: str) -> list[str]:
@@ -744,7 +764,8 @@ def import_object(spec: str, root: FsPath | None, what: str) -> Any:
 def _import_hook(settings: CompareSettings, key: str, spec: str, root: FsPath | None) -> Any:
     what = f"{settings.source or 'tapes.toml'}: 'compare.{key}' = {spec!r}"
     try:
-        fn = import_object(spec, root, what)
+        with _quiet():  # what a module prints as it is imported must not land in --json either
+            fn = import_object(spec, root, what)
     except TapeError as e:
         raise ConfigError(str(e)) from None
     if not callable(fn):

@@ -79,6 +79,9 @@ class IgnoreRules:
 _TOKEN = re.compile(r'\["((?:[^"\\]|\\.)*)"\]|\[([^\]"]*)\]|([^.\[\]"]+)|(\.)')
 
 
+_GLOB = re.compile(r"([*?\[])")
+
+
 def parse_pattern(pattern: str) -> tuple[str, ...]:
     """A path pattern's segments, written as ``check`` prints paths: ``a.b[0]``, ``result["my key"]``
     (a quoted key is one segment, dots and all); a leading ``*`` is ``**``.
@@ -103,7 +106,8 @@ def parse_pattern(pattern: str) -> tuple[str, ...]:
             segs.append(plain)
             dot = False
         else:
-            segs.append(orjson.loads(f'"{quoted}"') if quoted is not None else bracket)
+            # a quoted key is that key, never a glob: its * ? [ are escaped for fnmatch
+            segs.append(_GLOB.sub(r"[\1]", orjson.loads(f'"{quoted}"')) if quoted is not None else bracket)
             dot = False
         pos = m.end()
     if dot and segs:

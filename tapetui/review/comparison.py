@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -396,7 +396,11 @@ def compare(
     mode = settings.sequence
     verdicts = (
         verdict("tools", settings, sequence_distance(mode, old_tools, new_tools, old_phases, new_phases)),
-        verdict("requested", settings, sequence_distance(mode, old_req, new_req, old_phases, new_phases)),
+        replace(
+            verdict("requested", settings, sequence_distance(mode, old_req, new_req, old_phases, new_phases)),
+            # without a requested_tool anywhere the requested sequence is the executed one: judged once, as tools
+            judged=any(c.requested_tool for c in (*g.calls, *o.calls)),
+        ),
         _side_verdict("arguments", settings, steps, "args"),
         _side_verdict("results", settings, steps, "result"),
         verdict(

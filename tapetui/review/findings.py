@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -371,7 +371,7 @@ def judge_run(
 def _still_excused(item: dict[str, Any], settings: CompareSettings, config: Config | None, tool: Any) -> bool:
     """Whether what excused a tolerated hit's difference (a run log's ``tolerated`` item) still does."""
     path, rule = str(item.get("path") or ""), str(item.get("rule") or "")
-    if settings.rules.excuses(rule, path, tool if isinstance(tool, str) else None):
+    if settings.rules.excuses(rule, path, tool if isinstance(tool, str) else None, str(item.get("text") or "")):
         return True
     if rule == "ignore" and config is not None:  # [diff] ignore, as replay matching reads it
         rest = path.split(".", 1)[1] if "." in path else ""
@@ -426,7 +426,10 @@ def _note_findings(
             failing += len(j.changes)
             excused += len(j.excused)
             errors += len(j.errors)
-    return out, verdict("notes", settings, failing, excused, errors)
+    v = verdict("notes", settings, failing, excused, errors)
+    if v.passed:  # within max_note_changes: shown, as a warning
+        out = [replace(f, warning=True) for f in out]
+    return out, v
 
 
 def _arg_paths(changes: list[Change]) -> list[str]:
@@ -580,11 +583,10 @@ def candidate_findings(cmp: Comparison, name: str) -> list[Finding]:
     if cmp.passed and cmp.settings.configured:
         excused = sum(v.excused for v in cmp.verdicts)
         what = "identical to the golden" if cmp.clean else f"{n} step(s) differ"
-        text = f"pending candidate {name}: {what}" + (
-            f"; every dimension within its threshold ({excused} difference(s) excused by rules)"
-            if not cmp.clean
-            else ""
+        within = "; every dimension within its threshold" + (
+            f" ({excused} difference(s) excused by rules)" if excused else ""
         )
+        text = f"pending candidate {name}: {what}" + ("" if cmp.clean else within)
         return [Finding("pending", text, data=data, warning=True)] + [
             Finding("candidate", line, warning=True) for line in cmp.lines()
         ]

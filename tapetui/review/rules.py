@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import tomlkit
+from tomlkit.container import OutOfOrderTableProxy
 from tomlkit.exceptions import ParseError
 from tomlkit.items import Table
 
@@ -171,14 +172,15 @@ def _edited(config: Config, path: Path, golden: Path, parsed: RuleSpec) -> tuple
     try:
         doc = tomlkit.parse(read_regular(path, "tapes.toml").decode("utf-8"))
         tables: Any = doc
-        for key in ("compare", "sessions", session, "rules"):
+        chain = ("compare", "sessions", session, "rules")
+        for depth, key in enumerate(chain, 1):
             inner = tables.get(key)
             if inner is None:
                 inner = tables[key] = tomlkit.table(is_super_table=key != "rules")
-            if not isinstance(inner, Table):  # written inline ({ ... }), or not a table at all
+            if not isinstance(inner, (Table, OutOfOrderTableProxy)):  # written inline ({ ... }), or not a table
                 raise ConfigError(
-                    f"{path}: cannot add the rule: '{key}' under [compare] is not a table of its own "
-                    "(write it as a [section])"
+                    f"{path}: cannot add the rule: '{'.'.join(chain[:depth])}' is written inline ({{ ... }}) or is "
+                    "not a table; write it as a [section] of its own"
                 )
             tables = inner
         replaced = parsed.key in tables

@@ -20,8 +20,10 @@ from typing import Any, Literal
 from tapetui.core.comparators import DIMENSIONS, CompareSettings
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
+from tapetui.core.files import atomic_write, read_regular
+from tapetui.core.locks import session_lock
 from tapetui.core.runlog import read_run_log
-from tapetui.core.store import candidate_path, samples_of, session_name
+from tapetui.core.store import candidate_path, rotate_candidate, runlog_path, samples_of, session_name
 from tapetui.review.comparison import HooksArg, LoadedTape, compare, load
 from tapetui.review.findings import Finding, SessionReport, judge_run, run_log_stale
 from tapetui.review.replay import record_argv
@@ -190,35 +192,50 @@ def record_samples(
 ) -> list[Path]:
     """Run ``record_command`` ``n`` times for one session; each run records one new candidate.
 
-    Returns the ``n`` candidates those runs wrote (the last is the pending candidate, the others were
-    rotated into ``NAME.samples/`` by the run after them). ``on_run(i, argv)`` is called before run ``i``.
+    Returns the ``n`` candidates those runs wrote, all in ``NAME.samples/`` by the end. The session is left
+    as it was otherwise: a candidate pending before is set aside while the samples record and put back after,
+    and so is the run log (a recording writes its own), so what ``check`` then says of the session besides its
+    samples does not depend on which sample came last. ``on_run(i, argv)`` is called before run ``i``.
 
     Raises:
         TapeError: no record_command, a run that fails or writes no candidate (naming the command and the
-            exit status).
+            exit status); the session is put back as it was all the same.
     """
     if n < 1:
         raise TapeError(f"--samples needs a number of at least 1, got {n}")
     argv = record_argv(config, golden)
-    cand = candidate_path(golden)
+    cand, log = candidate_path(golden), runlog_path(golden)
+    with session_lock(golden):  # no recording of anyone else is half way through: the files are what they are
+        set_aside = rotate_candidate(golden)
+        log_before = read_regular(log, "run log") if os.path.lexists(log) else None
     made: list[tuple[int, int]] = []  # (device, inode) of each candidate a run wrote
-    for i in range(1, n + 1):
-        if on_run is not None:
-            on_run(i, argv)
-        before = _inode(cand)
-        try:
-            done = subprocess.run(argv, cwd=config.root, stdin=subprocess.DEVNULL, capture_output=True, text=True)
-        except OSError as e:
-            raise TapeError(f"{argv[0]}: cannot run the record_command: {e.strerror or e}") from None
-        after = _inode(cand)
-        if done.returncode != 0 or after is None or after == before:
-            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-            what = f"exited with status {done.returncode}" if done.returncode else "wrote no new candidate"
-            raise TapeError(
-                f"record_command for {golden.name} (run {i} of {n}) {what}: {' '.join(argv)}"
-                + (f"\n  {' / '.join(tail)}" if tail else "")
-            )
-        made.append(after)
+    try:
+        for i in range(1, n + 1):
+            if on_run is not None:
+                on_run(i, argv)
+            before = _inode(cand)
+            try:
+                done = subprocess.run(argv, cwd=config.root, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+            except OSError as e:
+                raise TapeError(f"{argv[0]}: cannot run the record_command: {e.strerror or e}") from None
+            after = _inode(cand)
+            if done.returncode != 0 or after is None or after == before:
+                tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+                what = f"exited with status {done.returncode}" if done.returncode else "wrote no new candidate"
+                raise TapeError(
+                    f"record_command for {golden.name} (run {i} of {n}) {what}: {' '.join(argv)}"
+                    + (f"; it said: {' / '.join(tail)}" if tail else "")
+                )
+            made.append(after)
+    finally:
+        with session_lock(golden):
+            rotate_candidate(golden)  # the last sample joins the others: nothing a sample run recorded stays pending
+            if set_aside is not None and not os.path.lexists(cand):
+                os.rename(set_aside, cand)
+            if log_before is None:
+                log.unlink(missing_ok=True)
+            else:
+                atomic_write(log, log_before)
     found = {_inode(p): p for p in session_samples(golden)}
     out = [found[m] for m in made if m in found]
     if len(out) != n:

@@ -35,13 +35,19 @@ class Verdict:
     excused: int = 0
     errors: int = 0
     mode: str | None = None
+    judged: bool = True  # False: nothing to judge (no call of either session names a requested tool)
 
     @property
     def passed(self) -> bool:
-        return self.errors == 0 and self.value <= self.threshold
+        return not self.judged or (self.errors == 0 and self.value <= self.threshold)
 
     def line(self) -> str:
         """``[VERDICT] tools  pass  0 edits (phases; max 0)``."""
+        if not self.judged:
+            return (
+                f"[VERDICT] {self.dimension:<9}  n/a   no call records requested_tool: the model asked for the "
+                "tools that ran"
+            )
         unit = "edit" if self.dimension in ("tools", "requested") else "difference"
         what = f"{self.value} {unit}{'' if self.value == 1 else 's'}"
         extra = [f"{self.mode} order"] if self.mode else []
@@ -55,6 +61,7 @@ class Verdict:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "passed": self.passed,
+            "judged": self.judged,
             "value": self.value,
             "threshold": self.threshold,
             "excused": self.excused,

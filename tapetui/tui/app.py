@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -248,13 +249,6 @@ class TapeApp(App[None]):
         except TapeError as e:
             self.notify(safe_text(f"tapes.toml not reloaded: {e}"), severity="error", markup=False, timeout=8)
             return
-        if config.tapes_dir != self.config.tapes_dir:
-            self.notify(
-                safe_text(f"{msg.path.name} now names another tapes folder ({config.tapes_dir}): restart to open it"),
-                severity="warning",
-                markup=False,
-            )
-            return
         if config == self.config:
             return
         self.config_changed(config)
@@ -289,7 +283,16 @@ class TapeApp(App[None]):
         self.notify(safe_text(message), markup=False)
 
     def config_changed(self, config: Config) -> None:
-        """tapes.toml changed (a rule was added): compare under ``config`` from now on."""
+        """tapes.toml changed (a rule was added): compare under ``config`` from now on. The tapes folder and the
+        changelog stay this sitting's (another folder needs a restart: the tree, the locks, the changelog
+        entries of what the app changes are this folder's)."""
+        if (config.tapes_dir, config.changelog) != (self.config.tapes_dir, self.config.changelog):
+            config = replace(config, tapes_dir=self.config.tapes_dir, changelog=self.config.changelog)
+            self.notify(
+                safe_text(f"{config.path} names another tapes folder or changelog: restart the app to use them"),
+                severity="warning",
+                markup=False,
+            )
         self.config = config
         self.controller.config = config
         self.feed.config = config

@@ -98,6 +98,8 @@ class ReviewController:
                 self._add_rule(s, why, rule, None)
                 continue
             try:
+                if rule is not None:  # the rule can go into tapes.toml: checked first, so nothing is left half done
+                    review.check_rule(self.config, s.golden, rule)
                 entry = review.accept(self.config, s.golden, why, steps)
             except (TapeError, OSError) as e:
                 self._later(self.host.show_error, e)
