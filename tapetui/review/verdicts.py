@@ -44,10 +44,7 @@ class Verdict:
     def line(self) -> str:
         """``[VERDICT] tools  pass  0 edits (phases; max 0)``."""
         if not self.judged:
-            return (
-                f"[VERDICT] {self.dimension:<9}  n/a   no call records requested_tool: the model asked for the "
-                "tools that ran"
-            )
+            return f"[VERDICT] {self.dimension:<9}  n/a   no call records a requested_tool"
         unit = "edit" if self.dimension in ("tools", "requested") else "difference"
         what = f"{self.value} {unit}{'' if self.value == 1 else 's'}"
         extra = [f"{self.mode} order"] if self.mode else []
