@@ -159,8 +159,8 @@ def _same_json(old: Any, new: Any) -> bool:
         return True  # same type, equal: the same JSON value
     try:
         return orjson.dumps(old, option=orjson.OPT_SORT_KEYS) == orjson.dumps(new, option=orjson.OPT_SORT_KEYS)
-    except (TypeError, orjson.JSONEncodeError):  # not JSON (an integer beyond 64 bits...): let deepdiff look
-        return False
+    except (TypeError, orjson.JSONEncodeError):  # deeper than orjson goes, an integer beyond 64 bits...
+        return repr(old) == repr(new)  # repr tells True from 1 too; a dict in another key order: deepdiff decides
 
 
 def diff_parts(old: Any, new: Any, ignore: IgnoreRules | None = None) -> list[tuple[Path, Change]]:
