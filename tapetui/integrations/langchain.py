@@ -85,9 +85,9 @@ _CALL: ContextVar[_Call | None] = ContextVar("tapetui_langchain_call", default=N
 
 
 @overload
-def taped(tool_or_tools: BaseTool, tape: Tape | None = None) -> BaseTool: ...
-@overload
 def taped(tool_or_tools: Sequence[BaseTool], tape: Tape | None = None) -> list[BaseTool]: ...
+@overload
+def taped(tool_or_tools: BaseTool, tape: Tape | None = None) -> BaseTool: ...
 def taped(tool_or_tools: BaseTool | Sequence[BaseTool], tape: Tape | None = None) -> BaseTool | list[BaseTool]:
     """Copies of LangChain tools whose calls go through ``tape`` (the current tape at each call when None).
 

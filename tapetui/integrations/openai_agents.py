@@ -76,9 +76,9 @@ _DEFAULT_FAILURE_MARK = "_function_tool_default_failure_handled"
 
 
 @overload
-def taped(tools: FunctionTool, tape: Tape | None = None) -> FunctionTool: ...
-@overload
 def taped(tools: Sequence[Tool], tape: Tape | None = None) -> list[Tool]: ...
+@overload
+def taped(tools: FunctionTool, tape: Tape | None = None) -> FunctionTool: ...
 def taped(tools: FunctionTool | Sequence[Tool], tape: Tape | None = None) -> FunctionTool | list[Tool]:
     """Copies of ``tools`` whose invocations go through ``tape`` (the current tape at each call when None).
 
