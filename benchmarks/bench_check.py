@@ -57,20 +57,7 @@ def generate(d: Path, sessions: int, steps: int) -> None:
             tool = tools[i % 4]
             args = {"n": i, "q": f"s{s}"}
             key = key_of(tool, args)
-            lines.append(
-                call_line(
-                    seq=i + 1,
-                    tool=tool,
-                    key=key,
-                    fingerprint="0123456789abcdef",
-                    side_effect=False,
-                    ms=1.0,
-                    expires_at=None,
-                    recorded_at="2026-01-01T00:00:00Z",
-                    args=args,
-                    result={"ok": i},
-                )
-            )
+            lines.append(_call(i + 1, tool, args, {"ok": i}))
             if s == sessions // 2 and i == 7:
                 new = {"n": i + 1, "q": f"s{s}"}
                 events.append(

@@ -489,32 +489,19 @@ def _aligned(
             loose_new += [(n, b) for b in news]
     if not loose_old and not loose_new:
         return steps
-    free: dict[str, list[tuple[int, CallRecord]]] = {}
-    for n, a in loose_old:
-        free.setdefault(a.tool, []).append((n, a))
-    unpaired_new: list[tuple[int, CallRecord]] = []
-    for n, b in loose_new:
-        mine = free.get(b.tool)
-        if not mine:
-            unpaired_new.append((n, b))
-            continue
-        at = next((i for i, (_, a) in enumerate(mine) if a.key == b.key), 0)
-        steps.append(_pair(mine.pop(at)[1], b, ctx, contracts, same))
-    unpaired_old = sorted((x for rest in free.values() for x in rest), key=lambda x: x[1].seq)
+    op_of = {id(c): n for n, c in (*loose_old, *loose_new)}
+    pairs, lone_old, lone_new = _match([(None, a) for _, a in loose_old], [(None, b) for _, b in loose_new])
+    steps += [_pair(a, b, ctx, contracts, same) for a, b in pairs]
     # what is left of one edit of the sequence: another tool at that place (replaced), or a step dropped or added
     by_op: dict[int, list[CallRecord]] = {}
-    for n, b in unpaired_new:
-        by_op.setdefault(n, []).append(b)
-    for n, a in unpaired_old:
-        there = by_op.get(n)
+    for b in lone_new:
+        by_op.setdefault(op_of[id(b)], []).append(b)
+    for a in lone_old:
+        there = by_op.get(op_of[id(a)])
         steps.append(StepDiff("replaced", a, there.pop(0)) if there else StepDiff("skipped", a, None))
     steps += [StepDiff("added", None, b) for rest in by_op.values() for b in rest]
     steps.sort(key=_step_order)
     return steps
-
-
-def _step_order(s: StepDiff) -> float:
-    return _pair_order((s.old, s.new))
 
 
 def _paired(
@@ -530,34 +517,40 @@ def _paired(
     takes the golden's unpaired call with its key, else the earliest unpaired call of its tool."""
     group_old = old_phases if old_phases is not None else [None] * len(g.calls)
     group_new = new_phases if old_phases is not None else [None] * len(o.calls)
-    free: dict[tuple[str | None, str], list[CallRecord]] = {}
-    for c, ph in zip(g.calls, group_old, strict=True):
-        free.setdefault((ph, c.tool), []).append(c)
-    pairs: list[tuple[CallRecord | None, CallRecord | None]] = []
-    for c, ph in zip(o.calls, group_new, strict=True):
-        mine = free.get((ph, c.tool))
-        if not mine:
-            pairs.append((None, c))
-            continue
-        at = next((i for i, a in enumerate(mine) if a.key == c.key), 0)
-        pairs.append((mine.pop(at), c))
-    pairs += [(a, None) for rest in free.values() for a in rest]
-    pairs.sort(key=_pair_order)
-    out: list[StepDiff] = []
-    for a, b in pairs:
-        if a is not None and b is not None:
-            out.append(_pair(a, b, ctx, contracts, same))
-        elif a is not None:
-            out.append(StepDiff("skipped", a, None))
-        elif b is not None:
-            out.append(StepDiff("added", None, b))
+    pairs, lone_old, lone_new = _match(
+        list(zip(group_old, g.calls, strict=True)), list(zip(group_new, o.calls, strict=True))
+    )
+    out = [_pair(a, b, ctx, contracts, same) for a, b in pairs]
+    out += [StepDiff("skipped", a, None) for a in lone_old]
+    out += [StepDiff("added", None, b) for b in lone_new]
+    out.sort(key=_step_order)
     return out
 
 
-def _pair_order(p: tuple[CallRecord | None, CallRecord | None]) -> float:
+def _match(
+    olds: list[tuple[Any, CallRecord]], news: list[tuple[Any, CallRecord]]
+) -> tuple[list[tuple[CallRecord, CallRecord]], list[CallRecord], list[CallRecord]]:
+    """Calls paired by group (a phase, or None) and tool: each new call takes the unpaired old call with its key,
+    else the earliest. Returns the pairs, the old calls left (in golden order) and the new calls left."""
+    free: dict[tuple[Any, str], list[CallRecord]] = {}
+    for grp, a in olds:
+        free.setdefault((grp, a.tool), []).append(a)
+    pairs: list[tuple[CallRecord, CallRecord]] = []
+    lone_new: list[CallRecord] = []
+    for grp, b in news:
+        mine = free.get((grp, b.tool))
+        if not mine:
+            lone_new.append(b)
+            continue
+        at = next((i for i, a in enumerate(mine) if a.key == b.key), 0)
+        pairs.append((mine.pop(at), b))
+    lone_old = sorted((a for rest in free.values() for a in rest), key=lambda a: a.seq)
+    return pairs, lone_old, lone_new
+
+
+def _step_order(s: StepDiff) -> float:
     """Paired and skipped steps at the golden's seq; an added one just before the golden's step of its seq."""
-    a, b = p
-    return a.seq if a is not None else (b.seq - 0.5 if b is not None else 0.0)
+    return s.old.seq if s.old is not None else (s.new.seq - 0.5 if s.new is not None else 0.0)
 
 
 def _notes(g: LoadedTape, o: LoadedTape, ctx: _Judge) -> list[NoteDiff]:

@@ -310,7 +310,9 @@ def judge_run(
         executed_phases if current_phase is not None else None,
     )
     # golden steps the run left out are part of the sequence: within its mode and threshold, a warning
-    loose = end is not None and not stopped and verdict("tools", settings, dist).passed
+    judged = end is not None and not stopped  # the sequence of a run that stopped (or has no end) is not judged
+    tools_v = verdict("tools", settings, dist)
+    loose = judged and tools_v.passed
     if stopped_by is not None and unused:
         # The run stopped at a drift or miss: the steps after it were not reached, not skipped.
         steps = ", ".join(str(e.get("seq")) for e in unused)
@@ -333,8 +335,7 @@ def judge_run(
             )
             for e in unused
         ]
-    tools_v = verdict("tools", settings, dist if end is not None and not stopped else 0)
-    if recorded != executed and end is not None and not stopped and (dist or mode != "strict"):
+    if recorded != executed and judged and (dist or mode != "strict"):
         how = "edit distance" if mode == "strict" else f"{mode} order: {dist} edit{'' if dist == 1 else 's'}"
         out.insert(
             0,
@@ -360,8 +361,7 @@ def judge_run(
     # a run log judges what a run can change: the tools it ran, the arguments it passed, its notes (a replay's
     # results come from the tape, and its events do not name the tool the model asked for)
     verdicts = (
-        # the sequence of a run that stopped (or has no end) is not the sequence the agent would run: not judged
-        *((tools_v,) if end is not None and not stopped else ()),
+        *((tools_v,) if judged else ()),
         verdict("arguments", settings, drifted, sum(1 for f in out if f.kind == "tolerated")),
         notes_v,
     )
