@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -88,7 +87,7 @@ def _tape(cfg: Config, name: str) -> Path:
     full = safe_path(cfg.tapes_dir, p.resolve())  # ../ escapes, absolute paths elsewhere, symlinks out: refused
     g = golden_of(full) or full
     if not g.exists() and not candidate_path(g).exists():
-        raise TapeError(f"{name}: no such tape")
+        raise TapeError(f"{name}: no such tape (looked for {g}; the tapes folder is {cfg.tapes_dir})")
     return g
 
 
@@ -349,8 +348,8 @@ def _accept_rules(args: argparse.Namespace, cfg: Config) -> int:
     elif args.step:
         raise TapeError(f"{golden}: no pending candidate to accept steps of")
     for spec in specs:
-        entry, cfg = review.add_rule(cfg, golden, spec, args.why)
-        out.line(f"{entry.details[0]}; changelog entry {entry.id}", "green")
+        rule_entry, cfg, done = review.add_rule(cfg, golden, spec, args.why)
+        out.line(f"{done}; changelog entry {rule_entry.id}" if rule_entry else done, "green")
     return 0
 
 
@@ -369,11 +368,17 @@ def _accept_all(args: argparse.Namespace, cfg: Config) -> int:
     if not chosen:
         out.line("no pending candidates" + (f" match {args.filter!r}" if args.filter else ""))
         return 0
+    # every rule checked for every session before anything changes: one that cannot be written is exit 2, with
+    # nothing accepted
+    specs = {g: [review.check_rule(cfg, g, r) for r in args.rule or ()] for g in chosen}
     results = review.accept_all(cfg, args.why, chosen)
     for r in results:
         name = session_name(r.golden, cfg.tapes_dir)
         if r.entry is not None:
             out.line(f"accepted {name}; changelog entry {r.entry.id}", "green")
+            for spec in specs[r.golden]:  # into the session's own table, each with its changelog entry
+                rule_entry, cfg, done = review.add_rule(cfg, r.golden, spec, args.why)
+                out.line(f"{done}; changelog entry {rule_entry.id}" if rule_entry else done, "green")
         else:
             err.line(f"tapetui: {name}: {r.error}", "red")
     ok = sum(r.ok for r in results)
@@ -393,19 +398,16 @@ def cmd_undo(args: argparse.Namespace) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     """Run tapes.toml's replay_command for one session (the app's p); exit with the command's code."""
     cfg = _config(args)
-    argv = review.replay_argv(cfg, _tape(cfg, args.tape))
-    Out(sys.stderr).line(f"tapetui: running {' '.join(argv)} in {cfg.root}")
-    try:
-        return subprocess.run(argv, cwd=cfg.root, stdin=subprocess.DEVNULL).returncode
-    except OSError as e:
-        raise TapeError(f"{argv[0]}: cannot run the replay_command: {e.strerror or e}") from None
+    command = review.replay_command(cfg, _tape(cfg, args.tape))
+    Out(sys.stderr).line(f"tapetui: running {command.shown()} in {cfg.root}")
+    return command.run(capture=False).returncode
 
 
 def cmd_reject(args: argparse.Namespace) -> int:
     cfg = _config(args)
     tape = _tape(cfg, args.tape)
-    review.reject(cfg, tape, args.why)
-    Out(sys.stdout).line(f"rejected the candidate of {tape.name}", "green")
+    entry = review.reject(cfg, tape, args.why)
+    Out(sys.stdout).line(f"rejected the candidate of {entry.session}; changelog entry {entry.id}", "green")
     return 0
 
 
@@ -566,6 +568,7 @@ def _ui(argv: Sequence[str]) -> int:
         help="tapes folder (default: the tapes dir of ./tapes.toml); one named like a subcommand: ./NAME",
     )
     ap.add_argument("--config", help="tapes.toml to use")
+    ap.add_argument("--version", action="version", version=f"tapetui {cli_parser.version()}")
     args = ap.parse_args(argv)
     cfg = _config(args, args.dir)
     if not cfg.tapes_dir.is_dir():

@@ -6,8 +6,7 @@ import os
 import sys
 from typing import Any, TextIO
 
-import orjson
-
+from tapetui.core.changes import json_text
 from tapetui.core.textsafe import safe_json_text, safe_text
 
 __all__ = ["Out", "ProgressBar", "plural", "print_json"]
@@ -29,7 +28,8 @@ class Out:
 
 
 def print_json(obj: Any) -> None:
-    sys.stdout.write(safe_json_text(orjson.dumps(obj, option=orjson.OPT_INDENT_2, default=str).decode()) + "\n")
+    """``--json``: indented; a tape's value nested past what JSON text shows is cut there (``"…(deeper)"``)."""
+    sys.stdout.write(safe_json_text(json_text(obj, indent=True, default=str)) + "\n")
 
 
 class ProgressBar:

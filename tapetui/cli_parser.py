@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Command", "parser"]
+__all__ = ["Command", "parser", "version"]
 
 Command = Callable[[argparse.Namespace], int]
 """What runs a subcommand: the parsed arguments in, the exit code out."""
@@ -17,6 +17,8 @@ _EXITS = {
     "unfinished runs, pending candidates); 2 bad input or no tapes found",
     "diff": "0 no differences; 1 differences; 2 bad input",
     "default": "0 done; 2 bad input, or nothing was changed because of an error (the message says which)",
+    "stats": "0 done; 2 bad input (no such tape, a malformed line: the message says which)",
+    "pending": "0 done; 2 bad input (the message says which)",
     "scrub": "0 done; 1 (--dry-run) something would be removed; 2 bad input or a session could not be scrubbed",
     "accept": "0 done; 2 bad input, or (--all) a candidate that could not be accepted (the others are)",
     "replay": "the replay command's own exit code; 2 no replay_command, or it cannot be run",
@@ -28,16 +30,41 @@ _EXITS = {
 }
 
 
+_CONFIG_HELP = "tapes.toml to use (default: the nearest one above the current folder)"
+
+
+def _common() -> argparse.ArgumentParser:
+    """Options every subcommand takes as well as the top level: ``tapetui check --config X`` is
+    ``tapetui --config X check`` (SUPPRESS: a subcommand without it keeps the top level's)."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", default=argparse.SUPPRESS, help=_CONFIG_HELP)
+    return common
+
+
+_COMMON = _common()
+
+
 def _sub(sub: Any, name: str, summary: str, details: str = "") -> argparse.ArgumentParser:
     """A subcommand whose --help page has a description and its exit codes."""
     parser: argparse.ArgumentParser = sub.add_parser(
         name,
+        parents=[_COMMON],
         help=summary,
         description=summary[0].upper() + summary[1:] + "." + (f"\n\n{details}" if details else ""),
         epilog=f"exit codes: {_EXITS.get(name, _EXITS['default'])}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     return parser
+
+
+def version() -> str:
+    """tapetui's version as installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tapetui")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "(not installed)"
 
 
 def parser(commands: Mapping[str, Command]) -> argparse.ArgumentParser:
@@ -47,7 +74,8 @@ def parser(commands: Mapping[str, Command]) -> argparse.ArgumentParser:
         description="Record, replay and review agent tool calls. `tapetui [DIR]` opens the app on a tapes "
         "folder; a folder named like a command opens with a path: `tapetui ./undo`.",
     )
-    ap.add_argument("--config", help="tapes.toml to use (default: the nearest one above the current folder)")
+    ap.add_argument("--config", help=_CONFIG_HELP)
+    ap.add_argument("--version", action="version", version=f"tapetui {version()}")
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     json_help = "one JSON document on stdout (for scripts)"
     tape_help = "a session: its name in the tapes folder (folder/name), or a path to its golden"

@@ -455,8 +455,8 @@ def record(tape_path: Path, *, flaky_every: int = 3) -> tuple[Path, bool]:
     recordings vary, deterministically: the session's k-th sample (k = 1 + its older samples + its pending
     candidate) is *flaky* when k is a multiple of ``flaky_every`` (0: never), and then ``average_price``
     returns :data:`FLAKY_SHIFT` EUR more than today's market, outside reviewed_answer's tolerance. From the
-    committed samples (reviewed_answer's candidate is its sample 1), ``tapetui check --samples 3`` records
-    samples 2, 3 and 4 and reports 2 of 3 matching for reviewed_answer. Only sessions that call
+    committed samples, ``tapetui check --samples 3`` (which parks the pending candidate while it records)
+    records samples 1, 2 and 3 and reports 2 of 3 matching for reviewed_answer. Only sessions that call
     ``average_price`` notice.
 
     Returns:

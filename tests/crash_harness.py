@@ -1,5 +1,5 @@
-"""Crash harness: SIGKILL a child at a random moment of record, fill, accept, reject, expire or
-re-record, then check that nothing is broken or lost.
+"""Crash harness: SIGKILL a child at a random moment of record, fill, accept, reject, expire,
+re-record or ``check --samples`` (its pending candidate parked), then check that nothing is broken or lost.
 
 A child runs one operation in a loop and prints ``ack N`` after each one returns. The parent
 kills it after a random delay, runs recovery (what every command and the app do first) and
@@ -10,7 +10,8 @@ checks the invariants of that operation:
 - no golden changed without its changelog entry, and no entry exists for a change that did
   not happen;
 - nothing acknowledged is lost (an acked record or fill is on the tape, an acked accept or
-  expire is in the golden).
+  expire is in the golden);
+- a pending candidate parked while samples record is back in place, byte for byte.
 
 Used by tests/test_crash.py (a CI-sized subset) and benchmarks/crash_harness.py (the full run).
 """
@@ -33,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-OPS = ("record", "fill", "accept", "reject", "expire", "rerecord")
+OPS = ("record", "fill", "accept", "reject", "expire", "rerecord", "samples")
+PENDING_OP = 999  # the op of the pending candidate the samples trials start with
 STEPS = 6  # steps of the golden the review operations start from
 BASE_TIME = datetime(2030, 1, 1, tzinfo=UTC)
 # Expire N sets step 3's expiry to BASE_TIME - N seconds: each strictly earlier than the one before (expiring
@@ -66,10 +68,19 @@ def registry(counter: Path | None = None) -> Any:
     return reg
 
 
+# what the samples trials' record_command runs: one new candidate, at once (a copy of the golden)
+RECORD_ONE = (
+    "import shutil, sys, pathlib; g = pathlib.Path(sys.argv[1]); shutil.copy(g, g.with_suffix('.candidate.jsonl'))"
+)
+
+
 def config(tapes: Path) -> Any:
+    from dataclasses import replace
+
     from tapetui import Config
 
-    return Config.for_dir(tapes)
+    # ``python -c CODE {tape}``: the tape is an argument after the code, never inside it
+    return replace(Config.for_dir(tapes), record_command=f'{sys.executable} -c "{RECORD_ONE}" {{tape}}')
 
 
 def make_golden(tapes: Path) -> Path:
@@ -153,6 +164,8 @@ def child(op: str, tapes: Path) -> None:
             review.reject(cfg, golden, f"op-{n}")
         elif op == "expire":
             review.expire(cfg, golden, [3], why=f"op-{n}", now=BASE_TIME - timedelta(seconds=n))
+        elif op == "samples":
+            review.record_samples(cfg, golden, 1)
         elif op == "rerecord":
             try:
                 review.rerecord(cfg, golden, 3, yes=True, registry=reg)
@@ -204,6 +217,10 @@ def run_trial(op: str, work: Path, rng: random.Random, max_delay_ms: float = 250
     golden = make_golden(tapes) if op != "record" else tapes / "s.jsonl"
     cfg = config(tapes)
     before = golden.read_bytes() if golden.exists() else b""
+    if op == "samples":
+        from tapetui.core.files import atomic_write
+
+        atomic_write(candidate_path(golden), candidate_with_op(golden, PENDING_OP))
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -232,6 +249,7 @@ def run_trial(op: str, work: Path, rng: random.Random, max_delay_ms: float = 250
     acks = [line.split() for line in out.decode().splitlines() if line.startswith("ack ")]
     acked = int(acks[-1][1]) if acks else 0
 
+    _wait_for_commands(tapes)  # a record_command the child started is not killed with it: let it finish
     review.recover(cfg)  # what every command and the app do first
     leftovers = [p.name for p in tapes.iterdir() if p.name.endswith((".next", ".journal"))]
     if leftovers:
@@ -300,6 +318,16 @@ def run_trial(op: str, work: Path, rng: random.Random, max_delay_ms: float = 250
         cand = candidate_path(golden)
         if cand.exists():
             _check_tape(cand, problems, may_tear=False)
+    elif op == "samples":
+        if golden.read_bytes() != before:
+            problems.append("check --samples changed the golden")
+        cand = candidate_path(golden)
+        if not cand.exists() or cand.read_bytes() != candidate_with_op(golden, PENDING_OP):
+            problems.append("the pending candidate is not back byte for byte after recover")
+        if (tapes / ".tapetui" / "parked").exists():
+            problems.append("a parked folder is left after recover")
+        if runlog_path(golden).exists():
+            problems.append("the session had no run log, and has one after recover")
     elif op == "rerecord":
         if golden.read_bytes() != before:
             problems.append("re-record changed the golden")
@@ -311,6 +339,20 @@ def run_trial(op: str, work: Path, rng: random.Random, max_delay_ms: float = 250
         elif acked:
             problems.append("re-record acked but no candidate")
     return Trial(op, delay, acked, problems)
+
+
+def _wait_for_commands(tapes: Path) -> None:
+    """Wait (up to 60 s) for the record_commands a killed child started: they run in their own session."""
+    import psutil
+
+    mine = []
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if any(str(tapes) in arg for arg in p.info["cmdline"] or ()) and RECORD_ONE in (p.info["cmdline"] or ()):
+                mine.append(p)
+        except (psutil.Error, TypeError):
+            continue
+    psutil.wait_procs(mine, timeout=60)
 
 
 def run(

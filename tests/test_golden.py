@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import subprocess
 import sys
@@ -104,15 +105,18 @@ def test_reject_and_expire(sample_dir: Path) -> None:
     cfg = load_config(sample_dir / "tapes.toml")
     g = cfg.tapes_dir / "drift_summarize.jsonl"
     before = g.read_bytes()
-    reject(cfg, g)
+    rejected = reject(cfg, g)
     assert not candidate_path(g).exists() and g.read_bytes() == before
-    assert not cfg.changelog.exists()
+    # a reject is always logged, reason or not: what was discarded and the keys it changed
+    log = cfg.changelog.read_text()
+    assert log.count("<!-- tapetui:entry") == 1 and rejected.id in log
+    assert "candidate drift_summarize.candidate.jsonl discarded" in log and "step 3 summarize (changed): key" in log
     s = cfg.tapes_dir / "stale_quote.jsonl"
     before_s = s.read_bytes()
     # quote_price expired on 2026-01-09 already: expiring it again changes nothing and logs nothing
     with pytest.raises(TapeError, match="already expired: step 4 .at 2026-01-09T10:00:04Z.; nothing to do"):
         expire(cfg, s, all_time_sensitive=True, why="prices moved")
-    assert s.read_bytes() == before_s and not cfg.changelog.exists()
+    assert s.read_bytes() == before_s and cfg.changelog.read_text() == log
     with pytest.raises(TapeError, match="no time-sensitive"):
         expire(cfg, g, all_time_sensitive=True)
     expire(cfg, g, [2], why="re-check the index")
@@ -120,7 +124,7 @@ def test_reject_and_expire(sample_dir: Path) -> None:
     assert "marked expired at" in cfg.changelog.read_text() and "expires_at None" not in cfg.changelog.read_text()
     with pytest.raises(TapeError, match="already expired"):  # x pressed twice: one entry, expiry unchanged
         expire(cfg, g, [2], why="again")
-    assert cfg.changelog.read_text().count("<!-- tapetui:entry") == 1
+    assert cfg.changelog.read_text().count("<!-- tapetui:entry") == 2  # the reject and the expire
 
 
 def test_expired_entry_is_rerecorded_by_fill(sample_dir: Path) -> None:
@@ -252,7 +256,7 @@ def _replay_tape(tmp_path: Path) -> tuple[Path, Any, Any]:
     def lookup(q: str, request_id: str = "") -> dict[str, str]:
         return {"q": q}
 
-    cfg = Config.for_dir(tmp_path)  # volatile defaults on: request_id is hidden from diffs
+    cfg = Config.for_dir(tmp_path)  # volatile defaults on: they hide request_id in results, never in arguments
     tape = tmp_path / "s.jsonl"
     with Tape(tape, "record", reg, config=cfg, run_log=False) as t:
         for i in range(5):
@@ -268,7 +272,10 @@ def test_a_run_that_ended_in_drift_on_an_ignored_path_is_a_finding(tmp_path: Pat
         t.call("lookup", {"q": "q0", "request_id": "r0"})
         t.call("lookup", {"q": "q1", "request_id": "r1"})
         t.call("lookup", {"q": "q2", "request_id": "new"})  # only an ignored path differs: still a new key
-    (rep,) = check(tmp_path, cfg)
+    (rep,) = check(tmp_path, cfg)  # a volatile default never hides an argument: a plain drift
+    assert not rep.ok and 'lookup  step 3  args.request_id  "r2" → "new"' in [f.text for f in rep.findings]
+    # [diff] ignore names it since the run (replay would have tolerated it): still the drift the run stopped at
+    (rep,) = check(tmp_path, dataclasses.replace(cfg, ignore=("request_id",)))
     assert not rep.ok and rep.error is None
     texts = [f.text for f in rep.findings if not f.warning]
     assert (
@@ -286,7 +293,9 @@ def test_a_drift_on_an_ignored_path_that_the_agent_caught_is_a_finding(tmp_path:
         for i in range(5):
             with contextlib.suppress(TapeDrift):  # a fallback branch: the run goes on, and ends without an error
                 t.call("lookup", {"q": f"q{i}", "request_id": "other" if i == 1 else f"r{i}"})
-    (rep,) = check(tmp_path, cfg)
+    (rep,) = check(tmp_path, cfg)  # a volatile default never hides an argument: a plain drift
+    assert [f.text for f in rep.findings if f.kind == "drift"] == ['lookup  step 2  args.request_id  "r1" → "other"']
+    (rep,) = check(tmp_path, dataclasses.replace(cfg, ignore=("request_id",)))  # [diff] ignore names it since
     assert not rep.ok
     assert [f.text for f in rep.findings if f.kind == "drift"] == [
         "lookup  step 2  drift only in ignored paths (args.request_id); they are still part of the call key, "

@@ -25,7 +25,7 @@ ALLOWED = {
     "front": {"front", "tui", "review", "core", "integrations"},
     "api": {"core", "review"},  # tapetui/__init__.py
 }
-HEAVY_OR_OPTIONAL = ("textual", "watchfiles", "rich", "deepdiff", "pytest", "pydantic")
+HEAVY_OR_OPTIONAL = ("textual", "watchfiles", "rich", "deepdiff", "pytest", "pydantic", "regex")
 
 
 def _module_name(path: Path) -> str:

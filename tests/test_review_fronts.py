@@ -115,10 +115,13 @@ def test_no_character_of_a_tape_name_is_parsed_by_the_replay_command(sample_dir:
         "sh -c 'wc -c {tape}'",
         'sh -c "wc -c {tape}"',
         "bash -lc 'wc -c < {tape}'",
-    ):  # a shell parses these
+    ):  # a shell would parse these: refused, with the safe form
         toml.write_text(text[:start] + "replay_command = " + json.dumps(command) + text[end:])
         r = tapetui(sample_dir, "replay", str(evil))
-        assert r.returncode == 0, (command, r.stderr)
+        assert r.returncode == 2 and "$TAPETUI_TAPE" in r.stderr, (command, r.stderr)
+    toml.write_text(text[:start] + "replay_command = " + json.dumps("sh -c 'wc -c < \"$TAPETUI_TAPE\"'") + text[end:])
+    r = tapetui(sample_dir, "replay", str(evil))
+    assert r.returncode == 0, r.stderr
     assert not (sample_dir / "PWNED").exists()
 
 

@@ -202,19 +202,19 @@ def test_check_samples_runs_record_command_and_counts_pass_hat(tmp_path: Path, _
     proj = project(tmp_path, _samples, "reviewed_answer", edit=python_here)
     golden = proj / "sample_tapes" / "reviewed_answer.jsonl"
     committed = candidate_path(golden).read_bytes()
-    code, doc = check_json(proj, "--samples", "2", env={"TAPETUI_SAMPLE_REPORTS": str(tmp_path / "out")})
+    code, doc = check_json(proj, "--samples", "3", env={"TAPETUI_SAMPLE_REPORTS": str(tmp_path / "out")})
     rep = report(doc, "reviewed_answer")
     samples = rep["samples"]
-    # the committed candidate is sample 1; the two recorded now are samples 2 and 3, and every third is flaky
-    assert samples["n"] == 2 and samples["matched"] == 1 and samples["required"] == 2 and samples["ok"] is False
-    assert samples["pass_hat"] == {"1": 0.5, "2": 0.0}
+    # the committed candidate is parked while they record: these are samples 1, 2 and 3, and every third is flaky
+    assert samples["n"] == 3 and samples["matched"] == 2 and samples["required"] == 3 and samples["ok"] is False
+    assert samples["pass_hat"] == {"1": 2 / 3, "2": 1 / 3, "3": 0.0}
     # the flaky sample's price is outside the tolerance, and its answer rounds to another number
-    assert samples["dimensions"]["results"] == 1 and samples["dimensions"]["notes"] == 1
-    assert [s["matched"] for s in samples["samples"]] == [True, False]
-    assert any(f["kind"] == "samples" and "1 of 2 samples match" in f["text"] for f in rep["findings"])
+    assert samples["dimensions"]["results"] == 2 and samples["dimensions"]["notes"] == 2
+    assert [s["matched"] for s in samples["samples"]] == [True, True, False]
+    assert any(f["kind"] == "samples" and "2 of 3 samples match" in f["text"] for f in rep["findings"])
     assert code == 1 and doc["ok"] is False
-    # the two samples are in NAME.samples/; the candidate pending before is pending again, as it was
-    assert len(samples_of(golden)) == 2
+    # the three samples are in NAME.samples/; the candidate pending before is pending again, as it was
+    assert len(samples_of(golden)) == 3
     assert candidate_path(golden).read_bytes() == committed
 
 

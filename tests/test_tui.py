@@ -14,6 +14,7 @@ from textual.widgets import Log
 from tapetui import load_config
 from tapetui.core.store import candidate_path, runlog_path
 from tapetui.tui.app import TapeApp
+from tapetui.tui.screens.confirm import ConfirmScreen
 from tapetui.tui.screens.rationale import RationaleScreen
 from tapetui.tui.widgets.session_tree import StepRef
 
@@ -117,10 +118,12 @@ async def test_find_drift_read_diff_accept_with_rationale(sample_dir: Path) -> N
         )
         toast = next(n.message for n in app._notifications if "Accepted step 3" in n.message)
         assert ("stays pending" in toast) == candidate_path(g).exists()
-        # u restores the previous golden and logs the undo
-        await wait_for(pilot, lambda: bool(app.controller.undo_stack))
+        # u (after saying which change it reverts) restores the previous golden and logs the undo
         await wait_for(pilot, lambda: "⟲ rerun" in _visible(app), "the last run predating the new golden")
         await pilot.press("u")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the undo confirmation")
+        assert "Undo the accept of drift_summarize?" in _visible(app)
+        await pilot.press("y")
         await wait_for(pilot, lambda: "undo" in cfg.changelog.read_text())
         await wait_for(pilot, lambda: b'"max_words":120' in g.read_bytes())  # the entry is written first
         # the golden is the one the last run played again: its summary is back, not "predates the golden"
@@ -140,6 +143,8 @@ async def test_reject_and_expire_keys(sample_dir: Path) -> None:
         assert search["expires_at"] is not None
         await goto_session(pilot, app, "contract_change")
         await pilot.press("r")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "r asks first")
+        await pilot.press("y")
         g = cfg.tapes_dir / "contract_change.jsonl"
         await wait_for(pilot, lambda: not candidate_path(g).exists())
         await goto_session(pilot, app, "stale_quote")
@@ -147,7 +152,7 @@ async def test_reject_and_expire_keys(sample_dir: Path) -> None:
         await pilot.press("X")  # its quote expired on 2026-01-09: nothing to do, nothing logged
         await wait_for(pilot, lambda: any("already expired" in n.message for n in app._notifications))
         assert (cfg.tapes_dir / "stale_quote.jsonl").read_bytes() == before
-        assert cfg.changelog.read_text().count("<!-- tapetui:entry") == 1
+        assert cfg.changelog.read_text().count("<!-- tapetui:entry") == 2  # the expire and the reject
 
 
 async def test_rerecord_against_sample_registry(sample_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:

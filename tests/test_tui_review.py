@@ -245,7 +245,11 @@ async def test_80x24_keeps_pending_visible_ellipsises_rows_shows_the_diff_and_th
 
 # ---- 8: replay failures say why; the follow indicator shows -------------------------------------------
 def test_failure_tail_keeps_the_cause_escaped_and_bounded() -> None:
-    from tapetui.tui.controller import TAIL_LINES, failure_tail
+    from tapetui.core.redact import Redactor
+    from tapetui.review.replay import TAIL_LINES, quoted_output
+
+    def failure_tail(stdout: str, stderr: str) -> str:
+        return quoted_output(stdout, stderr, Redactor())
 
     err = (
         "sample_tapes/d.jsonl: argument drift at step 3 (summarize): k1 recorded, k2 now\n  args.max_words  120 → 80\n"
@@ -386,27 +390,26 @@ async def test_typing_a_filter_keeps_the_cursor_on_its_session_while_it_matches(
 
 # ---- 14: undo says what it does -------------------------------------------------------------------------
 async def test_undo_with_nothing_to_undo_says_so_and_an_undo_names_its_entry(sample_dir: Path) -> None:
+    from tapetui.tui.screens.confirm import ConfirmScreen
+
     app = app_for(sample_dir)
     cfg = app.config
     async with app.run_test(size=SIZE) as pilot:
         await goto_session(pilot, app, "stale_quote")
         await pilot.press("u")
-        assert any("Nothing to undo" in n.message for n in app._notifications)
-        await pilot.press("enter", "j", "j", "j", "j", "x")  # expire step 4... or say it is expired already
-        await wait_for(
-            pilot,
-            lambda: bool(app.controller.undo_stack) or any("already expired" in n.message for n in app._notifications),
-            "expire",
-        )
-        if not app.controller.undo_stack:  # the sample's quote is expired already: expire the summary instead
-            await pilot.press("k", "x")
-            await wait_for(pilot, lambda: bool(app.controller.undo_stack), "expire")
-        entry = app.controller.undo_stack[-1].entry_id
-        assert entry and entry in cfg.changelog.read_text()
+        await wait_for(pilot, lambda: any("Nothing to undo for stale_quote" in n.message for n in app._notifications))
+        await pilot.press("enter", "j", "j", "x")  # expire step 2, the summary
+        await wait_for(pilot, lambda: any("Expired step" in n.message for n in app._notifications), "expire")
+        entry = next(n.message for n in app._notifications if "Expired step" in n.message)
+        log = cfg.changelog.read_text()
         await pilot.press("u")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")
+        ids = re.findall(r"changelog entry ([0-9a-f]{12})", _visible(app))
+        assert ids and ids[0] in log and "Undo the expire of stale_quote?" in _visible(app), entry
+        await pilot.press("y")
         await wait_for(pilot, lambda: any("Undid the expire" in n.message for n in app._notifications), "undo")
         message = next(n.message for n in app._notifications if "Undid the expire" in n.message)
-        assert f"changelog entry {entry}" in message and "logged as changelog entry" in message
+        assert f"changelog entry {ids[0]}" in message and "logged as changelog entry" in message
 
 
 # ---- 15: names a person reads ----------------------------------------------------------------------------

@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from tapetui import load_config
+from tapetui import load_config, review
 from tapetui.core.store import candidate_path
 from tapetui.review import sessions
 from tapetui.review.sessions import GLYPH, FilterError, matches, parse_filter, read_session, select
-from tapetui.tui.controller import UndoItem
 from tapetui.tui.feed import _hidden
+from tapetui.tui.screens.confirm import ConfirmScreen
 from tapetui.tui.screens.help import GLANCE, LEGEND
-from tests.test_tui import SIZE, app_for, goto_session, wait_for
+from tests.test_tui import SIZE, _visible, app_for, goto_session, wait_for
 
 
 def names(found: list[sessions.Session]) -> list[str]:
@@ -95,29 +95,42 @@ class _MainThreadOnly(list[Any]):
         super().append(item)
 
 
-async def test_actions_change_the_undo_stack_on_the_main_thread_and_u_undoes_through_the_review_layer(
-    sample_dir: Path,
-) -> None:
+async def test_u_undoes_the_session_under_the_cursor_through_the_review_layer(sample_dir: Path) -> None:
+    """u is `tapetui undo SESSION` for the session under the cursor: a change made elsewhere (another sitting, the
+    command line) of another session is never what it reverts."""
     app = app_for(sample_dir)
     cfg = app.config
-    stack = _MainThreadOnly()
-    stack.threads = set()
-    app.controller.undo_stack = stack
+    g = cfg.tapes_dir / "clean.jsonl"
+    other = cfg.tapes_dir / "drift_summarize.jsonl"
+    other_before = other.read_bytes()
     async with app.run_test(size=SIZE) as pilot:
         await goto_session(pilot, app, "clean")
-        g = cfg.tapes_dir / "clean.jsonl"
         before = g.read_bytes()
-        await pilot.press("enter", "j", "j", "x")  # expire step 2
-        await wait_for(pilot, lambda: bool(stack), "the expire")
-        item = stack[-1]
-        assert isinstance(item, UndoItem) and item.kind == "expire" and item.golden == g and item.entry_id
-        assert stack.threads == {threading.main_thread().name}
+        await pilot.press("enter", "j", "j", "x")  # expire step 2 of clean
+        await wait_for(pilot, lambda: any("Expired step 2" in n.message for n in app._notifications), "the expire")
+        review.accept(cfg, other, "accepted in another process meanwhile")  # newer, of another session
         await pilot.press("u")
-        await wait_for(pilot, lambda: any("Undid the expire" in n.message for n in app._notifications), "undo")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")
+        assert "Undo the expire of clean?" in _visible(app)
+        await pilot.press("y")
+        await wait_for(pilot, lambda: any("Undid the expire of clean" in n.message for n in app._notifications), "undo")
         await wait_for(pilot, lambda: g.read_bytes() == before, "the golden as it was")
+        assert other.read_bytes() != other_before  # the other session's accept stays
         # the review layer's undo: its entry names the entry it reverts, as `tapetui undo` writes it
-        assert f"- reverts changelog entry {item.entry_id} (expire of " in cfg.changelog.read_text()
-        assert not stack
+        assert "- reverts changelog entry " in cfg.changelog.read_text()
+
+
+async def test_u_on_a_folder_row_says_what_it_undoes(sample_dir: Path) -> None:
+    team = sample_dir / "sample_tapes" / "team"
+    team.mkdir()
+    (team / "copy.jsonl").write_bytes((sample_dir / "sample_tapes" / "clean.jsonl").read_bytes())
+    app = app_for(sample_dir)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: Path("team") in app.session_tree.folder_nodes, "the folder row")
+        app.session_tree.move_cursor(app.session_tree.folder_nodes[Path("team")])
+        await pilot.press("u")
+        await wait_for(pilot, lambda: any("move to a session" in n.message for n in app._notifications))
+        assert not isinstance(app.screen, ConfirmScreen)
 
 
 async def test_a_replay_command_that_cannot_be_split_is_an_error_shown(sample_dir: Path) -> None:
@@ -138,7 +151,7 @@ async def test_a_replay_command_that_cannot_be_split_is_an_error_shown(sample_di
         assert app.is_running  # the worker did not take the app down
 
 
-async def test_u_after_a_reject_puts_the_candidate_back_and_says_the_reject_had_no_entry(sample_dir: Path) -> None:
+async def test_r_asks_then_rejects_with_a_changelog_entry_and_u_puts_the_candidate_back(sample_dir: Path) -> None:
     app = app_for(sample_dir)
     cfg = app.config
     g = cfg.tapes_dir / "contract_change.jsonl"
@@ -147,12 +160,22 @@ async def test_u_after_a_reject_puts_the_candidate_back_and_says_the_reject_had_
     async with app.run_test(size=SIZE) as pilot:
         await goto_session(pilot, app, "contract_change")
         await pilot.press("r")
-        await wait_for(pilot, lambda: bool(app.controller.undo_stack), "the reject")
-        assert not cand.exists() and app.controller.undo_stack[-1] == UndoItem("reject", g, None)
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")
+        await pilot.press("n")  # no: nothing happens
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
+        assert cand.read_bytes() == before
+        await pilot.press("r")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: not cand.exists(), "the reject")
+        log = cfg.changelog.read_text()
+        assert "reject" in log and "candidate contract_change.candidate.jsonl discarded" in log
         await pilot.press("u")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the undo confirmation")
+        await pilot.press("y")
         await wait_for(pilot, lambda: any("Undid the reject" in n.message for n in app._notifications), "undo")
         message = next(n.message for n in app._notifications if "Undid the reject" in n.message)
-        assert "(no changelog entry); logged as changelog entry" in message
+        assert "(no changelog entry)" not in message and "logged as changelog entry" in message
         assert cand.read_bytes() == before
         await wait_for(pilot, lambda: app.sessions[g].pending, "the session is pending again")
 

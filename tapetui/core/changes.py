@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-__all__ = ["MISSING", "Change", "format_changes", "format_path", "short"]
+__all__ = ["DEEPER", "MISSING", "SHOWN_DEPTH", "Change", "format_changes", "format_path", "json_text", "short"]
 
 
 class _Missing:
@@ -66,11 +66,13 @@ def short(value: Any, width: int = 60, around: str | None = None) -> str:
     """
     if value is MISSING:
         return "(absent)"
-    text = orjson.dumps(value, default=repr).decode() if not isinstance(value, str) else orjson.dumps(value).decode()
+    text, cut = _json(value, 0, repr)
     if len(text) <= width:
         return text
     start = 0
-    if around is not None and isinstance(value, str):
+    if cut:  # the window shows where the value was cut, or a person sees only brackets and no marker
+        start = max(0, text.find(_DEEPER_JSON) - width // 3)
+    elif around is not None and isinstance(value, str):
         other = orjson.dumps(around).decode()
         start = next(
             (i for i, (a, b) in enumerate(zip(text, other, strict=False)) if a != b), min(len(text), len(other))
@@ -78,6 +80,54 @@ def short(value: Any, width: int = 60, around: str | None = None) -> str:
         start = max(0, start - width // 3)
     piece = text[start : start + width]
     return ("…" if start else "") + piece + ("…" if start + width < len(text) else "")
+
+
+SHOWN_DEPTH = 254
+"""How many levels of nesting a value is shown to (:func:`json_text`): as deep as orjson writes. A tape may
+hold a value nested deeper (a reader takes 1,024 levels); what is below this depth is shown as :data:`DEEPER`."""
+
+DEEPER = "…(deeper)"
+"""What stands for the containers nested past :data:`SHOWN_DEPTH` in a value shown: a string, so that
+``--json`` stays valid JSON."""
+
+_DEEPER_JSON = orjson.dumps(DEEPER).decode()
+
+
+def json_text(value: Any, *, indent: bool = False, sort_keys: bool = False, default: Any = repr) -> str:
+    """JSON text of a value from a tape, for a person or ``--json``: of any depth, never an error for it.
+
+    orjson refuses a value nested past :data:`SHOWN_DEPTH` levels (``TypeError: Recursion limit reached``),
+    which a tape may hold: such a value is shown to that depth, with :data:`DEEPER` in place of what is
+    below. Only for showing: what is written back to a tape or golden is the bytes as recorded
+    (:func:`tapetui.core.canon.dumps` writes any depth whole).
+
+    Args:
+        indent: two spaces per level, one item a line.
+        sort_keys: object keys in sorted order.
+        default: what an object JSON has no form for is shown as (``repr``).
+    """
+    option = (orjson.OPT_INDENT_2 if indent else 0) | (orjson.OPT_SORT_KEYS if sort_keys else 0)
+    return _json(value, option, default)[0]
+
+
+def _json(value: Any, option: int, default: Any) -> tuple[str, bool]:
+    """The text of :func:`json_text`, and whether the value was cut at :data:`SHOWN_DEPTH`."""
+    try:
+        return orjson.dumps(value, option=option, default=default).decode(), False
+    except TypeError as e:  # orjson.JSONEncodeError is one
+        if "Recursion limit" not in str(e):
+            raise
+    return orjson.dumps(_clipped(value, SHOWN_DEPTH), option=option, default=default).decode(), True
+
+
+def _clipped(value: Any, room: int) -> Any:
+    """A copy of ``value`` with the containers below ``room`` levels replaced by :data:`DEEPER`. It recurses
+    at most ``room`` levels, whatever the value's depth: well within Python's recursion limit."""
+    if isinstance(value, dict):
+        return {k: _clipped(v, room - 1) for k, v in value.items()} if room > 0 else DEEPER
+    if isinstance(value, (list, tuple)):
+        return [_clipped(v, room - 1) for v in value] if room > 0 else DEEPER
+    return value
 
 
 def format_changes(changes: Iterable[Change | tuple[str, Any, Any]], prefix: str = "", width: int = 60) -> list[str]:

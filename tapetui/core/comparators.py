@@ -10,7 +10,9 @@
   ``max_result_changes``, ``max_note_changes``; all 0 by default: today's strictness);
 * ``samples_required``: how many repeated samples must match (``"all"``, ``"80%"``, or a count);
 * ``similarity`` / ``judge``: ``module:function`` hooks, checked for spelling when the file is read and
-  imported only when a comparison needs them (:func:`load_hooks`);
+  imported only when a comparison needs them (:func:`load_hooks`); ``hook_timeout`` (seconds, or ``"30s"``,
+  ``"2m"``; :data:`HOOK_TIMEOUT` by default): how long one call may take, run in a thread of its own — a hook
+  that does not answer in time fails its comparison;
 * ``[compare.rules]``: JSON path pattern → comparator. A path starts with its side (``args``,
   ``result``, ``note.KIND``) or a wildcard (``*.price`` matches at any depth, ``**`` any number of
   segments, ``*`` one: the wildcards of ``[diff] ignore``); ``TOOL:`` in front scopes it to one tool.
@@ -18,8 +20,9 @@
 
 Comparators: ``{ tolerance = 0.01 }`` (numbers within an absolute difference) or ``{ tolerance = "2%" }``
 (relative to the larger magnitude); ``"unordered"`` (lists equal as multisets); ``{ regex = "…" }`` (the
-new string must match, :func:`re.search`); ``{ similarity = 0.8 }`` (text at least this similar);
-``"judge"`` (the judge hook decides); ``"ignore"``.
+new string must match: a search with the ``regex`` package, read as :mod:`re` reads it, within
+:data:`REGEX_BUDGET` seconds a value, past which the comparison is an error); ``{ similarity = 0.8 }``
+(text at least this similar); ``"judge"`` (the judge hook decides); ``"ignore"``.
 
 The built-in similarity is the cosine of character-trigram counts of the two texts, lower-cased and
 with runs of whitespace and punctuation folded to one space (each word padded by a space, so word
@@ -37,18 +40,19 @@ import importlib
 import math
 import re
 import sys
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass, field, replace
 from pathlib import Path as FsPath
-from typing import Any, Literal
+from typing import Any, Literal, TextIO, TypeVar, cast
 
 import orjson
 
 from tapetui.core.changes import MISSING, Change
 from tapetui.core.errors import ConfigError, TapeError
-from tapetui.core.jsondiff import IgnoreRules, Path, diff_parts, match_path, parse_pattern
+from tapetui.core.jsondiff import IgnoreRules, Path, diff_parts, match_path, parse_pattern, split_pattern
 
 __all__ = [
     "DIMENSIONS",
@@ -105,14 +109,6 @@ class Rule:
             return f"similarity ≥ {_num(self.value)}"
         return self.kind
 
-    def said(self, text: str) -> bool:
-        """Whether ``text`` (an :class:`Excuse`'s, as a run log keeps it) is what this rule says when it excuses."""
-        if self.kind in ("tolerance", "regex"):
-            return self.describe() in text
-        if self.kind == "similarity":
-            return text.endswith(f"≥ {_num(self.value)}")
-        return True
-
     def toml_value(self) -> Any:
         """What this rule's value is written as in ``tapes.toml``."""
         if self.kind == "tolerance":
@@ -126,6 +122,11 @@ class Rule:
 
 def _num(x: float) -> str:
     return f"{x:.10g}"
+
+
+def _ignore_rule(pattern: str) -> Rule:
+    """A ``[diff] ignore`` pattern as the rule an :class:`Excuse` names (``kind`` ``ignore``)."""
+    return Rule(pattern, "ignore", None, None, f"[diff] ignore {pattern!r}", segs=split_pattern(pattern))
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,20 +216,15 @@ class Rules:
     rules: tuple[Rule, ...] = ()
     similarity_hook: str | None = None
     judge_hook: str | None = None
+    hook_timeout: float | None = None  # ``[compare] hook_timeout`` in seconds, when the table sets it
 
     def __bool__(self) -> bool:
         return bool(self.rules)
 
-    def excuses(self, kind: str, path: str, tool: str | None, text: str = "") -> bool:
-        """Whether a rule of ``kind`` governs ``path`` (as printed: ``args.x``) for ``tool``, and is the rule that
-        said ``text`` (its tolerance, regex or threshold unchanged): is what excused a difference once still
-        in force, as it was?"""
-        try:
-            full = tuple(str(p) for p in parse_pattern(path))
-        except (ValueError, orjson.JSONDecodeError):
-            return False
-        mine = [r for r in self.rules if r.kind == kind and (r.tool is None or r.tool == tool)]
-        return any(r.said(text) for r, _ in _governing(mine, full))
+    @property
+    def timeout(self) -> float:
+        """How long one call of a similarity or judge hook may take (:data:`HOOK_TIMEOUT` unless set)."""
+        return HOOK_TIMEOUT if self.hook_timeout is None else self.hook_timeout
 
     def needs_hooks(self) -> bool:
         """Whether judging may call a user's function (a judge rule, or similarity with a hook named)."""
@@ -244,11 +240,16 @@ class Rules:
         hooks: Hooks | None = None,
         ignore: IgnoreRules | None = None,
         context: Mapping[str, Any] | None = None,
+        listed: IgnoreRules | None = None,
     ) -> Judged:
         """Compare one side of a step (``args``, ``result``, ``note.KIND``) under the rules.
 
         ``hooks``: the imported hooks; None runs none (a judge rule, or similarity with a hook named,
         leaves its change unexcused with a remark saying so: a replay never calls a judge).
+        ``ignore``: paths left out unseen (``[diff] ignore`` and its volatile defaults on results and notes).
+        ``listed``: paths excused but shown, before any rule is tried — each difference they match is an
+        :class:`Excuse` naming its pattern (``ignored by [diff] ignore 'trace'``). Arguments are compared
+        so: what makes a call's key is never hidden, only excused by what the user wrote.
         ``context``: passed to a judge with ``side``, ``tool`` and ``path``.
 
         Raises:
@@ -257,12 +258,22 @@ class Rules:
         diffs = diff_parts(old, new, ignore)
         if not diffs:
             return Judged()
-        if not self.rules:
-            return Judged(tuple(c for _, c in diffs))
+        ignored: list[Excuse] = []
+        if listed is not None and listed.patterns:
+            kept: list[tuple[Path, Change]] = []
+            for parts, change in diffs:
+                pat = listed.matching(parts)
+                if pat is None:
+                    kept.append((parts, change))
+                else:
+                    ignored.append(Excuse(change, _ignore_rule(pat), f"ignored by [diff] ignore {pat!r}"))
+            diffs = kept
+        if not self.rules or not diffs:
+            return Judged(tuple(c for _, c in diffs), tuple(ignored))
         head = tuple(side.split(".", 1)) if side.startswith("note.") else (side,)
         mine = [r for r in self.rules if r.tool is None or r.tool == tool]
         changes: list[Change] = []
-        excused: list[Excuse] = []
+        excused: list[Excuse] = ignored
         remarks: list[tuple[Change, str]] = []
         errors: list[str] = []
         unordered_cache: dict[Path, bool] = {}
@@ -293,6 +304,8 @@ class Rules:
                     remarks.append((change, text))
             if not done:
                 changes.append(change)
+        if ignored:  # in path order, as the differences come
+            excused.sort(key=lambda e: e.change.path)
         return Judged(tuple(changes), tuple(excused), tuple(remarks), tuple(errors))
 
     def _try(
@@ -334,7 +347,15 @@ class Rules:
                 return Excuse(change, rule, f"within {rule.describe()}")
             return ("remark", f"differs by {shown}, outside {rule.describe()}")
         if kind == "regex":
-            if isinstance(b, str) and rule.value.search(b):
+            try:  # the user's pattern on the tape's text: a backtracking one would run for ever without a budget
+                hit = isinstance(b, str) and rule.value.search(b, timeout=REGEX_BUDGET)
+            except TimeoutError:
+                return (
+                    "error",
+                    f"the rule {rule.key!r} ({rule.describe()}) exceeded its time budget of {_num(REGEX_BUDGET)} s "
+                    "on this value: the pattern backtracks",
+                )
+            if hit:
                 return Excuse(change, rule, f"matches {rule.describe()}")
             return ("remark", f"does not match {rule.describe()}")
         if not (isinstance(a, str) and isinstance(b, str)):
@@ -353,8 +374,9 @@ class Rules:
                 fn = similarity
             name = f"similarity hook {self.similarity_hook}"
             try:
-                with _quiet():
-                    raw = fn(a, b)
+                raw = fn(a, b) if fn is similarity else _run_hook(lambda: fn(a, b), self.timeout, name)
+            except _HookTimeout as e:
+                return ("error", str(e))
             except _HOOK_FAILURES as e:  # a user's function: its failure is this comparison's error, never a pass
                 return ("error", f"{name} raised {_described(e)}")
             if type(raw) not in (int, float) or not 0.0 <= raw <= 1.0:  # NaN fails both comparisons
@@ -370,11 +392,15 @@ class Rules:
         if judge is None:
             return ("remark", f"judge {self.judge_hook} not run here (check and diff run it; the app after J)")
         ctx = {**(context or {}), "side": side, "tool": tool, "path": _joined(side, change.path)}
+
+        def verdict() -> tuple[Any, str]:  # unpacking and str() run the user's code too: in the hook's thread
+            passed, reason = judge(a, b, ctx)
+            return passed, str(reason)
+
         try:
-            with _quiet():
-                verdict = judge(a, b, ctx)
-                passed, reason = verdict
-                why = str(reason)
+            passed, why = _run_hook(verdict, self.timeout, f"judge {self.judge_hook}")
+        except _HookTimeout as e:
+            return ("error", str(e))
         except _HOOK_FAILURES as e:  # a user's function: its failure is this comparison's error, never a pass
             return ("error", f"judge {self.judge_hook} raised {_described(e)}")
         if passed is True:
@@ -406,9 +432,118 @@ def _shown(value: Any) -> str:
 
 @contextmanager
 def _quiet() -> Iterator[None]:
-    """A hook's prints go to stderr: stdout carries ``--json``."""
+    """What a hook's module prints as it is imported goes to stderr: stdout carries ``--json``."""
     with redirect_stdout(sys.stderr):
         yield
+
+
+REGEX_BUDGET = 1.0
+"""Seconds one ``[compare.rules]`` regex may search one value: past it the comparison is an error, never a pass.
+The pattern is the user's and the text the tape's; a pattern that backtracks (``^(a|aa)*$``) on a few dozen
+characters would otherwise run for ever."""
+
+HOOK_TIMEOUT = 60.0
+"""Seconds one call of a similarity or judge hook may take unless ``[compare] hook_timeout`` says otherwise."""
+
+_T = TypeVar("_T")
+
+
+class _HookTimeout(Exception):
+    """A hook did not answer within its timeout (the message says which, and the setting)."""
+
+
+def _run_hook(fn: Callable[[], _T], timeout: float, name: str) -> _T:
+    """``fn()`` (a call of the user's hook ``name``) in a thread of its own, waited for ``timeout`` seconds.
+
+    A daemon thread, not a pool's: a hook that never returns is left behind, and a pool's threads are joined
+    when the interpreter exits, so ``check`` would hang at its end. What the hook prints goes to stderr (see
+    :class:`_HookStdout`), during the wait and after it.
+
+    Raises:
+        _HookTimeout: no answer in time (the hook runs on, unseen).
+        BaseException: what ``fn`` raised, raised again here.
+    """
+    done = threading.Event()
+    box: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        me = threading.get_ident()
+        with _stdout_lock:
+            _hook_threads.add(me)
+        try:
+            box.append((True, fn()))
+        except BaseException as e:  # handed to the caller, which tells a failure from a person's Ctrl-C
+            box.append((False, e))
+        finally:
+            _hook_ended(me)
+            done.set()
+
+    _hook_starting()
+    thread = threading.Thread(target=run, name=f"tapetui {name}", daemon=True)
+    try:
+        thread.start()
+    except BaseException:  # no thread to run it (the system's limit): nothing will end what was started
+        _hook_ended(None)
+        raise
+    if not done.wait(timeout):
+        raise _HookTimeout(f"{name} did not answer within {_num(timeout)} s ([compare] hook_timeout)")
+    ok, value = box[0]
+    if not ok:
+        raise value
+    result: _T = value
+    return result
+
+
+# sys.stdout is one for the process, so a hook thread cannot redirect its own prints (redirect_stdout would
+# send the main thread's report to stderr while the hook runs, and a hook that timed out would restore stdout
+# whenever it ended). While hooks run, sys.stdout is a _HookStdout: a hook thread's writes go to stderr.
+_stdout_lock = threading.Lock()
+_hook_threads: set[int] = set()  # the threads running a hook now
+_hooks_running = 0  # hooks started and not ended (a thread registers itself once it runs)
+
+
+class _HookStdout:
+    """``sys.stdout`` while a hook runs: what a hook's thread writes goes to stderr, what any other thread
+    writes (the report, ``--json``) to the stdout it replaced."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self.inner = inner
+
+    def _target(self) -> TextIO:
+        return sys.stderr if threading.get_ident() in _hook_threads else self.inner
+
+    def write(self, text: str) -> int:
+        return self._target().write(text)
+
+    def flush(self) -> None:
+        self._target().flush()
+
+    @property
+    def buffer(self) -> Any:  # bytes written to sys.stdout.buffer go where text would
+        return self._target().buffer
+
+    def __getattr__(self, name: str) -> Any:  # encoding, isatty, fileno...: the real stdout's
+        return getattr(self.inner, name)
+
+
+def _hook_starting() -> None:
+    global _hooks_running
+    with _stdout_lock:
+        _hooks_running += 1
+        if not isinstance(sys.stdout, _HookStdout):
+            sys.stdout = cast(TextIO, _HookStdout(sys.stdout))  # written to as one
+
+
+def _hook_ended(thread: int | None) -> None:
+    """A hook ended (``thread``: its thread; None when it never started): the last puts stdout back."""
+    global _hooks_running
+    with _stdout_lock:
+        if thread is not None:
+            _hook_threads.discard(thread)
+        _hooks_running -= 1
+        out = sys.stdout
+        if _hooks_running == 0 and isinstance(out, _HookStdout):
+            sys.stdout = out.inner
 
 
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:[.,]\d+)*|\d+(?:[.,]\d+)*")  # a minus only where it is a sign
@@ -539,6 +674,11 @@ class CompareSettings:
         return self.rules.judge_hook
 
     @property
+    def hook_timeout(self) -> float:
+        """Seconds one hook call may take (``[compare] hook_timeout``; :data:`HOOK_TIMEOUT` by default)."""
+        return self.rules.timeout
+
+    @property
     def configured(self) -> bool:
         """Whether tapes.toml's ``[compare]`` says anything for this session (else: today's strictness)."""
         return bool(self.set_keys or self.rules.rules)
@@ -550,6 +690,7 @@ class CompareSettings:
             other.rules.rules + self.rules.rules,
             other.rules.similarity_hook or self.rules.similarity_hook,
             other.rules.judge_hook or self.rules.judge_hook,
+            self.rules.hook_timeout if other.rules.hook_timeout is None else other.rules.hook_timeout,
         )
         return replace(self, **kw, rules=rules, set_keys=self.set_keys | other.set_keys)
 
@@ -565,7 +706,7 @@ class CompareSettings:
 
 _INT_KEYS = ("max_tool_edits", "max_requested_edits", "max_arg_changes", "max_result_changes", "max_note_changes")
 _SETTING_KEYS = ("sequence", *_INT_KEYS, "samples_required")
-_TABLE_KEYS = (*_SETTING_KEYS, "similarity", "judge", "rules", "sessions")
+_TABLE_KEYS = (*_SETTING_KEYS, "similarity", "judge", "hook_timeout", "rules", "sessions")
 
 
 def compare_settings(
@@ -620,13 +761,19 @@ def _settings(table: Mapping[str, Any], source: str, where: str, *, allow_sessio
                 )
         elif key in ("similarity", "judge") and (not isinstance(value, str) or not _HOOK.match(value)):
             raise ConfigError(f"{at} must name a function as module:function, got {value!r}")
+        elif key == "hook_timeout":
+            value = _seconds(value, at)
         if key not in ("rules", "sessions"):
             kw[key] = value
     rules_body = table.get("rules", {})
     if not isinstance(rules_body, Mapping):
         raise ConfigError(f"{source}: '{where}.rules' must be a table of path = comparator")
     rules = tuple(parse_rule(k, v, f"{source}: '{where}.rules.\"{k}\"'") for k, v in rules_body.items())
-    hooks = {"similarity_hook": kw.pop("similarity", None), "judge_hook": kw.pop("judge", None)}
+    hooks = {
+        "similarity_hook": kw.pop("similarity", None),
+        "judge_hook": kw.pop("judge", None),
+        "hook_timeout": kw.pop("hook_timeout", None),
+    }
     settings = CompareSettings(
         **kw,
         rules=Rules(rules, **hooks),
@@ -637,6 +784,32 @@ def _settings(table: Mapping[str, Any], source: str, where: str, *, allow_sessio
     if allow_sessions and any(r.kind == "judge" for r in rules) and not hooks["judge_hook"]:
         raise ConfigError(f"{source}: '{where}.rules' has a judge rule but no '{where}.judge' (module:function)")
     return settings
+
+
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*")
+_UNIT = {None: 1, "s": 1, "m": 60, "h": 3600}
+_MAX_HOOK_TIMEOUT = 86400.0  # a day: longer is a typo (and past what a thread's wait takes)
+
+
+def _seconds(value: Any, at: str) -> float:
+    """``hook_timeout`` in seconds from ``30``, ``0.5`` or ``"30s"``/``"2m"``/``"1h"``. Here rather than
+    config's ``parse_duration``: config imports this module (and that one's words are a ttl's).
+
+    Raises:
+        ConfigError: naming ``at`` (the file and key): not a duration, not more than 0, or more than a day.
+    """
+    seconds: float = -1.0
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value) if abs(value) <= _MAX_HOOK_TIMEOUT else -1.0  # NaN too; a huge int is no float
+    elif isinstance(value, str) and (m := _DURATION.fullmatch(value)):
+        seconds = float(m.group(1)) * _UNIT[m.group(2)]
+    if not 0 < seconds <= _MAX_HOOK_TIMEOUT:
+        shown = _shown(value)
+        raise ConfigError(
+            f'{at} must be a number of seconds or a duration such as "30s", "2m" (more than 0, at most a day), '
+            f"got {shown}"
+        )
+    return seconds
 
 
 def _samples_ok(value: Any) -> bool:
@@ -708,10 +881,15 @@ def parse_rule(key: str, value: Any, where: str) -> Rule:
     if kind == "regex":
         if not isinstance(arg, str):
             raise ConfigError(f'{where}: regex needs a regular expression string: {{ regex = "^a" }}')
-        try:
-            return replace(rule, value=re.compile(arg))
-        except re.error as e:
+        # deferred: the regex package (its search takes a time budget, REGEX_BUDGET) only for a regex rule
+        import regex
+
+        try:  # V0: a pattern is read as re reads it
+            return replace(rule, value=regex.compile(arg, regex.V0))
+        except (regex.error, OverflowError) as e:
             raise ConfigError(f"{where}: invalid regular expression {arg!r}: {e}") from None
+        except RecursionError:  # groups nested thousands deep
+            raise ConfigError(f"{where}: invalid regular expression {arg!r}: nested too deeply") from None
     if kind == "similarity":
         if isinstance(arg, bool) or not isinstance(arg, (int, float)) or not 0 < arg <= 1:
             raise ConfigError(f"{where}: similarity needs a threshold in (0, 1]: {{ similarity = 0.8 }}, got {arg!r}")

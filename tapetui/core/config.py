@@ -70,6 +70,7 @@ class Config:
     registry: str | None = None
     replay_command: str | None = None
     record_command: str | None = None
+    command_timeout: float = 1800.0  # `[tapes] command_timeout`: how long record_command and replay_command may run
     stale_policy: str = "warn"
     ignore: tuple[str, ...] = ()
     volatile_defaults: bool = True
@@ -137,6 +138,7 @@ _SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
         "registry": ((str,), "a string of the form module:attribute"),
         "replay_command": ((str,), "a string"),
         "record_command": ((str,), "a string"),
+        "command_timeout": ((int, float, str), 'seconds, or a duration such as "30m", "1h"'),
         "stale_policy": ((str,), "one of warn, miss, error"),
     },
     "diff": {
@@ -363,6 +365,8 @@ def config_from_text(text: str, path: Path) -> Config:
         values.get("tapes.changelog", str(Path(values.get("tapes.dir", "tapes")) / "CHANGELOG.md")),
         f"{path}: 'tapes.changelog'",
     )
+    timeout = values.get("tapes.command_timeout")
+    command_timeout = 1800.0 if timeout is None else parse_duration(timeout, f"{path}: 'tapes.command_timeout'")
     compare, sessions = compare_settings(doc.get("compare", {}), str(path))
     return Config(
         root=root,
@@ -372,6 +376,7 @@ def config_from_text(text: str, path: Path) -> Config:
         registry=registry,
         replay_command=values.get("tapes.replay_command"),
         record_command=values.get("tapes.record_command"),
+        command_timeout=command_timeout,
         stale_policy=stale,
         ignore=tuple(values.get("diff.ignore", ())),
         volatile_defaults=values.get("diff.volatile_defaults", True),

@@ -51,7 +51,9 @@ class use_tape:  # noqa: N801 - used like a function: `with use_tape(...)`, `@us
         self._mode = mode
         self._registry = registry
         self._kwargs = kwargs
-        self._open: list[Any] = []  # the `with` blocks entered and not yet left (a use_tape may be nested in itself)
+        # the `with` blocks entered and not yet left, per context: a use_tape may be nested in itself, and one
+        # object may be entered by several asyncio tasks at once, each leaving in its own order
+        self._open: contextvars.ContextVar[tuple[Any, ...]] = contextvars.ContextVar("tapetui_use_tape", default=())
 
     @contextmanager
     def _using(self) -> Iterator[Tape]:
@@ -73,11 +75,13 @@ class use_tape:  # noqa: N801 - used like a function: `with use_tape(...)`, `@us
     def __enter__(self) -> Tape:
         cm = self._using()
         tape = cm.__enter__()
-        self._open.append(cm)
+        self._open.set((*self._open.get(), cm))
         return tape
 
     def __exit__(self, *exc: Any) -> None:
-        self._open.pop().__exit__(*exc)
+        *outer, cm = self._open.get()
+        self._open.set(tuple(outer))
+        cm.__exit__(*exc)
 
     async def __aenter__(self) -> Tape:
         return self.__enter__()

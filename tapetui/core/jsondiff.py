@@ -25,6 +25,7 @@ __all__ = [
     "diff_values",
     "match_path",
     "parse_pattern",
+    "path_segments",
     "split_pattern",
 ]
 
@@ -33,7 +34,8 @@ Path = tuple[str | int, ...]
 
 
 # Paths that differ between otherwise identical runs. On by default; tapes.toml
-# `[diff] volatile_defaults = false` turns them off.
+# `[diff] volatile_defaults = false` turns them off. Diffs apply them to results and notes only, never
+# to arguments: an argument makes the call's key (a booking on another date is another call).
 VOLATILE_DEFAULTS: tuple[str, ...] = (
     "**.request_id",
     "**.requestId",
@@ -75,6 +77,12 @@ class IgnoreRules:
         segs = tuple(str(p) for p in parts)
         return any(_match(pat, segs) for pat in self._compiled)
 
+    def matching(self, parts: Sequence[str | int]) -> str | None:
+        """The first pattern (as written) that ignores ``parts``, or None: for saying which rule excused a
+        difference that is listed rather than hidden."""
+        segs = tuple(str(p) for p in parts)
+        return next((p for p, pat in zip(self.patterns, self._compiled, strict=True) if _match(pat, segs)), None)
+
 
 _TOKEN = re.compile(r'\["((?:[^"\\]|\\.)*)"\]|\[([^\]"]*)\]|([^.\[\]"]+)|(\.)')
 
@@ -89,6 +97,27 @@ def parse_pattern(pattern: str) -> tuple[str, ...]:
     Raises:
         ValueError: a character out of place (an unclosed bracket or quote), or an empty segment.
     """
+    segs = _segments(pattern, literal=False)
+    if segs and segs[0] == "*":
+        return ("**", *segs[1:])
+    return segs
+
+
+def path_segments(path: str) -> tuple[str, ...]:
+    """A concrete path as ``check`` prints it (``args["a.b"][0]``, :func:`~tapetui.core.changes.format_path`)
+    back into its literal segments (``("args", "a.b", "0")``), for :meth:`IgnoreRules.ignores` and
+    :func:`match_path`. Read by the same tokens as :func:`parse_pattern`, so a printed path and a rule
+    written like it always agree; unlike a pattern, a quoted key keeps its ``*`` ``?`` ``[`` as they are
+    (it is the key, to be matched), and a leading ``*`` is a key named ``*``.
+
+    Raises:
+        ValueError: a character out of place (an unclosed bracket or quote), or an empty segment.
+    """
+    return _segments(path, literal=True)
+
+
+def _segments(pattern: str, *, literal: bool) -> tuple[str, ...]:
+    """The segments of a path or pattern; ``literal``: quoted keys as they are, not escaped for fnmatch."""
     segs: list[str] = []
     pos, dot = 0, True  # dot: a segment may start here (at the start, or after a dot)
     while pos < len(pattern):
@@ -105,15 +134,17 @@ def parse_pattern(pattern: str) -> tuple[str, ...]:
                 raise ValueError(f"a dot is missing before {plain!r}")
             segs.append(plain)
             dot = False
+        elif quoted is not None:
+            key = orjson.loads(f'"{quoted}"')  # a bad escape: orjson.JSONDecodeError, a ValueError
+            # a quoted key is that key, never a glob: in a pattern its * ? [ are escaped for fnmatch
+            segs.append(key if literal else _GLOB.sub(r"[\1]", key))
+            dot = False
         else:
-            # a quoted key is that key, never a glob: its * ? [ are escaped for fnmatch
-            segs.append(_GLOB.sub(r"[\1]", orjson.loads(f'"{quoted}"')) if quoted is not None else bracket)
+            segs.append(bracket)
             dot = False
         pos = m.end()
     if dot and segs:
         raise ValueError("an empty segment at the end")
-    if segs and segs[0] == "*":
-        segs[0] = "**"
     return tuple(segs)
 
 
@@ -178,6 +209,30 @@ def diff_parts(old: Any, new: Any, ignore: IgnoreRules | None = None) -> list[tu
 def _diff(old: Any, new: Any, rules: IgnoreRules) -> list[tuple[Path, Change]]:
     if old == new and type(old) is type(new) and _same_json(old, new):
         return []
+    if _deeper_than_orjson(old) or _deeper_than_orjson(new):  # deepdiff's time grows with the square of depth
+        changes = _diff_deep(old, new, rules)
+    else:
+        try:
+            changes = _deepdiff(old, new, rules, ())
+        except RecursionError:  # deepdiff spends about four frames a level: 250 levels of lists are too many
+            changes = _diff_deep(old, new, rules)
+    changes.sort(key=lambda pc: pc[1].path)
+    return changes
+
+
+def _deeper_than_orjson(value: Any) -> bool:
+    """Whether ``value`` is nested deeper than the 254 levels orjson writes: a probe at C speed."""
+    if not isinstance(value, (dict, list)):
+        return False
+    try:
+        orjson.dumps(value, default=repr)
+    except TypeError as e:  # orjson.JSONEncodeError is one
+        return "Recursion limit" in str(e)
+    return False
+
+
+def _deepdiff(old: Any, new: Any, rules: IgnoreRules, at: Path) -> list[tuple[Path, Change]]:
+    """The changes deepdiff finds between two values found at path ``at`` (unsorted)."""
     # deferred: deepdiff takes ~250 ms to import, and a replay that never drifts never needs it
     from deepdiff import DeepDiff
 
@@ -185,11 +240,61 @@ def _diff(old: Any, new: Any, rules: IgnoreRules) -> list[tuple[Path, Change]]:
     changes: list[tuple[Path, Change]] = []
     for kind, levels in tree.items():
         for level in levels:
-            parts = level.path(output_format="list")
+            parts = (*at, *level.path(output_format="list"))
             if rules.ignores(parts):
                 continue
             t1 = MISSING if "added" in kind else level.t1
             t2 = MISSING if "removed" in kind else level.t2
-            changes.append((tuple(parts), Change(format_path(parts), t1, t2)))
-    changes.sort(key=lambda pc: pc[1].path)
+            changes.append((parts, Change(format_path(parts), t1, t2)))
     return changes
+
+
+_DEEPDIFF_DEPTH = 100
+"""The deepest values deepdiff is given whole once it ran out of stack (about 400 of Python's 1,000 frames)."""
+
+
+def _diff_deep(old: Any, new: Any, rules: IgnoreRules) -> list[tuple[Path, Change]]:
+    """The changes between values too deep for deepdiff: their deep parts are walked here, a loop and no
+    recursion, through the keys of two objects and the items of two lists of one length, down to where
+    both sides are at most :data:`_DEEPDIFF_DEPTH` levels deep, which deepdiff compares. Lists of other
+    lengths above that are one change (deepdiff would align their items; it cannot go that deep)."""
+    depth = _depths(old, new)
+    changes: list[tuple[Path, Change]] = []
+    todo: list[tuple[Path, Any, Any]] = [((), old, new)]
+    while todo:
+        at, a, b = todo.pop()
+        if depth.get(id(a), 0) <= _DEEPDIFF_DEPTH and depth.get(id(b), 0) <= _DEEPDIFF_DEPTH:
+            if not (a == b and type(a) is type(b) and _same_json(a, b)):
+                changes += _deepdiff(a, b, rules, at)
+        elif isinstance(a, dict) and isinstance(b, dict):
+            for k, v in a.items():
+                if k in b:
+                    todo.append(((*at, k), v, b[k]))
+                elif not rules.ignores((*at, k)):
+                    changes.append(((*at, k), Change(format_path((*at, k)), v, MISSING)))
+            for k, v in b.items():
+                if k not in a and not rules.ignores((*at, k)):
+                    changes.append(((*at, k), Change(format_path((*at, k)), MISSING, v)))
+        elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+            todo += (((*at, i), x, y) for i, (x, y) in enumerate(zip(a, b, strict=True)))
+        elif not rules.ignores(at):
+            changes.append((at, Change(format_path(at), a, b)))
+    return changes
+
+
+def _depths(*roots: Any) -> dict[int, int]:
+    """How many levels deep each object and list in ``roots`` is (by ``id``; a scalar is 0 deep), walked with
+    a stack of its own: a value of any depth, in one pass."""
+    out: dict[int, int] = {}
+    stack: list[tuple[Any, bool]] = [(r, False) for r in roots]
+    while stack:
+        v, kids_done = stack.pop()
+        if not isinstance(v, (dict, list)):
+            continue
+        kids = v.values() if isinstance(v, dict) else v
+        if kids_done:
+            out[id(v)] = 1 + max((out.get(id(k), 0) for k in kids), default=0)
+        elif id(v) not in out:
+            stack.append((v, True))
+            stack += ((k, False) for k in kids if isinstance(k, (dict, list)))
+    return out

@@ -18,6 +18,12 @@ Order: gate before lock, always; a holder of the lock alone never waits for the 
 while a review action could be waiting for its lock, except a fill taking the gate at
 its first miss, which waits with a deadline (no deadlock: one side times out).
 
+``.NAME.jsonl.park``
+    held exclusively by ``check --samples N`` for as long as it has the session's pending candidate
+    parked (:mod:`tapetui.review.parking`): the recordings it starts take the gate and lock
+    themselves, so the park lock is what tells ``recover`` the parked candidate is not a dead
+    process's. Taken before the gate, never while holding it.
+
 ``recover`` takes both without waiting and leaves a session alone when either is held:
 a file another live process owns is never touched, and every temp file or journal it
 does find belongs to a process that died holding them. Appends to one tape are
@@ -42,7 +48,18 @@ from pathlib import Path
 
 from tapetui.core.errors import TapeError
 
-__all__ = ["LockBusy", "gate_path", "lock_path", "reading", "recording_lock", "session_lock", "try_session_lock"]
+__all__ = [
+    "LockBusy",
+    "gate_path",
+    "lock_path",
+    "park_lock",
+    "park_lock_path",
+    "reading",
+    "recording_lock",
+    "session_lock",
+    "try_park_lock",
+    "try_session_lock",
+]
 
 DEFAULT_WAIT = 10.0  # seconds a review action waits for a session another process holds
 
@@ -57,6 +74,10 @@ def gate_path(golden: Path) -> Path:
 
 def lock_path(golden: Path) -> Path:
     return golden.with_name(f".{golden.name}.lock")
+
+
+def park_lock_path(golden: Path) -> Path:
+    return golden.with_name(f".{golden.name}.park")
 
 
 _held = threading.local()
@@ -175,6 +196,27 @@ def try_session_lock(golden: Path) -> Iterator[bool]:
             return
         with _hold(lock_path(golden), fcntl.LOCK_EX, 0, what) as lock:
             yield lock
+
+
+@contextmanager
+def park_lock(golden: Path, *, wait: float | None = None) -> Iterator[None]:
+    """Hold a session's park lock: its pending candidate is parked by this process (``check --samples N``).
+
+    Raises:
+        LockBusy: another process has parked it (another ``check --samples``) for ``wait`` seconds.
+    """
+    golden = Path(golden)
+    what = f"the pending candidate of session {golden} (parked by another check --samples)"
+    with _hold(park_lock_path(golden), fcntl.LOCK_EX, DEFAULT_WAIT if wait is None else wait, what):
+        yield
+
+
+@contextmanager
+def try_park_lock(golden: Path) -> Iterator[bool]:
+    """Hold a session's park lock if nobody else does, without waiting; yields whether it is held."""
+    golden = Path(golden)
+    with _hold(park_lock_path(golden), fcntl.LOCK_EX, 0, f"session {golden}") as held:
+        yield held
 
 
 @contextmanager

@@ -24,7 +24,9 @@ Replaying an error raises that class only when all of these hold:
   ``StopIteration``, ``StopAsyncIteration``, ``unittest.SkipTest`` and unittest's internal
   outcome classes, pytest's outcome exceptions whatever their base (``Exit`` is an
   ``Exception``), hypothesis's ``UnsatisfiedAssumption``, ``concurrent.futures``'
-  ``CancelledError``, and tapetui's own errors (a tape may not claim a drift or a miss).
+  ``CancelledError``, and tapetui's own errors (a tape may not claim a drift or a miss);
+- no class in its MRO has a custom metaclass (whose ``__instancecheck__``/``__subclasscheck__`` an ``except``
+  clause or ``isinstance`` would run) or defines ``__del__`` (run when the error is dropped).
 
 The instance is built without running a constructor: the nearest C-level ``__new__`` in the class's MRO
 (``BaseException.__new__`` for most), then ``args`` set through ``BaseException``'s own setter — so
@@ -145,6 +147,12 @@ def refusal(cls: type) -> str | None:
     refused = {id(k) for k in _refused_classes()}  # by identity: a metaclass __eq__ is never called
     if any(id(k) in refused for k in mro) or any(_module_of(k) in _REFUSED_MODULES for k in mro):
         return "a control-flow or test-outcome class"
+    # code of the class that raising or dropping the instance would run: a metaclass's hooks (an `except`
+    # clause's subclass check, isinstance) and a finaliser
+    if any(type(k) is not type for k in mro):
+        return "a class with a custom metaclass (its hooks would run)"
+    if any("__del__" in _vars(k) for k in mro):
+        return "a class with a __del__ (it would run when the error is dropped)"
     return None
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from tapetui.core.canon import canon
+from tapetui.core.canon import canon, dumps
 from tapetui.core.errors import TooDeep
 
 __all__ = ["DEFAULT_PATTERNS", "DEFAULT_REDACTOR", "DEFAULT_RULES", "REDACTED", "Redactor"]
@@ -372,7 +372,7 @@ class Redactor:
             return text
         if count and self._counts is not None:
             self._counts["json-text"] += 1
-        return orjson.dumps(red).decode()
+        return dumps(red).decode()  # canon's: any depth (orjson refuses past 254 levels)
 
     # ---- values ------------------------------------------------------------------
     def redact(self, value: Any) -> Any:

@@ -43,8 +43,9 @@ __all__ = [
 # place of a malformed line. A kind outside these (from a newer tapetui) is kept and ignored by readers.
 EventKind = Literal[
     "start",  # the run began: mode, tape, started, golden_sha256
-    # a recorded result was served (step: the recorded step; source: "candidate" from an earlier fill; tolerated
-    # and recorded_key: served in place of a drift, as [compare.rules] and [diff] ignore excused every difference)
+    # a recorded result was served (step: the recorded step; source: "candidate" from an earlier fill; tolerated,
+    # recorded_key and args: served in place of a drift, as [compare.rules] and [diff] ignore excused every
+    # difference of args, the call's arguments redacted and canonical, which check judges again by value)
     "hit",
     "miss",  # the call is not on the tape (nearest, changes, reason)
     "drift",  # the tape has this tool at this step with other arguments (recorded_key, changes; excused)

@@ -448,6 +448,9 @@ class Tape:
                     step=index.seqs[i],
                     recorded_key=index.keys[i],
                     tolerated=tolerated,
+                    # the arguments as called (redacted and canonical, as a drift logs them): check judges the
+                    # hit again by value, under the rules as they are then, against the golden's recording
+                    args=redacted,
                 )
             elif self._log is not None:
                 self._log.emit("hit", seq=seq, tool=tool, key=key, step=index.seqs[i])

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import orjson
 from mcp import Client, StdioServerParameters
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
@@ -35,6 +34,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, ListToolsResult, TextContent
 from mcp.types import Tool as McpTool
 
+from tapetui.core.canon import dumps
 from tapetui.core.changes import MISSING, Change, format_changes
 from tapetui.core.config import Config, config_for_tape
 from tapetui.core.contract import contract_change
@@ -561,7 +561,8 @@ def _server_problem(command: list[str], e: BaseException, timeout: float, logs: 
 
 
 def _json_text(value: Any) -> str:
-    return orjson.dumps(value).decode()
+    """A recorded value as the text a client gets: whole, at any depth (canon's dumps; orjson stops at 254)."""
+    return dumps(value).decode()
 
 
 def _version() -> str:

@@ -51,7 +51,15 @@ from tapetui.review.findings import (
 )
 from tapetui.review.history import HistoryRecord
 from tapetui.review.journal import recover
-from tapetui.review.replay import record_argv, replay_argv
+from tapetui.review.replay import (
+    Command,
+    CommandTimeout,
+    quoted_output,
+    record_argv,
+    record_command,
+    replay_argv,
+    replay_command,
+)
 from tapetui.review.rerecording import load_registry, rerecord
 from tapetui.review.revert import undo, undo_target
 from tapetui.review.rules import RuleSpec, add_rule, check_rule, parse_rule_spec, suggest_rule
@@ -66,11 +74,15 @@ from tapetui.review.samples import (
 from tapetui.review.verdicts import Verdict
 
 __all__ = [
+    "Command",
+    "CommandTimeout",
+    "quoted_output",
     "check_rule",
     "record_samples",
     "suggest_rule",
     "session_samples",
     "record_argv",
+    "record_command",
     "parse_rule_spec",
     "judge_samples",
     "judge_run",
@@ -114,6 +126,7 @@ __all__ = [
     "recover",
     "reject",
     "replay_argv",
+    "replay_command",
     "rerecord",
     "restore",
     "restore_candidate",

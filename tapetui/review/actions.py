@@ -20,7 +20,7 @@ from tapetui.core.changes import format_changes
 from tapetui.core.clock import iso, parse_iso, utcnow
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
-from tapetui.core.files import atomic_write, fsync_dir, read_regular
+from tapetui.core.files import atomic_write, read_regular
 from tapetui.core.index import TapeIndex
 from tapetui.core.store import candidate_path, refuse_links_out
 from tapetui.core.tapefile import dump_line
@@ -110,6 +110,12 @@ def _accept_locked(config: Config, golden: Path, cand: Path, why: str, steps: It
         return entry
     wanted = sorted(set(steps))
     by_seq = {s.old.seq: s for s in cmp.steps if s.old is not None and s.kind in ("same", "changed", "tolerated")}
+    same = [n for n in wanted if n in by_seq and by_seq[n].kind == "same"]
+    if same and len(same) == len(wanted):  # accepted already (or never different): nothing would change
+        raise TapeError(
+            f"{golden}: step{'s' if len(same) > 1 else ''} {', '.join(map(str, same))} of the candidate "
+            f"{'are' if len(same) > 1 else 'is'} the golden's already: nothing to accept"
+        )
     replace: dict[int, bytes] = {}
     manifests: list[bytes] = []
     chosen = []
@@ -184,8 +190,8 @@ def _note_details(cmp: Comparison) -> list[str]:
     return [line for n in cmp.changed_notes for line in n.lines()]
 
 
-def reject(config: Config, golden: Path, why: str | None = None) -> Entry | None:
-    """Discard the pending candidate; a changelog note only when a reason is given."""
+def reject(config: Config, golden: Path, why: str | None = None) -> Entry:
+    """Discard the pending candidate, with a changelog entry naming what was discarded (and the reason, if given)."""
     golden = Path(golden)
     cand = candidate_path(golden)
     refuse_links_out(config.tapes_dir, golden, cand)
@@ -194,18 +200,30 @@ def reject(config: Config, golden: Path, why: str | None = None) -> Entry | None
             raise TapeError(f"{golden}: no pending candidate to reject")
         data = read_regular(cand, "candidate")
         reason = why.strip() if why and why.strip() else None
-        entry = journal.new_entry("reject", config, golden, [], [f"candidate {cand.name} discarded"], reason)
+        details, steps = _discarded(config, golden, cand)
+        entry = journal.new_entry("reject", config, golden, steps, details, reason)
         before = history.Before(False, None, True, data)
-        if reason is not None:
-            journal.commit(config, golden, None, entry, before=before, remove_candidate=True)
-            return entry
-        try:  # no reason, no changelog entry (as always); kept as history all the same, so undo finds it
-            history.save(config, golden, entry, before, after_sha256=None, logged=False)
-            cand.unlink()
-            fsync_dir(cand.parent)
-        except OSError as e:
-            raise TapeError(f"{e.filename or golden}: cannot write: {e.strerror}; nothing was changed") from None
-        return None
+        # always with its changelog entry (what was discarded), so `undo` can name what it brings back
+        journal.commit(config, golden, None, entry, before=before, remove_candidate=True)
+        return entry
+
+
+def _discarded(config: Config, golden: Path, cand: Path) -> tuple[list[str], list[int]]:
+    """What a reject discards, for its changelog entry: the candidate, and the steps in which it differed
+    (their key changes); the candidate alone when it cannot be compared (a malformed one is rejected too)."""
+    head = f"candidate {cand.name} discarded"
+    if not golden.exists():
+        return [f"{head} (a new session; no golden)"], []
+    try:
+        cmp = compare(load(golden), load(cand), config, hooks=None)
+    except TapeError as e:
+        return [f"{head} (it could not be compared: {e})"], []
+    changed = cmp.changed_steps
+    keys = [
+        f"step {s.seq} {s.tool} ({s.kind}): key {s.old.key if s.old else '-'} → {s.new.key if s.new else '-'}"
+        for s in changed
+    ]
+    return [head, *keys], [s.seq for s in changed if s.old]
 
 
 def expire(

@@ -142,6 +142,14 @@ class StepDiff:
             for c, line in zip(changes, format_changes(changes, prefix=side), strict=True)
         ]
 
+    @property
+    def outcome(self) -> dict[str, str] | None:
+        """``{"old": "result", "new": "error"}`` when the outcome kind of a paired step changed, else None."""
+        if self.old is None or self.new is None or (self.old.error is None) == (self.new.error is None):
+            return None
+        kind = {True: "result", False: "error"}
+        return {"old": kind[self.old.error is None], "new": kind[self.new.error is None]}
+
     def to_json(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
@@ -154,6 +162,7 @@ class StepDiff:
             "result_changes": [_change_json(c) for c in self.result_changes],
             "fingerprint": list(self.fingerprint),
             "expires_at": None if self.expiry is None else {"old": self.expiry[0], "new": self.expiry[1]},
+            "outcome": self.outcome,
             "excused": [e.to_json(side) for side, e in self.excused],
             "remarks": [{"path": _side_path(side, c.path), "text": t} for side, c, t in self.remarks],
             "errors": list(self.errors),
@@ -373,7 +382,14 @@ def compare(
         settings = config.compare_for(session_name(g.path, config.tapes_dir)) if config else CompareSettings()
     if hooks == "auto":
         hooks = Hooks.lazy(settings, config.root if config else None) if settings.rules.needs_hooks() else None
-    ctx = _Judge(config.ignore_rules() if config else IgnoreRules(), settings.rules, hooks, g.path, o.path)
+    ctx = _Judge(
+        config.ignore_rules() if config else IgnoreRules(),
+        settings.rules,
+        hooks,
+        g.path,
+        o.path,
+        config.replay_ignore() if config else IgnoreRules(volatile=False),
+    )
     old_tools = tuple(c.tool for c in g.calls)
     new_tools = tuple(c.tool for c in o.calls)
     contracts: dict[str, tuple[str, str, tuple[str, ...]]] = {}
@@ -434,13 +450,26 @@ def compare(
 class _Judge:
     """What every step of one comparison is judged with."""
 
-    ignore: IgnoreRules
+    ignore: IgnoreRules  # [diff] ignore and the volatile defaults: hidden from results and notes
     rules: Rules
     hooks: Hooks | None
     golden: Path
     other: Path
+    arg_ignore: IgnoreRules = field(default_factory=lambda: IgnoreRules(volatile=False))  # [diff] ignore as written
 
     def side(self, side: str, old: Any, new: Any, tool: str | None) -> Judged:
+        """One side compared under the rules. Arguments make a call's key: no volatile default hides them (a
+        booking on another date is another call), and what the user's ``[diff] ignore`` excuses there is listed."""
+        if side == "args":
+            return self.rules.judge(
+                side,
+                old,
+                new,
+                tool=tool,
+                hooks=self.hooks,
+                context={"golden": str(self.golden)},
+                listed=self.arg_ignore,
+            )
         return self.rules.judge(
             side, old, new, tool=tool, hooks=self.hooks, ignore=self.ignore, context={"golden": str(self.golden)}
         )
@@ -693,6 +722,13 @@ def _pair(
         raise TooDeep(f"{ctx.golden}:{a.line} and {ctx.other}:{b.line}: step {a.seq} ({a.tool})") from None
 
 
+_OUTCOME = {
+    True: "outcome changed: a result became an error",
+    False: "outcome changed: an error became a result",
+}
+"""The remark of a step whose outcome kind changed, by whether the new call raised."""
+
+
 def _pair_diff(
     a: CallRecord,
     b: CallRecord,
@@ -705,9 +741,15 @@ def _pair_diff(
     if differs and not fp:
         fp = (f"fingerprint {a.fingerprint} → {b.fingerprint}",)
     args = Judged() if a.key == b.key else ctx.side("args", canon(a.args), canon(b.args), a.tool)
-    old_res = {"error": a.error} if a.error is not None else a.result
-    new_res = {"error": b.error} if b.error is not None else b.result
-    res = ctx.side("result", old_res, new_res, a.tool)
+    if (a.error is None) != (b.error is None):
+        # the outcome kind changed: a difference whatever the values look like (a result may have the shape of
+        # an error record), compared by no rule
+        change = Change("", a.result if a.error is None else a.error, b.result if b.error is None else b.error)
+        res = Judged((change,), remarks=((change, _OUTCOME[b.error is not None]),))
+    else:
+        old_res = {"error": a.error} if a.error is not None else a.result
+        new_res = {"error": b.error} if b.error is not None else b.result
+        res = ctx.side("result", old_res, new_res, a.tool)
     expiry = (a.expires_at, b.expires_at) if a.expires_at != b.expires_at else None
     excused = tuple(("args", e) for e in args.excused) + tuple(("result", e) for e in res.excused)
     remarks = tuple(("args", c, t) for c, t in args.remarks) + tuple(("result", c, t) for c, t in res.remarks)

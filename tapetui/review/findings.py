@@ -12,13 +12,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from tapetui.core.canon import canon
 from tapetui.core.changes import MISSING, Change, format_changes
 from tapetui.core.comparators import CompareSettings, Hooks
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
 from tapetui.core.files import file_sha256
 from tapetui.core.index import TapeIndex
-from tapetui.core.jsondiff import IgnoreRules, split_pattern
+from tapetui.core.jsondiff import IgnoreRules, path_segments
 from tapetui.core.locks import reading
 from tapetui.core.runlog import CALL_EVENTS, EXECUTED_EVENTS, RunLogReader, event_problem
 from tapetui.core.store import (
@@ -32,6 +33,7 @@ from tapetui.core.store import (
 from tapetui.core.tapefile import read_index
 from tapetui.review.comparison import Comparison, HooksArg, LoadedTape, compare, load
 from tapetui.review.journal import recover
+from tapetui.review.parking import PARKED_JOURNAL, parked_dir
 from tapetui.review.verdicts import Verdict, new_capabilities, phase_of, sequence_distance, verdict
 
 __all__ = [
@@ -138,13 +140,15 @@ def judge_run(
     The session's ``[compare]`` settings apply: the executed sequence is matched in its mode and within
     its threshold, golden steps a ``subset`` run leaves out are not findings, a call served as a tolerated
     hit is a warning naming the rule, a tool the golden never used is a new capability, and the run's
-    notes are compared with the golden's under the rules.
+    notes are compared with the golden's under the rules. A drift's arguments are read with ``[diff] ignore``
+    as written (the volatile defaults never hide an argument: it makes the call's key), and each difference
+    that excuses is listed as a warning; a tolerated hit is judged again by value under today's rules.
 
     Raises:
         TapeError: a malformed event, naming the run log and its line.
         ConfigError: a hook tapes.toml names cannot be imported.
     """
-    rules = config.ignore_rules() if config else IgnoreRules()
+    arg_ignore = config.replay_ignore() if config else IgnoreRules(volatile=False)
     settings = config.compare_for(session_name(golden.path, config.tapes_dir)) if config else CompareSettings()
     run_notes: list[tuple[str, Any]] = []
     executed_phases: list[str | None] = []  # the phase each executed call ran in (events come in run order)
@@ -178,7 +182,8 @@ def judge_run(
             last_seq, last_tool = seq, tool
         if kind == "drift":
             changes = [Change(p, o, n) for p, o, n in ev.get("changes") or []]
-            shown = [c for c in changes if not rules.ignores(c.path.replace("[", ".").replace("]", "").split("."))]
+            ignored_by = [_ignored_by(arg_ignore, c.path) for c in changes]
+            shown = [c for c, pat in zip(changes, ignored_by, strict=True) if pat is None]
             data = {"recorded_key": ev.get("recorded_key"), "key": ev.get("key")}
             if not shown:
                 # The call key still differed (ignore rules only hide paths from diffs): the replay raised here.
@@ -198,6 +203,12 @@ def judge_run(
             hidden_at = None
             for line in format_changes(shown, prefix="args"):
                 out.append(Finding("drift", f"{tool}  step {seq}  {line}", seq, tool, data))
+            # what the user's [diff] ignore excuses is listed too, never dropped: a warning (the drift fails above)
+            for c, pat in zip(changes, ignored_by, strict=True):
+                if pat is not None:
+                    (line,) = format_changes([c], prefix="args")
+                    text = f"{tool}  step {seq}  {line}  — ignored by [diff] ignore {pat!r}"
+                    out.append(Finding("drift", text, seq, tool, {**data, "ignored_by": pat}, warning=True))
         elif kind == "miss":
             near = ev.get("nearest")
             detail = "; ".join(format_changes([Change(p, o, n) for p, o, n in ev.get("changes") or []], "args"))
@@ -226,13 +237,24 @@ def judge_run(
         elif kind == "hit" and ev.get("tolerated"):
             items = [t for t in ev["tolerated"] if isinstance(t, dict)]
             excused = "; ".join(f"{t.get('path')} ({t.get('text')})" for t in items)
-            # the run was judged under the rules of its day: one no longer in tapes.toml excuses nothing now
-            gone = [str(t.get("path")) for t in items if not _still_excused(t, settings, config, tool)]
+            # the run was judged under the rules of its day: judged again by value, under today's
+            gone = _no_longer_excused(ev, golden, settings, config)
+            unknown = gone is None  # an older run log: the values are not there to judge
+            if gone is None:
+                gone = [str(t.get("path")) for t in items]
+            if not gone:
+                why = ""
+            elif unknown:
+                why = (
+                    f"; the run log does not hold the call's arguments (an older tapetui wrote it), so whether "
+                    f"tapes.toml still excuses {', '.join(gone)} is not known: run the replay again"
+                )
+            else:
+                why = f"; no rule of tapes.toml excuses {', '.join(gone)} now: run the replay again"
             out.append(
                 Finding(
                     "tolerated",
-                    f"{tool}  step {seq}  served as a tolerated hit: {excused}"
-                    + (f"; no rule of tapes.toml excuses {', '.join(gone)} now: run the replay again" if gone else ""),
+                    f"{tool}  step {seq}  served as a tolerated hit: {excused}{why}",
                     seq,
                     tool,
                     {"tolerated": ev["tolerated"], "recorded_key": ev.get("recorded_key"), "no_longer_excused": gone},
@@ -357,26 +379,53 @@ def judge_run(
     golden_notes = [(n.kind, n.value) for n in golden.notes]
     note_findings, notes_v = _note_findings(golden_notes, run_notes, settings, config, hooks)
     out += note_findings
-    drifted = sum(1 for f in out if f.kind == "drift")  # a miss is a call the golden lacks: the sequence's
+    # a miss is a call the golden lacks: the sequence's; a drift's path [diff] ignore excuses is a warning
+    drifted = sum(1 for f in out if f.kind == "drift" and not f.warning)
+    excused_args = sum(1 for f in out if f.kind == "tolerated" or (f.kind == "drift" and f.warning))
     # a run log judges what a run can change: the tools it ran, the arguments it passed, its notes (a replay's
     # results come from the tape, and its events do not name the tool the model asked for)
     verdicts = (
         *((tools_v,) if judged else ()),
-        verdict("arguments", settings, drifted, sum(1 for f in out if f.kind == "tolerated")),
+        verdict("arguments", settings, drifted, excused_args),
         notes_v,
     )
     return out, verdicts
 
 
-def _still_excused(item: dict[str, Any], settings: CompareSettings, config: Config | None, tool: Any) -> bool:
-    """Whether what excused a tolerated hit's difference (a run log's ``tolerated`` item) still does."""
-    path, rule = str(item.get("path") or ""), str(item.get("rule") or "")
-    if settings.rules.excuses(rule, path, tool if isinstance(tool, str) else None, str(item.get("text") or "")):
-        return True
-    if rule == "ignore" and config is not None:  # [diff] ignore, as replay matching reads it
-        rest = path.split(".", 1)[1] if "." in path else ""
-        return bool(rest) and config.replay_ignore().ignores(split_pattern(rest))
-    return False
+def _ignored_by(ignore: IgnoreRules, path: str) -> str | None:
+    """The ``[diff] ignore`` pattern that excuses an argument path as a run log prints it (``x["a.b"][0]``),
+    read by the one path parser; None when none does, or the path cannot be read (then it is shown)."""
+    try:
+        return ignore.matching(path_segments(path))
+    except ValueError:  # a hand-edited run log: shown as it is
+        return None
+
+
+def _no_longer_excused(
+    ev: dict[str, Any], golden: TapeIndex, settings: CompareSettings, config: Config | None
+) -> list[str] | None:
+    """The argument paths of a tolerated hit that the rules as they are now do not excuse, judged by value as a
+    replay judges them: the golden's recording (its step, which must still hold the recorded key) against the
+    arguments the run logged, under ``[compare.rules]`` and ``[diff] ignore`` as written, no hook run. ``[]``:
+    still excused. None: not known — a run log an older tapetui wrote holds no arguments, or the recording is
+    gone — so a caller excuses nothing (a rule is judged by the values it excuses, never by its text)."""
+    live, step, key, tool = ev.get("args"), ev.get("step"), ev.get("recorded_key"), ev.get("tool")
+    if live is None or not isinstance(key, str) or not isinstance(tool, str):
+        return None
+    i = golden.at_seq(step) if type(step) is int else None
+    if i is None or golden.keys[i] != key:
+        i = golden.key_first.get(key)
+    if i is None:
+        return None
+    if config is None:  # no tapes.toml: no rule excuses anything
+        return [str(t.get("path")) for t in ev["tolerated"] if isinstance(t, dict)]
+    try:
+        recorded = canon(config.redactor().redact(golden.record(i).args))
+        judged = settings.rules.judge("args", recorded, live, tool=tool, hooks=None, ignore=config.replay_ignore())
+    except TapeError:  # the golden changed under the check, or nested too deeply: not known
+        return None
+    # a change a hook could not judge (a replay runs none) is among the changes: unexcused
+    return _arg_paths(list(judged.changes))
 
 
 def _note_findings(
@@ -529,6 +578,14 @@ def _check_session_once(golden: Path, config: Config) -> SessionReport:
                     "journal",
                     f"{journal_path(golden).name}: an interrupted change could not be finished; review actions on "
                     "this session are refused until it is resolved (`tapetui recover` says why)",
+                )
+            )
+        if os.path.lexists(parked_dir(config, golden) / PARKED_JOURNAL):  # recover could not put it back
+            rep.findings.append(
+                Finding(
+                    "journal",
+                    f"its pending candidate is parked in {parked_dir(config, golden)} by a check --samples that is "
+                    "still running (or could not be put back: `tapetui recover` says why)",
                 )
             )
         idx = read_index(golden, validate=True, keep_bytes=True) if golden.exists() else None

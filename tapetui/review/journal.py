@@ -37,9 +37,10 @@ from tapetui.core.clock import now_iso
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
 from tapetui.core.files import atomic_write, file_sha256, fsync_dir
-from tapetui.core.locks import session_lock, try_session_lock
+from tapetui.core.locks import session_lock, try_park_lock, try_session_lock
 from tapetui.core.store import candidate_path, golden_of, journal_path, runlog_path, session_name
 from tapetui.review.changelog import Entry, append_entry, has_entry
+from tapetui.review.parking import recover_parked, unpark
 
 __all__ = ["commit", "new_entry", "recover", "session", "tmp_of", "write_new"]
 
@@ -74,6 +75,9 @@ def session(config: Config, golden: Path) -> Iterator[None]:
     """
     with session_lock(golden):
         _recover_session(config, golden, strict=True)
+        with try_park_lock(golden) as free:  # never waits: the park lock comes before the gate otherwise
+            if free:
+                unpark(config, golden)  # a pending candidate an interrupted check --samples parked
         yield
 
 
@@ -297,6 +301,7 @@ def recover(config: Config) -> list[str]:
     root = config.tapes_dir
     if not root.is_dir():
         return notes
+    notes += recover_parked(config)  # an interrupted check --samples: its parked candidate goes back first
     found: set[Path] = set()
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = [d for d in dirnames if not d.startswith(".") and not d.endswith(".samples")]

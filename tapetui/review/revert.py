@@ -54,15 +54,19 @@ def undo_target(config: Config, golden: Path) -> HistoryRecord | None:
     return target
 
 
-def undo(config: Config, golden: Path) -> Entry:
+def undo(config: Config, golden: Path, *, expect: str | None = None) -> Entry:
     """Revert the newest accept, reject or expire of a session that is not undone yet.
 
     The golden (and the candidate, when the change removed it) get back the exact bytes they had
     before it; the ``undo`` changelog entry names the entry it reverts.
 
+    Args:
+        expect: the changelog entry id the caller asked a person about (:func:`undo_target` before a
+            confirmation): when the newest change is another one by now, nothing is undone.
+
     Raises:
-        TapeError: nothing to undo, the history is gone, or the files changed since in a way an
-            undo would lose (a newer candidate, a golden changed outside the changelog).
+        TapeError: nothing to undo, the history is gone, the newest change is not ``expect``, or the files
+            changed since in a way an undo would lose (a newer candidate, a golden changed outside the changelog).
     """
     golden = Path(golden)
     cand = candidate_path(golden)
@@ -73,6 +77,11 @@ def undo(config: Config, golden: Path) -> Entry:
             raise TapeError(
                 f"{session_name(golden, config.tapes_dir)}: nothing to undo (no accept, reject or expire of it "
                 f"in {config.changelog.name} that is not undone already)"
+            )
+        if expect is not None and target.id != expect:
+            raise TapeError(
+                f"{session_name(golden, config.tapes_dir)}: its newest change is {_named(target)} now, not changelog "
+                f"entry {expect} (another process changed the session meanwhile); nothing was undone"
             )
         return _revert(config, golden, cand, target)
 

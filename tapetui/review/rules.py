@@ -125,10 +125,11 @@ def _config_lock(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def add_rule(config: Config, golden: Path, spec: str | RuleSpec, why: str | None) -> tuple[Entry, Config]:
+def add_rule(config: Config, golden: Path, spec: str | RuleSpec, why: str | None) -> tuple[Entry | None, Config, str]:
     """Add a rule to ``[compare.sessions."SESSION".rules]`` of ``tapes.toml``, with a changelog entry.
 
-    Returns the entry and the configuration as the file now reads.
+    Returns the entry (None when the same rule is there already: the file is not rewritten and nothing is
+    logged), the configuration as the file now reads, and what was done, in words.
 
     Raises:
         TapeError: no rationale, no tapes.toml, or a file that cannot be read or parsed.
@@ -140,10 +141,12 @@ def add_rule(config: Config, golden: Path, spec: str | RuleSpec, why: str | None
     path = _config_path(config)
     with _config_lock(path):
         text, new_config, detail = _edited(config, path, golden, parsed)
+        if text is None:
+            return None, new_config, detail
         entry = new_entry("rule", config, golden, [], [detail], why)
         append_entry(config.changelog, entry, config.redactor())
         atomic_write(path, text.encode("utf-8"))
-    return entry, new_config
+    return entry, new_config, detail
 
 
 def check_rule(config: Config, golden: Path, spec: str | RuleSpec) -> RuleSpec:
@@ -166,8 +169,9 @@ def _config_path(config: Config) -> Path:
     return config.path
 
 
-def _edited(config: Config, path: Path, golden: Path, parsed: RuleSpec) -> tuple[str, Config, str]:
-    """tapes.toml's text with the rule in it, the configuration it makes, and the changelog line."""
+def _edited(config: Config, path: Path, golden: Path, parsed: RuleSpec) -> tuple[str | None, Config, str]:
+    """tapes.toml's text with the rule in it (None: the same rule is there already, nothing to write), the
+    configuration it makes, and the changelog line."""
     session = glob.escape(session_name(Path(golden), config.tapes_dir))  # a pattern naming this session alone
     try:
         doc = tomlkit.parse(read_regular(path, "tapes.toml").decode("utf-8"))
@@ -184,10 +188,17 @@ def _edited(config: Config, path: Path, golden: Path, parsed: RuleSpec) -> tuple
                 )
             tables = inner
         replaced = parsed.key in tables
+        where = f'[compare.sessions."{session}".rules]'
+        if replaced and _plain(tables[parsed.key]) == _plain(parsed.value):  # the same rule: the file stays as it is
+            return None, config, f"unchanged in {path.name} {where}: {parsed.toml_text()} (it is there already)"
         tables[parsed.key] = _toml_value(parsed.value)
         text = tomlkit.dumps(doc)
     except (ParseError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path}: cannot add the rule: {e}") from None
-    where = f'[compare.sessions."{session}".rules]'
     detail = f"{'replaced' if replaced else 'added'} in {path.name} {where}: {parsed.toml_text()}"
     return text, config_from_text(text, path), detail  # checked before it replaces the file
+
+
+def _plain(value: Any) -> Any:
+    """A TOML value as plain Python (tomlkit's items unwrapped), to tell the same rule from another."""
+    return value.unwrap() if hasattr(value, "unwrap") else value

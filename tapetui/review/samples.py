@@ -11,7 +11,6 @@ dimension is within its threshold and it shows no new tool and no contract chang
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,13 +19,14 @@ from typing import Any, Literal
 from tapetui.core.comparators import DIMENSIONS, CompareSettings
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
-from tapetui.core.files import atomic_write, read_regular
 from tapetui.core.locks import session_lock
 from tapetui.core.runlog import read_run_log
-from tapetui.core.store import candidate_path, rotate_candidate, runlog_path, samples_of, session_name
+from tapetui.core.store import candidate_path, rotate_candidate, samples_of, session_name
+from tapetui.core.textsafe import safe_text
 from tapetui.review.comparison import HooksArg, LoadedTape, compare, load
 from tapetui.review.findings import Finding, SessionReport, judge_run, run_log_stale
-from tapetui.review.replay import record_argv
+from tapetui.review.parking import parked
+from tapetui.review.replay import quoted_output, record_command
 from tapetui.review.verdicts import Verdict, pass_hat
 
 __all__ = [
@@ -193,53 +193,43 @@ def record_samples(
     """Run ``record_command`` ``n`` times for one session; each run records one new candidate.
 
     Returns the ``n`` candidates those runs wrote, all in ``NAME.samples/`` by the end. The session is left
-    as it was otherwise: a candidate pending before is set aside while the samples record and put back after,
-    and so is the run log (a recording writes its own), so what ``check`` then says of the session besides its
-    samples does not depend on which sample came last. ``on_run(i, argv)`` is called before run ``i``.
+    as it was otherwise: a candidate pending before, and the run log, are parked outside the session while the
+    samples record (:mod:`tapetui.review.parking`: where no command can delete them, and put back byte for byte,
+    after a kill too), so what ``check`` then says of the session besides its samples does not depend on which
+    sample came last. ``on_run(i, argv)`` is called before run ``i``.
 
     Raises:
-        TapeError: no record_command, a run that fails or writes no candidate (naming the command and the
-            exit status); the session is put back as it was all the same.
+        TapeError: no record_command, a run that fails, runs longer than ``[tapes] command_timeout`` or writes
+            no candidate (naming the command and the exit status; what it printed last is quoted redacted and
+            escaped); the session is put back as it was all the same.
     """
     if n < 1:
         raise TapeError(f"--samples needs a number of at least 1, got {n}")
-    argv = record_argv(config, golden)
-    cand, log = candidate_path(golden), runlog_path(golden)
-    with session_lock(golden):  # no recording of anyone else is half way through: the files are what they are
-        set_aside = rotate_candidate(golden)
-        log_before = read_regular(log, "run log") if os.path.lexists(log) else None
+    command = record_command(config, golden)
+    cand = candidate_path(golden)
+    name = safe_text(golden.name, newlines=False)
     made: list[tuple[int, int]] = []  # (device, inode) of each candidate a run wrote
-    try:
+    with parked(config, golden):
         for i in range(1, n + 1):
             if on_run is not None:
-                on_run(i, argv)
+                on_run(i, list(command.argv))
             before = _inode(cand)
-            try:
-                done = subprocess.run(argv, cwd=config.root, stdin=subprocess.DEVNULL, capture_output=True, text=True)
-            except OSError as e:
-                raise TapeError(f"{argv[0]}: cannot run the record_command: {e.strerror or e}") from None
+            done = command.run(capture=True)
             after = _inode(cand)
             if done.returncode != 0 or after is None or after == before:
-                tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
                 what = f"exited with status {done.returncode}" if done.returncode else "wrote no new candidate"
+                said = quoted_output(done.stdout, done.stderr, config.redactor(), lines=3)
                 raise TapeError(
-                    f"record_command for {golden.name} (run {i} of {n}) {what}: {' '.join(argv)}"
-                    + (f"; it said: {' / '.join(tail)}" if tail else "")
+                    f"record_command for {name} (run {i} of {n}) {what}: {command.shown()}"
+                    + (f"; it said: {' / '.join(said.splitlines())}" if said != "(no output)" else "")
                 )
             made.append(after)
-    finally:
-        with session_lock(golden):
-            rotate_candidate(golden)  # the last sample joins the others: nothing a sample run recorded stays pending
-            if set_aside is not None and not os.path.lexists(cand):
-                os.rename(set_aside, cand)
-            if log_before is None:
-                log.unlink(missing_ok=True)
-            else:
-                atomic_write(log, log_before)
+            with session_lock(golden):
+                rotate_candidate(golden)  # each sample joins the others at once: nothing a run recorded stays pending
     found = {_inode(p): p for p in session_samples(golden)}
     out = [found[m] for m in made if m in found]
     if len(out) != n:
-        raise TapeError(f"{golden.name}: {n - len(out)} of the {n} recorded samples were moved or removed meanwhile")
+        raise TapeError(f"{name}: {n - len(out)} of the {n} recorded samples were moved or removed meanwhile")
     return out
 
 

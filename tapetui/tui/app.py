@@ -28,6 +28,7 @@ from tapetui.core.config import Config, load_config
 from tapetui.core.errors import TapeError
 from tapetui.core.store import golden_of
 from tapetui.core.textsafe import safe_text
+from tapetui.review.history import HistoryRecord
 from tapetui.review.sessions import Session, StepSummary, current, goldens, has_candidate, matches, parse_filter
 from tapetui.review.sessions import session_of as new_session
 from tapetui.tui.controller import ReviewController
@@ -43,6 +44,15 @@ from tapetui.tui.widgets.runlog_pane import RunLogPane
 from tapetui.tui.widgets.session_tree import FolderRef, MoreRef, SessionTree, StepRef
 
 
+def _subject(data: Any) -> tuple[Any, ...]:
+    """What the detail pane shows for a row's data (its ``subject``): ("session", golden), ("step", golden, seq)."""
+    if isinstance(data, Session):
+        return ("session", data.golden)
+    if isinstance(data, StepRef):
+        return ("step", data.session.golden, data.seq)
+    return ()
+
+
 class TapeApp(App[None]):
     """``tapetui [DIR]``: browse tapes, watch replays, review drift, accept baselines."""
 
@@ -54,7 +64,7 @@ class TapeApp(App[None]):
         Binding("slash", "filter", "Filter"),
         Binding("n", "next_review", "Next"),
         Binding("N", "prev_review", "Previous session to review", show=False),
-        Binding("s", "next_review", "Skip to the next to review", show=False),
+        Binding("s", "skip", "Skip this session (n and N pass it by)", show=False),
         Binding("a", "accept", "Accept"),
         Binding("A", "accept_all", "Accept all marked", show=False),
         Binding("r", "reject", "Reject"),
@@ -89,6 +99,7 @@ class TapeApp(App[None]):
         # Comparison hooks a person allowed (J), by the (similarity, judge) hooks a session's settings name;
         # until then the app runs none (opening a folder never imports a user's code). Hooks of this config:
         self._allowed_hooks: set[tuple[str | None, str | None]] = set()
+        self.skipped: set[Path] = set()  # sessions `s` left for later: n and N pass them by in this sitting
         self._hooks: dict[tuple[str | None, str | None], Hooks] = {}
 
     # ---- layout -----------------------------------------------------------------
@@ -498,8 +509,10 @@ class TapeApp(App[None]):
                 tree.go_to(tree.reveal(anchor))
             elif node is None:
                 tree.cursor_line = 0  # highlighted: its detail follows
-            elif not self.detail.subject:
-                self.show_detail(node.data, with_log=True)  # the pane still holds a message: the row's detail
+            elif not self.detail.subject or self.detail.subject != _subject(node.data):
+                # the row under the cursor is another one now (the filter moved it, on the same line: no
+                # highlight event) or the pane still holds a message: the pane follows the cursor, and p with it
+                self.show_detail(node.data, with_log=True)
 
     @work(thread=True, exclusive=True, group="errors")
     def _scan_recorded_errors(self) -> None:
@@ -548,10 +561,20 @@ class TapeApp(App[None]):
 
     # ---- moving to what needs review ---------------------------------------------------
     def _jump(self, step: int) -> None:
-        if not self.session_tree.jump_to_review(self.visible_sessions(), step):
+        shown = self.visible_sessions()
+        if not self.session_tree.jump_to_review(shown, step, skip=self.skipped):
             self.notify("Nothing needs review.", markup=False)
 
     def action_next_review(self) -> None:
+        self._jump(1)
+
+    def action_skip(self) -> None:
+        """s: leave the session under the cursor for later: n and N pass it by for the rest of this sitting."""
+        s, _ = self._cursor()
+        if s is None:
+            return
+        self.skipped.add(s.golden)
+        self.notify(safe_text(f"Skipped {s.name}: n and N pass it by until the app is restarted."), markup=False)
         self._jump(1)
 
     def action_prev_review(self) -> None:
@@ -623,8 +646,18 @@ class TapeApp(App[None]):
 
     def action_reject(self) -> None:
         s, _ = self._cursor()
-        if s is not None and s.pending:
-            self.controller.reject(s)
+        if s is None or not s.pending:
+            return
+        body = (
+            f"The pending candidate of {s.name} will be discarded, with a changelog entry naming what it "
+            f"changed. u (or tapetui undo {s.name}) brings it back."
+        )
+
+        def reject(ok: bool | None) -> None:
+            if ok:
+                self.controller.reject(s)
+
+        self.push_screen(ConfirmScreen("Reject this candidate?", body), reject)
 
     def action_expire(self) -> None:
         s, step = self._cursor()
@@ -637,7 +670,28 @@ class TapeApp(App[None]):
             self.controller.expire(s, None, True)
 
     def action_undo(self) -> None:
-        self.controller.undo()
+        """u: `tapetui undo SESSION` for the session under the cursor, after a confirmation naming the change."""
+        s, _ = self._cursor()
+        if s is None:
+            self.notify(
+                "u undoes the newest accept, reject or expire of the session under the cursor: move to a session "
+                "(a folder has nothing of its own to undo).",
+                markup=False,
+            )
+            return
+        self.controller.ask_undo(s, self._confirm_undo)
+
+    def _confirm_undo(self, s: Session, target: HistoryRecord) -> None:
+        body = (
+            f"The {target.action} of {s.name} (changelog entry {target.id}, {target.when}) will be reverted: "
+            "the golden and candidate get back the bytes they had before it, with a changelog entry of its own."
+        )
+
+        def undo(ok: bool | None) -> None:
+            if ok:
+                self.controller.undo(s, target)
+
+        self.push_screen(ConfirmScreen(f"Undo the {target.action} of {s.name}?", body), undo)
 
     def action_rerecord(self) -> None:
         s, step = self._cursor()

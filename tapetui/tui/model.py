@@ -103,7 +103,7 @@ def side_path(side: str, path: str) -> str:
 def _first_change(sd: StepDiff) -> tuple[str, Change] | None:
     if sd.arg_changes:
         return "args", sd.arg_changes[0]
-    if sd.result_changes:
+    if sd.result_changes and sd.outcome is None:  # a result that became an error: no rule excuses it
         return "result", sd.result_changes[0]
     return None
 

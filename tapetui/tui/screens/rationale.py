@@ -48,7 +48,10 @@ class RationaleScreen(ModalScreen[Accepting | None]):
     def __init__(self, what: str, suggestion: str | None = None, *, rules: bool = True) -> None:
         super().__init__()
         self.what = what
-        self.suggestion = suggestion
+        # the suggestion is made of a tape's path and tool name: shown escaped, and offered as a completion
+        # only when escaping changed nothing (a completion of the escaped text would name another path)
+        self.shown_suggestion = safe_text(suggestion, newlines=False) if suggestion else None
+        self.suggestion = suggestion if suggestion and self.shown_suggestion == suggestion else None
         self.rules = rules
 
     def compose(self) -> ComposeResult:
@@ -66,7 +69,7 @@ class RationaleScreen(ModalScreen[Accepting | None]):
                     id="rule-label",
                 )
                 yield Input(
-                    placeholder=self.suggestion or "e.g. tolerance:result.price=0.01, ignore:result.debug",
+                    placeholder=self.shown_suggestion or "e.g. tolerance:result.price=0.01, ignore:result.debug",
                     suggester=SuggestFromList([self.suggestion]) if self.suggestion else None,
                     id="rule",
                 )

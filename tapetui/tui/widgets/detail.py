@@ -7,7 +7,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import orjson
 from rich.console import Console, Group, RenderableType
 from rich.rule import Rule
 from rich.syntax import Syntax
@@ -17,7 +16,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
-from tapetui.core.changes import format_changes
+from tapetui.core.changes import format_changes, json_text
 from tapetui.core.config import Config
 from tapetui.core.index import CallRecord
 from tapetui.core.textsafe import safe_json_text, safe_text
@@ -32,7 +31,7 @@ PENDING_NOTE_AFTER = 0.15  # seconds a diff may take before a line says it is be
 
 
 def json_block(value: Any) -> RenderableType:
-    raw = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS, default=repr)
+    raw = json_text(value, indent=True, sort_keys=True).encode()  # any depth: cut at SHOWN_DEPTH, marked
     if len(raw) <= SHOWN_CHARS:
         return Syntax(
             safe_json_text(raw.decode()), "json", theme="ansi_dark", word_wrap=True, background_color="default"

@@ -6,12 +6,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import orjson
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from tapetui.core.changes import MISSING
+from tapetui.core.changes import MISSING, json_text
 from tapetui.core.textsafe import safe_json_text
 from tapetui.review.textdiff import diff_lines, diff_text
 
@@ -32,7 +31,7 @@ def pretty(value: Any) -> list[str]:
     """Indented, key-sorted JSON lines; control and bidi characters escaped."""
     if value is MISSING:
         return []
-    text = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS, default=repr).decode()
+    text = json_text(value, indent=True, sort_keys=True)  # any depth: cut at SHOWN_DEPTH, marked
     if text.isascii() and "\x7f" not in text:  # nothing to escape (C1 and bidi are not ASCII): no regex pass
         return text.splitlines()
     return safe_json_text(text).splitlines()
@@ -230,4 +229,4 @@ class DiffResult:
 def _json_size(value: Any) -> int:
     if value is MISSING:
         return 0
-    return len(orjson.dumps(value, default=repr))
+    return len(json_text(value).encode())

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from rich.text import Text
 from textual.widgets import Log
 
+from tapetui.core.changes import short
 from tapetui.core.textsafe import safe_text
 
 MAX_LINES = 5000  # lines the pane keeps; older ones scroll away
@@ -43,8 +43,8 @@ def event_line(ev: dict[str, Any]) -> str:
         extra = f"  {ev.get('name')}"
     elif kind == "note":
         value = ev.get("value")
-        shown = value if isinstance(value, str) else orjson.dumps(value, default=repr).decode()
-        extra = f"  {ev.get('kind')}: {shown[:200]}"
+        shown = value[:200] if isinstance(value, str) else short(value, 200)  # a value cut by depth says so
+        extra = f"  {ev.get('kind')}: {shown}"
     head = f"{kind:<11}" + (f" step {seq:<4} {tool}" if seq is not None else "")
     return safe_text(head + extra, newlines=False)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -390,10 +391,11 @@ class SessionTree(Tree[NodeData]):
         first = self.first_session(data)
         return (pos[first.golden] - 1, 1 << 62) if first is not None and first.golden in pos else (-1, 0)
 
-    def jump_to_review(self, shown: list[Session], step: int) -> bool:
+    def jump_to_review(self, shown: list[Session], step: int, *, skip: Collection[Path] = ()) -> bool:
         """Move the cursor to the next (step > 0) or previous item that needs review, wrapping around;
-        False when nothing does. ``shown``: the sessions in the tree, in order."""
-        targets = self.review_targets(shown)
+        False when nothing does. ``shown``: the sessions in the tree, in order; ``skip``: goldens of sessions
+        passed by (``s``)."""
+        targets = [t for t in self.review_targets(shown) if t[1].golden not in skip]
         if not targets:
             return False
         cur = self.cursor_key(shown)
