@@ -1,5 +1,3 @@
-import sys
+from tapetui.cli import run
 
-from tapetui.cli import main
-
-sys.exit(main())
+run()

@@ -10,18 +10,22 @@ and a tapes folder that does not exist or holds no tapes.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import tapetui.cli_parser as cli_parser
 import tapetui.review as review
 from tapetui.cli_output import Out, ProgressBar, plural, print_json
+from tapetui.core.comparators import hooks_running
 from tapetui.core.config import Config, find_config, load_config
 from tapetui.core.errors import TapeError
+from tapetui.core.runlog import end_counts
 from tapetui.core.store import (
     candidate_path,
     golden_of,
@@ -184,7 +188,12 @@ def _record_samples(args: argparse.Namespace, cfg: Config, err: Out) -> dict[Pat
         def said(i: int, _argv: list[str], name: str = name) -> None:
             err.line(f"tapetui: {name}: recording sample {i} of {n}")
 
-        out[g] = review.record_samples(cfg, g, n, on_run=said)
+        notes: list[str] = []
+        try:
+            out[g] = review.record_samples(cfg, g, n, on_run=said, notes=notes)
+        finally:
+            for note in notes:
+                err.line(f"tapetui: {note}", "yellow")
     return out
 
 
@@ -244,14 +253,12 @@ def cmd_stats(args: argparse.Namespace) -> int:
     out = Out(sys.stdout)
     for name, s in rows.items():
         last = s.get("last_run") or {}
-        run = (
-            (
-                f"last run: {plural(last.get('tape_hits', 0), 'hit')}, {plural(last.get('tape_misses', 0), 'miss')}, "
-                f"{last.get('drift_events', 0)} drift, {last.get('unused', 0)} unused"
-            )
-            if last
-            else "no run yet"
-        )
+        if not last:
+            run = "no run yet"
+        elif last.get("mode") == "record":
+            run = f"last run: a recording of {plural(last.get('steps', 0), 'call')}"
+        else:
+            run = f"last run: {end_counts(last)}"
         timed = (
             f"{s['expired']} of {plural(s['time_sensitive'], 'time-sensitive entry')} expired"
             if s["time_sensitive"]
@@ -600,6 +607,19 @@ def _first_word(argv: Sequence[str]) -> str | None:
     return None
 
 
+def run() -> NoReturn:
+    """The ``tapetui`` command: :func:`main`, then the process ends with its exit code."""
+    code = main()
+    if hooks_running():  # a comparison hook that never answered still runs in a daemon thread: end now,
+        # without the interpreter's shutdown (a daemon thread writing while the interpreter is torn down can
+        # crash it), after what was written is out
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     err = Out(sys.stderr)
@@ -629,4 +649,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

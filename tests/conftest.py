@@ -17,7 +17,16 @@ from tapetui import Config, ToolRegistry
 # Fuzzing budgets: CI runs a fixed, repeatable set; HYPOTHESIS_PROFILE=fuzz hunts longer with fresh inputs.
 settings.register_profile("ci", max_examples=120, derandomize=True, database=None, deadline=None)
 settings.register_profile("fuzz", max_examples=3000, database=None, deadline=None)
+# the quick loop (`-m "not slow"`): the same fixed inputs, fewer of them (every @example still runs)
+settings.register_profile("quick", max_examples=25, derandomize=True, database=None, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """``-m "not slow"`` without HYPOTHESIS_PROFILE runs the "quick" budget; every other run the "ci" one."""
+    if "HYPOTHESIS_PROFILE" not in os.environ and "not slow" in (config.getoption("markexpr") or ""):
+        settings.load_profile("quick")
+
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,13 +49,15 @@ def tapetui_cli(
 @pytest.fixture(autouse=True, scope="session")
 def _index_cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """Tests (and the processes they start) keep index-cache entries in a temporary folder, not ~/.cache."""
-    old = os.environ.get("TAPETUI_CACHE_DIR")
+    old = {k: os.environ.get(k) for k in ("TAPETUI_CACHE_DIR", "TAPETUI_STATE_DIR")}
     os.environ["TAPETUI_CACHE_DIR"] = str(tmp_path_factory.mktemp("index-cache"))
+    os.environ["TAPETUI_STATE_DIR"] = str(tmp_path_factory.mktemp("state"))  # parking tokens: never in ~
     yield
-    if old is None:
-        os.environ.pop("TAPETUI_CACHE_DIR", None)
-    else:
-        os.environ["TAPETUI_CACHE_DIR"] = old
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 class Calls:
@@ -126,6 +137,23 @@ def committed_samples(root: Path, dest: Path) -> None:
         return
     with tarfile.open(fileobj=io.BytesIO(tar)) as tf:
         tf.extractall(dest, filter="data")
+
+
+def python_here(toml: Path) -> None:
+    """Make the replay_command and record_command of the tapes.toml ``toml`` (a copy of the repository's: ``python
+    -m tapetui.sample_agent …``) run the interpreter running the tests, whatever PATH holds (outside an activated
+    venv there may be no ``python``, or another one without tapetui)."""
+    import shlex
+
+    import tomlkit
+
+    doc = tomlkit.parse(toml.read_text(encoding="utf-8"))
+    tapes: Any = doc["tapes"]
+    for key in ("replay_command", "record_command"):
+        command = str(tapes.get(key, ""))
+        if command.startswith("python "):
+            tapes[key] = shlex.quote(sys.executable) + command.removeprefix("python")
+    toml.write_text(tomlkit.dumps(doc), encoding="utf-8")
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,8 @@ Each test failed before the change it guards; waits are on events (a FIFO read, 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
 import json
 import os
 import signal
@@ -79,48 +81,93 @@ def pwned(proj: Path) -> list[str]:
         "timeout 30 bash -lc {tape}",
         "python3 -c {tape}",
         "env perl -e {tape}",
+        # a second hostile pass: code after other options, behind wrappers, programs that run a shell themselves
+        "sh -c -- {tape}",
+        "bash -c -x {tape}",
+        "bash -c -o posix {tape}",
+        'env -S "sh -c" {tape}',
+        "env --split-string={tape}",
+        "script -q -c {tape} /dev/null",
+        "watch -g -n 1 {tape}",
+        "awk {tape}",
+        "awk -f {tape}",
+        "sh {tape}",  # the tape itself run as a script
+        "{tape}",
+        "timeout 30 {tape}",
+        "python3 -c={tape}",
+        "node -p {tape}",
+        "ssh localhost cat {tape}",
     ],
 )
-def test_a_tape_name_inside_shell_text_is_refused_with_the_safe_form(evil_proj: Path, command: str) -> None:
+def test_a_tape_name_inside_shell_text_is_refused_with_the_safe_form(command: str) -> None:
+    """Both commands (the app's p and tapetui replay run replay_command, check --samples record_command) are
+    made by the one function: refused before anything runs, with the safe form."""
+    from dataclasses import replace
+
+    cfg = load_config(ROOT / "tapes.toml")
+    golden = cfg.tapes_dir / "clean.jsonl"
+    for make, key in ((review.replay_command, "replay_command"), (review.record_command, "record_command")):
+        with pytest.raises(ConfigError) as got:
+            make(replace(cfg, **{key: command}), golden)
+        assert "sh -c 'cat \"$TAPETUI_TAPE\"'" in str(got.value) and "tapes.toml" in str(got.value)
+
+
+@pytest.mark.parametrize("command", ["sh -c \"cat '{tape}'\"", "timeout 30 sh -c 'cat {tape}'", "sh -c -- {tape}"])
+def test_the_refusal_from_the_command_line_runs_nothing(evil_proj: Path, command: str) -> None:
     set_tapes_key(evil_proj, "replay_command", json.dumps(command))
     r = run(evil_proj, "replay", EVIL)
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert "Traceback" not in r.stderr
-    assert "sh -c 'cat \"$TAPETUI_TAPE\"'" in r.stderr and "tapes.toml" in r.stderr
+    assert "sh -c 'cat \"$TAPETUI_TAPE\"'" in r.stderr and "tapes.toml" in r.stderr, r.stderr
     assert not pwned(evil_proj)
-    # record_command, which check --samples runs, follows the same rule
     set_tapes_key(evil_proj, "record_command", json.dumps(command))
     r = run(evil_proj, "check", "--samples", "1")
     assert r.returncode == 2 and "sh -c 'cat \"$TAPETUI_TAPE\"'" in r.stderr, (r.stdout, r.stderr)
     assert not pwned(evil_proj)
 
 
-def test_the_safe_forms_reach_the_command_as_one_argument(evil_proj: Path) -> None:
-    out = evil_proj / "seen.txt"
+def test_the_safe_forms_reach_the_command_as_one_argument(sample_dir: Path) -> None:
+    out = sample_dir / "seen.txt"
     show = script(
-        evil_proj,
+        sample_dir,
         "show.py",
         """
         import os, sys, pathlib
         pathlib.Path("seen.txt").write_text(repr((sys.argv[1:], os.environ["TAPETUI_TAPE"])))
         """,
     )
-    golden = str(load_config(evil_proj / "tapes.toml").tapes_dir / f"{EVIL}.jsonl")
+    golden = str(load_config(sample_dir / "tapes.toml").tapes_dir / "clean.jsonl")
     for command, argv in (
         (f"{show} {{tape}}", [golden]),
         (f"{show} --tape={{tape}}", [f"--tape={golden}"]),
         (show, []),  # no {tape}: the environment has it
     ):
-        set_tapes_key(evil_proj, "replay_command", json.dumps(command))
-        r = run(evil_proj, "replay", EVIL)
+        set_tapes_key(sample_dir, "replay_command", json.dumps(command))
+        r = run(sample_dir, "replay", "clean")
         assert r.returncode == 0, r.stderr
         assert out.read_text() == repr((argv, golden))
-    # a shell script reads the name from the environment, quoted: it is never parsed
-    set_tapes_key(evil_proj, "replay_command", json.dumps("sh -c 'wc -c < \"$TAPETUI_TAPE\"'"))
-    r = run(evil_proj, "replay", EVIL)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == str(Path(golden).stat().st_size)
-    assert not pwned(evil_proj)
+    # a shell script reads the name from the environment, quoted, or as a positional parameter
+    for command in ("sh -c 'wc -c < \"$TAPETUI_TAPE\"'", "sh -c 'wc -c < \"$1\"' sh {tape}"):
+        set_tapes_key(sample_dir, "replay_command", json.dumps(command))
+        r = run(sample_dir, "replay", "clean")
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == str(Path(golden).stat().st_size)
+
+
+@pytest.mark.parametrize("name", [EVIL, "x y", "a\nb", "-rf", "q'uote", "x\u202ey", "semi;colon", "team/$(id)"])
+def test_a_tape_name_a_shell_would_act_on_never_reaches_a_command(sample_dir: Path, name: str) -> None:
+    """Whatever the command does with it (a wrapper may hand it to a shell of its own: ssh, watch), a name the
+    pull request chose is one plain word: one with a character a shell acts on is refused before anything runs."""
+    tapes = sample_dir / "sample_tapes"
+    target = tapes / f"{name}.jsonl"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes((tapes / "clean.jsonl").read_bytes())
+    set_tapes_key(
+        sample_dir, "replay_command", json.dumps(script(sample_dir, "ran.py", "open('RAN', 'w')") + " {tape}")
+    )
+    r = run(sample_dir, "replay", str(target))
+    assert r.returncode == 2 and "Rename the tape" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not (sample_dir / "RAN").exists() and not pwned(sample_dir)
 
 
 def test_the_repositorys_own_commands_are_accepted() -> None:
@@ -430,3 +477,162 @@ async def test_the_rule_suggestion_from_tape_text_reaches_the_screen_escaped() -
 
 def test_tape_error_is_what_a_bad_command_raises() -> None:
     assert issubclass(review.CommandTimeout, TapeError)
+
+
+# ---- a second hostile pass -------------------------------------------------------------------------------------
+def _forge_parked(tapes: Path, session: str, **journal: Any) -> None:
+    folder = tapes / ".tapetui" / "parked" / session
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "parked.json").write_text(json.dumps({"v": 1, "candidate": None, "run_log": None, **journal}))
+
+
+def test_a_parked_journal_from_the_repository_never_moves_or_deletes_anything(sample_dir: Path) -> None:
+    """A pull request that adds .tapetui/parked/*/parked.json cannot turn check green: nothing is moved or deleted,
+    and check says the journal is not this machine's."""
+    cfg = load_config(sample_dir / "tapes.toml")
+    before = run(sample_dir, "check")
+    assert before.returncode == 1
+    files = {p: p.read_bytes() for p in cfg.tapes_dir.glob("*.jsonl")}
+    for s in ("drift_summarize", "contract_change", "stale_quote"):
+        _forge_parked(cfg.tapes_dir, s)
+    r = run(sample_dir, "check")
+    assert r.returncode == 1, r.stdout
+    assert "not written by tapetui on this machine" in r.stderr, r.stderr
+    assert {p: p.read_bytes() for p in cfg.tapes_dir.glob("*.jsonl")} == files  # every candidate and run log
+    assert "parked" in r.stdout
+
+
+def test_recover_never_follows_a_planted_symlink_out_of_the_tapes_folder(sample_dir: Path, tmp_path: Path) -> None:
+    cfg = load_config(sample_dir / "tapes.toml")
+    outside = tmp_path / "outside" / "clean"
+    outside.mkdir(parents=True)
+    (outside / "run.jsonl").write_text("OUTSIDE DATA\n")
+    sha = hashlib.sha256(b"OUTSIDE DATA\n").hexdigest()
+    (outside / "parked.json").write_text(json.dumps({"v": 1, "candidate": None, "run_log": sha}))
+    (cfg.tapes_dir / ".tapetui").mkdir()
+    (cfg.tapes_dir / ".tapetui" / "parked").symlink_to(outside.parent)
+    log = runlog_path(cfg.tapes_dir / "clean.jsonl").read_bytes()
+    r = run(sample_dir, "recover")
+    assert "Traceback" not in r.stderr
+    assert runlog_path(cfg.tapes_dir / "clean.jsonl").read_bytes() == log
+    assert (outside / "run.jsonl").read_text() == "OUTSIDE DATA\n" and (outside / "parked.json").exists()
+
+
+def test_a_record_command_that_deletes_the_parked_folder_loses_nothing(sample_dir: Path) -> None:
+    cfg = load_config(sample_dir / "tapes.toml")
+    golden = cfg.tapes_dir / "drift_summarize.jsonl"
+    pending = candidate_path(golden).read_bytes()
+    log_before = runlog_path(golden).read_bytes()
+    cleaner = script(
+        sample_dir,
+        "clean_all.py",
+        """
+        import shutil, sys, pathlib
+        g = pathlib.Path(sys.argv[1])
+        shutil.rmtree(g.parent / ".tapetui", ignore_errors=True)  # as git clean -fdx would
+        shutil.copy(g, g.with_name(g.stem + ".candidate.jsonl"))
+        """,
+    )
+    set_tapes_key(sample_dir, "record_command", json.dumps(cleaner + " {tape}"))
+    r = run(sample_dir, "check", "--samples", "1")
+    assert "Traceback" not in r.stderr, r.stderr
+    assert candidate_path(golden).read_bytes() == pending and runlog_path(golden).read_bytes() == log_before
+    assert "put back from memory" in r.stderr
+
+
+def test_diff_compares_arguments_whatever_the_stored_keys_say(sample_dir: Path) -> None:
+    """A candidate line that carries the golden's key over other arguments is a difference, and accepting it says
+    what changed."""
+    cfg = load_config(sample_dir / "tapes.toml")
+    golden = cfg.tapes_dir / "clean.jsonl"
+    lines = golden.read_bytes().splitlines(keepends=True)
+    out = []
+    for raw in lines:
+        obj = json.loads(raw)
+        if obj.get("type") == "call" and obj["seq"] == 2:
+            obj["args"] = {**obj["args"], "query": "mallory"}  # the key is left as the golden's
+            raw = (json.dumps(obj) + "\n").encode()
+        out.append(raw)
+    candidate_path(golden).write_bytes(b"".join(out))
+    r = run(sample_dir, "diff", "clean")
+    assert r.returncode == 1 and "mallory" in r.stdout, r.stdout
+    r = run(sample_dir, "accept", "clean", "--why", "x")
+    assert r.returncode == 0
+    assert "mallory" in cfg.changelog.read_text()
+
+
+def test_a_command_that_leaves_a_child_holding_its_output_does_not_hang(sample_dir: Path) -> None:
+    leaver = script(
+        sample_dir,
+        "leaver.py",
+        f"""
+        import os, shutil, subprocess, sys, pathlib
+        g = pathlib.Path(sys.argv[1])
+        if g.name != "clean.jsonl":
+            shutil.copy(g, g.with_name(g.stem + ".candidate.jsonl"))
+            sys.exit(0)
+        child = subprocess.Popen([{sys.executable!r}, "-c", "import time; time.sleep(600)"], start_new_session=True)
+        pathlib.Path("child.pid").write_text(str(child.pid))  # it keeps this command's stdout and stderr open
+        shutil.copy(g, g.with_name(g.stem + ".candidate.jsonl"))
+        """,
+    )
+    set_tapes_key(sample_dir, "record_command", json.dumps(leaver + " {tape}"))
+    try:
+        r = run(sample_dir, "check", "--samples", "1", timeout=300)  # before: waited for ever on the pipe
+        assert "Traceback" not in r.stderr, r.stderr
+        assert r.returncode in (0, 1)
+    finally:
+        for pid_file in sample_dir.glob("child.pid"):
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+
+@pytest.mark.parametrize("value", ['"25d"', "3153600000"])
+def test_a_command_timeout_longer_than_the_system_waits_is_refused(sample_dir: Path, value: str) -> None:
+    set_tapes_key(sample_dir, "command_timeout", value)
+    r = run(sample_dir, "check")
+    assert r.returncode == 2 and "tapes.command_timeout" in r.stderr and "Traceback" not in r.stderr
+    assert "ttl" not in r.stderr
+
+
+def test_a_private_key_printed_by_a_failing_command_is_redacted_whole() -> None:
+    pem = (
+        "-----BEGIN OPENSSH PRIVATE KEY-----\n"
+        "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n"
+        "QyNTUxOQAAACDzSECRETSECRETSECRETSECRETSECRETSECRETSECRETAAAAAA\n"
+        "-----END OPENSSH PRIVATE KEY-----\nfailed\n"
+    )
+    said = review.quoted_output("", pem, Redactor())
+    assert "QyNTUxOQ" not in said and "b3BlbnNzaC1" not in said and "failed" in said
+
+
+def test_a_hook_raising_a_baseexception_of_its_own_is_its_comparisons_error(tmp_path: Path) -> None:
+    from tapetui.core.comparators import Hooks, compare_settings
+
+    class Weird(BaseException):
+        pass
+
+    def judge(a: Any, b: Any, context: Any) -> Any:
+        raise Weird("no")
+
+    settings, _ = compare_settings({"judge": "x:y", "rules": {"result": "judge"}}, "tapes.toml")
+    j = settings.rules.judge("result", {"a": "one"}, {"a": "two"}, hooks=Hooks(judge=judge))
+    assert j.errors and "Weird" in j.errors[0]
+
+
+def test_a_regex_over_its_budget_is_not_run_again_on_the_next_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from tapetui.core import comparators
+    from tapetui.core.comparators import compare_settings
+
+    monkeypatch.setattr(comparators, "REGEX_BUDGET", 0.05)
+    settings, _ = compare_settings({"rules": {"result.x": {"regex": "^(a|aa)*$"}}}, "tapes.toml")
+    hostile = "a" * 60 + "b"
+    first = settings.rules.judge("result", {"x": "ok"}, {"x": hostile})
+    start = time.monotonic()
+    for _ in range(20):  # a hostile tape's many values: each an error at once, not another budget spent
+        again = settings.rules.judge("result", {"x": "ok"}, {"x": hostile})
+        assert again.errors and "not run again" in again.errors[0]
+    assert first.errors and "exceeded its time budget" in first.errors[0]
+    assert time.monotonic() - start < 20 * 0.05  # bounded by the rule, not by the values

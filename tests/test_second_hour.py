@@ -8,10 +8,12 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tapetui import load_config, review
 from tapetui.core.store import candidate_path
 from tests.conftest import tapetui_cli
-from tests.test_tui import SIZE, _visible, app_for, goto_session, wait_for
+from tests.test_tui import SIZE, _visible, app_for, goto_session, idle, wait_for
 
 
 def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -116,3 +118,151 @@ def test_reject_on_the_command_line_is_logged(sample_dir: Path) -> None:
     entries = review.pending  # the review API stays importable
     assert entries is not None
     assert "candidate contract_change.candidate.jsonl discarded" in cfg.changelog.read_text()
+
+
+# ---- 8: ] moves on through a coarsened diff -------------------------------------------------------------------
+async def test_next_change_keys_move_through_a_coarsened_diff(tmp_path: Path) -> None:
+    from tapetui.tui.app import TapeApp
+    from tests.test_tui_review import big_session, prose
+
+    cfg = big_session(tmp_path, {"text": prose(300_000, seed=1)}, {"text": prose(300_000, seed=2)})
+    app = TapeApp(cfg, watch=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await goto_session(pilot, app, "big")
+        await pilot.press("enter", "j")
+        await wait_for(pilot, lambda: bool(app.detail.diffs) and not app.detail.computing, "the diff is shown")
+        ((_, d),) = app.detail.diffs
+        assert d.note is not None  # coarsened: one long block of folded lines
+        ((start, end),) = app.detail._change_offsets()  # one block, taller than the pane
+        page = app.detail.scrollable_content_region.height
+        assert end - start > 2 * page
+        seen = [app.detail.scroll_y]
+        for _ in range(3):
+            await pilot.press("right_square_bracket")
+            await pilot.pause()
+            seen.append(app.detail.scroll_y)
+        # the block's start, then a page further each time (before: its start, and then nothing moved)
+        assert seen[1] == start and seen[2] > seen[1] and seen[3] > seen[2], seen
+        await pilot.press("left_square_bracket")
+        await pilot.pause()
+        assert app.detail.scroll_y < seen[-1]
+
+
+# ---- 6: J where there are no hooks says so ---------------------------------------------------------------------
+async def test_J_without_hooks_says_why(sample_dir: Path) -> None:
+    app = app_for(sample_dir)
+    async with app.run_test(size=SIZE) as pilot:
+        await goto_session(pilot, app, "clean")
+        await pilot.press("J")
+        await wait_for(pilot, lambda: any("No comparison hooks for clean" in n.message for n in app._notifications))
+
+
+# ---- 10: scrub keeps the arguments as they were passed -------------------------------------------------------
+def test_scrub_keeps_argument_key_order_and_whitespace(tmp_path: Path) -> None:
+    import orjson
+
+    from tapetui import Config, Tape
+    from tapetui.review.scrub import scrub
+    from tests.test_scrub import SECRETS, _Raw, _registry
+
+    tapes = tmp_path / "tapes"
+    tapes.mkdir()
+    with Tape(tapes / "s.jsonl", "record", _registry(), config=_Raw.for_dir(tapes)) as t:
+        t.call("fetch", {"q": f"  use {SECRETS['arg']} ", "n": 1, "map": {"z": 1, "a": None}})
+    scrub(Config.for_dir(tapes), tapes)
+    call = next(orjson.loads(x) for x in (tapes / "s.jsonl").read_bytes().splitlines() if b'"call"' in x)
+    assert list(call["args"]) == ["q", "n", "map"] and list(call["args"]["map"]) == ["z", "a"]
+    assert call["args"]["map"]["a"] is None and call["args"]["q"].startswith("  use ")
+    assert SECRETS["arg"] not in call["args"]["q"]
+
+
+# ---- 3: 80×24 and 160×48 ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+async def test_rows_keep_their_review_marks_and_help_fits(sample_dir: Path, size: tuple[int, int]) -> None:
+    from tapetui.tui.screens.help import GLANCE, HelpScreen
+
+    app = app_for(sample_dir)
+    async with app.run_test(size=size) as pilot:
+        await wait_for(pilot, lambda: bool(app.session_tree.session_nodes), "the tree")
+        await wait_for(pilot, lambda: "contract_change" in _visible(app) and "⚡1" in _visible(app), "⚡ shown")
+        screen = _visible(app)
+        row = next(line for line in screen.splitlines() if "contract_change" in line)
+        assert "⚡1" in row and "●" in row
+        row = next(line for line in screen.splitlines() if "drift_summarize" in line)
+        assert "≠1" in row and row.index("drift_summarize") < row.index("●")  # one layout: the name first
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), "the help")
+        await wait_for(pilot, lambda: "search keys" in _visible(app))
+        shown = _visible(app)
+        for line in GLANCE.splitlines():  # each line whole: nothing cut at the right edge
+            assert line in shown, line
+        assert "skip this session" in shown  # the help table is drawn beside the glance
+
+
+# ---- 4: one status per step, the same counts everywhere -----------------------------------------------------
+def test_stats_statuses_count_each_step_once_as_the_tree_does(sample_dir: Path) -> None:
+    from tapetui.core.runlog import read_run_log
+    from tapetui.core.store import runlog_path
+    from tapetui.review.sessions import StepSummary
+
+    cfg = load_config(sample_dir / "tapes.toml")
+    g = cfg.tapes_dir / "contract_change.jsonl"
+    tree = StepSummary.of(read_run_log(runlog_path(g))).counts()
+    assert tree == {"contract": 1, "hit": 2, "unused": 1}  # ✓2 ⚡1 ∅1: four steps
+    r = run(sample_dir, "stats", "contract_change")
+    assert "last run: 2 hits, 0 misses, 0 drift, 1 contract, 0 stale, 1 unused" in r.stdout, r.stdout
+    # the core's own run summary says the same: stats()["statuses"], and the run log's end line
+    from tapetui.sample_agent import replay
+
+    stale = cfg.tapes_dir / "stale_quote.jsonl"
+    assert replay(stale) == 1  # its expired quote is a miss in replay: the run stops there
+    events = read_run_log(runlog_path(stale))
+    st = [e for e in events if e["event"] == "end"][-1]["stats"]["statuses"]
+    assert st == StepSummary.of(events).counts() and st.get("miss") == 1, st
+    assert sum(st.values()) <= 5
+    r = run(sample_dir, "stats", "stale_quote")
+    from tapetui.core.runlog import describe_counts
+
+    assert describe_counts(st) in r.stdout, (st, r.stdout)
+
+
+# ---- 5: a recording is not shown as a replay ----------------------------------------------------------------
+async def test_a_recordings_run_log_is_shown_as_a_recording(sample_dir: Path) -> None:
+    from tapetui import Tape
+    from tapetui.sample_agent import SESSIONS, build_registry, run_agent
+
+    cfg = load_config(sample_dir / "tapes.toml")
+    g = cfg.tapes_dir / "clean.jsonl"
+    with Tape(g, "record", build_registry(), config=cfg) as t:  # a golden exists: this records a candidate
+        run_agent(t, SESSIONS["clean"][1])
+    app = app_for(sample_dir)
+    async with app.run_test(size=SIZE) as pilot:
+        await goto_session(pilot, app, "clean")
+        await wait_for(pilot, lambda: "a recording of" in _visible(app), "the last run is a recording")
+        assert "[VERDICT] arguments" not in _visible(app)
+    r = run(sample_dir, "stats", "clean")
+    assert "last run: a recording of" in r.stdout, r.stdout
+
+
+# ---- 7: without colour the markers stay readable -----------------------------------------------------------
+def test_without_colour_markers_are_bold_not_grey() -> None:
+    from tapetui.tui.widgets.session_tree import _mono
+
+    assert _mono("bold magenta", True) == "bold" and _mono("bold red", True) == "bold"
+    assert _mono("dim", True) == "" and _mono("bold red", False) == "bold red"
+
+
+async def test_no_color_tree_rows_have_no_grey_markers(sample_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = app_for(sample_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: bool(app.session_tree.session_nodes), "the tree")
+        assert app.no_color
+        node = app.session_tree.session_nodes[app.config.tapes_dir / "contract_change.jsonl"]
+        label = node.label
+        for span in label.spans:
+            style = span.style if not isinstance(span.style, str) else None
+            text = span.style if isinstance(span.style, str) else ""
+            assert "magenta" not in text and "red" not in text and "yellow" not in text, label.spans
+            assert style is None or style.color is None
+        await wait_for(pilot, lambda: idle(app), "settled")

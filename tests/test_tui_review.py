@@ -22,6 +22,7 @@ from tapetui.core.tapefile import call_line, dump_line
 from tapetui.tui.app import TapeApp
 from tapetui.tui.widgets import diff_view
 from tapetui.tui.widgets.session_tree import StepRef
+from tests.conftest import python_here
 from tests.test_tui import SIZE, _visible, app_for, goto_session, settle, wait_for
 
 COMMON: dict[str, Any] = {
@@ -277,6 +278,7 @@ def test_failure_tail_keeps_the_cause_escaped_and_bounded() -> None:
 
 
 async def test_a_failed_replay_says_its_cause(sample_dir: Path) -> None:
+    python_here(sample_dir / "tapes.toml")  # `p` runs tapes.toml's replay_command: not whatever `python` PATH has
     app = app_for(sample_dir)
     async with app.run_test(size=SIZE) as pilot:
         await goto_session(pilot, app, "drift_summarize")
@@ -325,7 +327,7 @@ def test_each_step_has_one_status_and_the_counts_add_up_to_the_steps(sample_dir:
         assert session_label(s).plain == f"{name}  {counts}", name
     # stale, then missed, then unused: one status, the first of the precedence
     stale = StepSummary.of(read_run_log(tapes / "stale_quote.run.jsonl"))
-    assert stale.status[4] == "miss" and stale.seen[4] == {"stale", "miss", "unused"}
+    assert stale.status[4] == "miss"
     # a new run starts afresh; a miss near no step is counted apart, not as a step
     stale.add({"event": "start", "mode": "replay"})
     stale.add({"event": "miss", "seq": 1, "tool": "t", "key": "t:1", "nearest": None})
@@ -479,6 +481,43 @@ def test_snapshot_80x24_step_with_its_diff(
         await pilot.press("enter", "j", "j", "j")
         await wait_for(pilot, lambda: bool(app.detail.diffs), "the diff")
         await wait_for(pilot, lambda: "arguments: recorded | candidate" in _visible(app), "the diff in view")
+        await settle(pilot)
+
+    assert snap_compare(str(SNAP), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_snapshot_80x24_tree(
+    snap_compare,
+    sample_dir: Path,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every row in one layout at 80 columns, its review marks (⚡ ≠) never the part cut off."""
+    monkeypatch.chdir(sample_dir)
+
+    async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
+        app = pilot.app
+        await goto_session(pilot, app, "contract_change")
+        await wait_for(pilot, lambda: "session        contract_change" in _visible(app), "its detail")
+        await settle(pilot)
+
+    assert snap_compare(str(SNAP), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_snapshot_80x24_help(
+    snap_compare,
+    sample_dir: Path,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """? fits 80 columns: nothing cut at the right edge, no glyph wrapped away from its word."""
+    monkeypatch.chdir(sample_dir)
+
+    async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
+        from tapetui.tui.screens.help import HelpScreen
+
+        app = pilot.app
+        await wait_for(pilot, lambda: bool(app.session_tree.session_nodes), "the tree")
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), "the help")
         await settle(pilot)
 
     assert snap_compare(str(SNAP), terminal_size=(80, 24), run_before=run_before)

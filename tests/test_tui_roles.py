@@ -73,7 +73,8 @@ def test_a_sessions_steps_mark_the_call_that_recorded_an_error(sample_dir: Path)
 
 def test_the_glyphs_are_said_once() -> None:
     assert GLANCE.startswith(f"{GLYPH['hit']} hit  {GLYPH['drift']} drift  {GLYPH['contract']} contract")
-    assert {glyph.split(" ")[0].removesuffix("+N") for glyph, _ in LEGEND} <= set(GLYPH.values())
+    assert {glyph.split(" ")[0].removesuffix("+N") for glyph, _ in LEGEND} <= {*GLYPH.values(), "▶"}  # + the tree's own
+    assert max(len(line) for line in GLANCE.splitlines()) <= 76  # fits the help at 80 columns
 
 
 # ---- the feed ------------------------------------------------------------------------------------------

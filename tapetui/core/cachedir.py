@@ -11,7 +11,7 @@ import hashlib
 import os
 from pathlib import Path
 
-__all__ = ["cache_dir", "entry_path", "forget"]
+__all__ = ["cache_dir", "entry_path", "forget", "state_dir"]
 
 
 def cache_dir() -> Path | None:
@@ -26,6 +26,24 @@ def cache_dir() -> Path | None:
         return Path.home() / ".cache" / "tapetui" / "index"
     except RuntimeError:  # no home folder: no cache
         return None
+
+
+def state_dir() -> Path:
+    """This user's own folder for what tapetui must know across processes on this machine and that no
+    repository may forge (the tokens of parked candidates): ``$TAPETUI_STATE_DIR``, else
+    ``$XDG_STATE_HOME/tapetui``, else ``~/.local/state/tapetui``, else a private folder in the temp folder."""
+    env = os.environ.get("TAPETUI_STATE_DIR")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_STATE_HOME")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "tapetui"
+    try:
+        return Path.home() / ".local" / "state" / "tapetui"
+    except RuntimeError:  # no home folder
+        import tempfile
+
+        return Path(tempfile.gettempdir()) / f"tapetui-{os.getuid()}"
 
 
 def entry_path(tape: Path) -> Path | None:

@@ -56,6 +56,7 @@ from tapetui.core.jsondiff import IgnoreRules, Path, diff_parts, match_path, par
 
 __all__ = [
     "DIMENSIONS",
+    "hooks_running",
     "RULE_KINDS",
     "SEQUENCE_MODES",
     "CompareSettings",
@@ -347,13 +348,19 @@ class Rules:
                 return Excuse(change, rule, f"within {rule.describe()}")
             return ("remark", f"differs by {shown}, outside {rule.describe()}")
         if kind == "regex":
+            if _spent(rule):  # it went over its budget once in this process: a hostile tape has many values
+                return (
+                    "error",
+                    f"the rule {rule.key!r} ({rule.describe()}) exceeded its time budget before; not run again",
+                )
             try:  # the user's pattern on the tape's text: a backtracking one would run for ever without a budget
                 hit = isinstance(b, str) and rule.value.search(b, timeout=REGEX_BUDGET)
             except TimeoutError:
+                _spend(rule)
                 return (
                     "error",
                     f"the rule {rule.key!r} ({rule.describe()}) exceeded its time budget of {_num(REGEX_BUDGET)} s "
-                    "on this value: the pattern backtracks",
+                    "on this value: the pattern backtracks (not run again by this check)",
                 )
             if hit:
                 return Excuse(change, rule, f"matches {rule.describe()}")
@@ -374,10 +381,12 @@ class Rules:
                 fn = similarity
             name = f"similarity hook {self.similarity_hook}"
             try:
-                raw = fn(a, b) if fn is similarity else _run_hook(lambda: fn(a, b), self.timeout, name)
+                raw = fn(a, b) if fn is similarity else _run_hook(lambda: fn(a, b), self.timeout, name, fn)
             except _HookTimeout as e:
                 return ("error", str(e))
-            except _HOOK_FAILURES as e:  # a user's function: its failure is this comparison's error, never a pass
+            except KeyboardInterrupt:
+                raise
+            except BaseException as e:  # a user's function: its failure is this comparison's error, never a pass
                 return ("error", f"{name} raised {_described(e)}")
             if type(raw) not in (int, float) or not 0.0 <= raw <= 1.0:  # NaN fails both comparisons
                 return ("error", f"{name} returned {_shown(raw)}, not a number from 0 to 1")
@@ -398,10 +407,12 @@ class Rules:
             return passed, str(reason)
 
         try:
-            passed, why = _run_hook(verdict, self.timeout, f"judge {self.judge_hook}")
+            passed, why = _run_hook(verdict, self.timeout, f"judge {self.judge_hook}", judge)
         except _HookTimeout as e:
             return ("error", str(e))
-        except _HOOK_FAILURES as e:  # a user's function: its failure is this comparison's error, never a pass
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # a user's function: its failure is this comparison's error, never a pass
             return ("error", f"judge {self.judge_hook} raised {_described(e)}")
         if passed is True:
             return Excuse(change, rule, f"judge: {why}")
@@ -410,9 +421,8 @@ class Rules:
         return ("error", f"judge {self.judge_hook} returned {_shown(passed)} as passed (expected True or False)")
 
 
-# What a user's hook may raise that is its comparison's error: everything but a person's Ctrl-C (a hook that
-# calls sys.exit() does not end check, and never with its exit status).
-_HOOK_FAILURES = (Exception, SystemExit, GeneratorExit)
+# What a user's hook may raise is its comparison's error: everything but a person's Ctrl-C — a hook that calls
+# sys.exit() does not end check, and one that raises a BaseException of its own is no traceback.
 
 
 def _described(e: BaseException) -> str:
@@ -452,8 +462,30 @@ class _HookTimeout(Exception):
     """A hook did not answer within its timeout (the message says which, and the setting)."""
 
 
-def _run_hook(fn: Callable[[], _T], timeout: float, name: str) -> _T:
-    """``fn()`` (a call of the user's hook ``name``) in a thread of its own, waited for ``timeout`` seconds.
+# Budgets are per value, and a hostile tape has as many values as it likes: a regex that went over its budget, or a
+# hook that did not answer in time, is not run again by this process (each later comparison needing it is an
+# error saying so), so the time it can take is bounded by the rules and hooks, not by the tape. Kept by the
+# object (held here, so its id is never reused).
+_SPENT: dict[int, object] = {}
+
+
+def _spent(obj: object) -> bool:
+    return id(obj) in _SPENT
+
+
+def _spend(obj: object) -> None:
+    _SPENT[id(obj)] = obj
+
+
+def hooks_running() -> bool:
+    """Whether a hook that did not answer in time still runs in its thread (the process then ends without
+    waiting for it at interpreter shutdown)."""
+    return _hooks_running > 0
+
+
+def _run_hook(fn: Callable[[], _T], timeout: float, name: str, key: object | None = None) -> _T:
+    """``fn()`` (a call of the user's hook ``name``) in a thread of its own, waited for ``timeout`` seconds;
+    ``key`` (the hook function) is not run again once it timed out.
 
     A daemon thread, not a pool's: a hook that never returns is left behind, and a pool's threads are joined
     when the interpreter exits, so ``check`` would hang at its end. What the hook prints goes to stderr (see
@@ -478,6 +510,8 @@ def _run_hook(fn: Callable[[], _T], timeout: float, name: str) -> _T:
             _hook_ended(me)
             done.set()
 
+    if key is not None and _spent(key):
+        raise _HookTimeout(f"{name} did not answer in time before ([compare] hook_timeout); not called again")
     _hook_starting()
     thread = threading.Thread(target=run, name=f"tapetui {name}", daemon=True)
     try:
@@ -486,7 +520,11 @@ def _run_hook(fn: Callable[[], _T], timeout: float, name: str) -> _T:
         _hook_ended(None)
         raise
     if not done.wait(timeout):
-        raise _HookTimeout(f"{name} did not answer within {_num(timeout)} s ([compare] hook_timeout)")
+        if key is not None:
+            _spend(key)
+        raise _HookTimeout(
+            f"{name} did not answer within {_num(timeout)} s ([compare] hook_timeout; not called again by this check)"
+        )
     ok, value = box[0]
     if not ok:
         raise value

@@ -194,8 +194,8 @@ def ttl_problem(seconds: Any, given: Any = None) -> str | None:
     return None
 
 
-def parse_duration(value: Any, where: str) -> float:
-    """Seconds from ``3600``, ``2.5`` or ``"30m"``/``"1h"``/``"2d"``/``"1w"``.
+def parse_duration(value: Any, where: str, *, what: str = "a ttl") -> float:
+    """Seconds from ``3600``, ``2.5`` or ``"30m"``/``"1h"``/``"2d"``/``"1w"``; ``what`` names it in messages.
 
     Raises:
         ConfigError: not a duration, or not a finite, positive one of at most 100 years.
@@ -205,7 +205,7 @@ def parse_duration(value: Any, where: str) -> float:
     if isinstance(value, (int, float)):
         problem = ttl_problem(value)  # on the value itself: a huge int is never turned into a float
         if problem:
-            raise ConfigError(f"{where}: {problem}")
+            raise ConfigError(f"{where}: {problem.replace('a ttl', what)}")
         return float(value)
     m = _DURATION.match(str(value))
     if not m:
@@ -213,8 +213,12 @@ def parse_duration(value: Any, where: str) -> float:
     seconds = float(m.group(1)) * _UNIT[m.group(2)]  # float() of a long digit string is inf, never an error
     problem = ttl_problem(seconds, value)
     if problem:
-        raise ConfigError(f"{where}: {problem}")
+        raise ConfigError(f"{where}: {problem.replace('a ttl', what)}")
     return seconds
+
+
+MAX_COMMAND_TIMEOUT = 7 * 86400.0
+"""The longest ``[tapes] command_timeout``: a week (the operating system's waits take no more than ~24 days)."""
 
 
 def find_config(start: Path | str = ".") -> Path | None:
@@ -366,7 +370,10 @@ def config_from_text(text: str, path: Path) -> Config:
         f"{path}: 'tapes.changelog'",
     )
     timeout = values.get("tapes.command_timeout")
-    command_timeout = 1800.0 if timeout is None else parse_duration(timeout, f"{path}: 'tapes.command_timeout'")
+    where = f"{path}: 'tapes.command_timeout'"
+    command_timeout = 1800.0 if timeout is None else parse_duration(timeout, where, what="a command_timeout")
+    if command_timeout > MAX_COMMAND_TIMEOUT:
+        raise ConfigError(f"{where} must be at most 7 days, got {_shown(timeout)}")
     compare, sessions = compare_settings(doc.get("compare", {}), str(path))
     return Config(
         root=root,

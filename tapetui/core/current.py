@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from tapetui.core.errors import TapeError
 from tapetui.core.registry import ToolRegistry
 from tapetui.core.tape import Tape
 
@@ -79,7 +80,13 @@ class use_tape:  # noqa: N801 - used like a function: `with use_tape(...)`, `@us
         return tape
 
     def __exit__(self, *exc: Any) -> None:
-        *outer, cm = self._open.get()
+        entered = self._open.get()
+        if not entered:  # left in another task or context than the one that entered it
+            raise TapeError(
+                "use_tape: left in another asyncio task (or context) than the one that entered it; enter and leave "
+                "a use_tape in the same task (an async fixture: enter it in the test's own task)"
+            )
+        *outer, cm = entered
         self._open.set(tuple(outer))
         cm.__exit__(*exc)
 

@@ -128,3 +128,40 @@ def fsync_dir(folder: Path) -> None:
         os.fsync(dfd)
     finally:
         os.close(dfd)
+
+
+STATE_DIR = ".tapetui"
+"""tapetui's own folder (undo history, parked candidates): hidden, and ignored by git from the start."""
+
+_STATE_GITIGNORE = b"# tapetui's own state (undo history, parked candidates): never committed\n*\n"
+
+
+def real_folder(root: Path, rel: Path, *, create: bool, what: str) -> Path | None:
+    """``root / rel`` with each part below ``root`` a real folder (never a symlink, so nothing is read or
+    written outside ``root``); created (private) when ``create``, else None when a part is missing. A
+    :data:`STATE_DIR` it creates gets a ``.gitignore`` that ignores everything in it.
+
+    Raises:
+        TapeError: a part of the path is a symlink, a file or anything but a folder (``what`` names its use).
+    """
+    folder = Path(root)
+    for part in Path(rel).parts:
+        folder = folder / part
+        try:
+            st = os.lstat(folder)
+        except FileNotFoundError:
+            if not create:
+                return None
+            try:
+                os.mkdir(folder, 0o700)
+                if part == STATE_DIR:
+                    atomic_write(folder / ".gitignore", _STATE_GITIGNORE)
+            except FileExistsError:  # another process made it meanwhile: checked below
+                pass
+            st = os.lstat(folder)
+        if not stat.S_ISDIR(st.st_mode):
+            raise TapeError(
+                f"{folder}: not a folder tapetui made ({file_kind(st.st_mode)}); {what} is kept only in a plain "
+                "folder inside the project; move it away"
+            )
+    return folder

@@ -13,7 +13,7 @@ import os
 import stat
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
@@ -34,9 +34,16 @@ __all__ = [
     "RunLogReader",
     "RunLogWarning",
     "RunSummary",
+    "STATUS_PRECEDENCE",
+    "StepStatus",
+    "add_status",
+    "describe_counts",
+    "end_counts",
     "event_kind",
     "event_problem",
     "read_run_log",
+    "status_counts",
+    "step_status",
 ]
 
 # Every kind of run-log event: what a run writes (start ... end), and "invalid", which a reader puts in
@@ -363,6 +370,78 @@ def read_run_log(path: Path) -> list[dict[str, Any]]:
     return RunLogReader(Path(path)).poll()[1]
 
 
+# ---- one status per step --------------------------------------------------------------------------
+StepStatus = Literal["contract", "drift", "miss", "stale", "hit", "unused"]
+
+# A step's status when a run said several things of it (stale, then missed, then unused): the first of
+# these it was given. What asks most of the reviewer wins; each recorded step is counted once. The tree,
+# the detail pane, the run log's ``end`` line, ``tapetui stats`` and ``Tape.stats()["statuses"]`` all
+# count steps by this one rule.
+STATUS_PRECEDENCE: tuple[StepStatus, ...] = ("contract", "drift", "miss", "stale", "hit", "unused")
+_RANK: dict[str, int] = {name: i for i, name in enumerate(STATUS_PRECEDENCE)}
+
+
+def step_status(kind: str, ev: Mapping[str, Any]) -> tuple[int | None, StepStatus | None]:
+    """The recorded step an event of ``kind`` speaks of and the status it gives that step; ``(None, status)``
+    for a miss near no recorded step (a call the tape never had); ``(None, None)`` for an event that gives none."""
+    if kind == "miss":
+        near = ev.get("nearest")
+        return (near if type(near) is int else None), "miss"
+    if kind == "fingerprint":
+        kind = "contract" if not ev.get("allowed") else ""
+    if kind not in _RANK:
+        return None, None
+    step = ev.get("step", ev.get("seq"))
+    return (step if type(step) is int else None), kind  # type: ignore[return-value]
+
+
+def add_status(status: dict[int, str], step: int, kind: str) -> None:
+    """Give ``step`` the status ``kind`` unless it has one that comes first in :data:`STATUS_PRECEDENCE`."""
+    old = status.get(step)
+    if old is None or _RANK[kind] < _RANK.get(old, len(_RANK)):
+        status[step] = kind
+
+
+def status_counts(status: Mapping[int, str]) -> dict[str, int]:
+    """Steps per status, in :data:`STATUS_PRECEDENCE` order (only the statuses some step has)."""
+    out: dict[str, int] = dict.fromkeys(STATUS_PRECEDENCE, 0)
+    for st in status.values():
+        if st in out:
+            out[st] += 1
+    return {k: v for k, v in out.items() if v}
+
+
+def describe_counts(by: Mapping[str, int], *, off_tape: int = 0, tolerated: int = 0) -> str:
+    """Steps per status in words, as every front says them: ``3 hits, 1 miss, 0 drift, 0 stale, 1 unused``
+    (``contract`` only when some step has it; ``off_tape``: misses near no recorded step, counted with the
+    misses; ``tolerated``: how many of the hits were tolerated)."""
+    hits, misses = by.get("hit", 0), by.get("miss", 0) + off_tape
+    parts = [f"{hits} hit{'s' * (hits != 1)}" + (f" ({tolerated} tolerated)" if tolerated else "")]
+    parts.append(f"{misses} miss{'es' * (misses != 1)}")
+    parts += [f"{by.get(k, 0)} {k}" for k in ("drift", "contract", "stale", "unused") if k != "contract" or by.get(k)]
+    return ", ".join(parts)
+
+
+def end_counts(stats: Mapping[str, Any]) -> str:
+    """An ``end`` event's ``stats`` in words (:func:`describe_counts`): by its ``statuses`` (one status a step),
+    or, in a run log of an older tapetui without them, by its event counters."""
+    by = stats.get("statuses")
+    if isinstance(by, dict):
+        clean = {k: v for k, v in by.items() if isinstance(k, str) and type(v) is int}
+        off = stats.get("off_tape", 0)
+        return describe_counts(clean, off_tape=off if type(off) is int else 0)
+    num = {k: v if type(v) is int else 0 for k, v in stats.items()}
+    return describe_counts(
+        {
+            "hit": num.get("tape_hits", 0),
+            "miss": num.get("tape_misses", 0),
+            "drift": num.get("drift_events", 0),
+            "stale": num.get("stale", 0),
+            "unused": num.get("unused", 0),
+        }
+    )
+
+
 @dataclass
 class RunSummary:
     """Counts of a run log and the status of each step it touched, kept up to date event by event."""
@@ -377,7 +456,10 @@ class RunSummary:
     invalid: int = 0
     running: bool = False
     ended: bool = False
-    status: dict[int, str] = field(default_factory=dict)  # recorded step → hit, drift, miss, stale, unused, contract
+    # recorded step → its one status (STATUS_PRECEDENCE: contract, drift, miss, stale, hit, unused)
+    status: dict[int, str] = field(default_factory=dict)
+    off_tape: int = 0  # misses that name no recorded step (calls the tape never had)
+    mode: str | None = None  # the run's mode (its start event): "record" is a recording, not a replay
     drift_events: dict[int, dict[str, Any]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)  # "line N: what is wrong", for malformed events (first 100)
     golden_sha256: str | None = None  # the golden the run played against (its start event), when it says
@@ -394,40 +476,31 @@ class RunSummary:
                 )
             return
         kind = event_kind(ev)
-        step = ev.get("step", ev.get("seq"))
+        at, status = step_status(kind or "", ev)
+        if at is not None and status is not None:
+            add_status(self.status, at, status)  # one status a step, by STATUS_PRECEDENCE
         if kind == "start":
             self.reset()  # a new run replaces the old one
             self.running = True
+            self.mode = ev.get("mode") if isinstance(ev.get("mode"), str) else None
             sha = ev.get("golden_sha256")
             self.golden_sha256 = sha if isinstance(sha, str) else None
         elif kind == "hit":
             self.hits += 1
             if ev.get("tolerated"):
                 self.tolerated += 1
-            if isinstance(step, int):
-                self.status.setdefault(step, "hit")
         elif kind == "miss":
             self.misses += 1
-            if isinstance(ev.get("nearest"), int):
-                self.status[ev["nearest"]] = "miss"
-        elif kind == "drift":
+            if at is None:
+                self.off_tape += 1
+        elif kind == "drift" or (kind == "fingerprint" and not ev.get("allowed")):
             self.drift += 1
-            if isinstance(step, int):
-                self.status[step] = "drift"
-                self.drift_events[step] = ev
-        elif kind == "fingerprint" and not ev.get("allowed"):
-            self.drift += 1
-            if isinstance(step, int):
-                self.status[step] = "contract"
-                self.drift_events[step] = ev
+            if at is not None:
+                self.drift_events[at] = ev
         elif kind == "stale":
             self.stale += 1
-            if isinstance(step, int):
-                self.status[step] = "stale"
         elif kind == "unused":
             self.unused += 1
-            if isinstance(step, int):
-                self.status.setdefault(step, "unused")
         elif kind in ("live", "record"):
             self.live += 1
         elif kind == "end":
@@ -438,6 +511,10 @@ class RunSummary:
         fresh = RunSummary()
         for name in self.__dataclass_fields__:
             setattr(self, name, getattr(fresh, name))
+
+    def counts(self) -> dict[str, int]:
+        """Steps per status, in STATUS_PRECEDENCE order (only those with steps)."""
+        return status_counts(self.status)
 
     @classmethod
     def of(cls, events: list[dict[str, Any]]) -> RunSummary:

@@ -42,7 +42,7 @@ from tapetui.core.matching import DRIFT, HIT, MISS, OPEN, OPEN_UNPLACED, Matcher
 from tapetui.core.recorded_errors import raise_recorded
 from tapetui.core.redact import Redactor
 from tapetui.core.registry import Tool, ToolRegistry, make_contract
-from tapetui.core.runlog import EventKind, RunLog
+from tapetui.core.runlog import EventKind, RunLog, add_status, status_counts, step_status
 from tapetui.core.store import candidate_path, prepare_recording, recording_target, runlog_path, session_name
 from tapetui.core.tapefile import Appender, dump_line, read_index, session_line
 
@@ -128,6 +128,7 @@ class Tape:
         self._seq = 0
         self._overrides: dict[int, tuple[Any, BaseException | None]] = {}
         self._counts = dict.fromkeys(_COUNTERS, 0)
+        self._status: dict[int, str] = {}  # recorded step → its one status in this run (runlog.STATUS_PRECEDENCE)
         self._allowed_fp: set[str] = set()
         self._fp_ok: dict[str, str] = {}  # tool → recorded fingerprint that matched the live one
         self._live_tools: dict[str, Tool] = {}  # name → the registered tool as this tape writes it
@@ -452,8 +453,10 @@ class Tape:
                     # hit again by value, under the rules as they are then, against the golden's recording
                     args=redacted,
                 )
-            elif self._log is not None:
-                self._log.emit("hit", seq=seq, tool=tool, key=key, step=index.seqs[i])
+            else:  # the hot path: the event written directly, the step's status set here
+                if self._log is not None:
+                    self._log.emit("hit", seq=seq, tool=tool, key=key, step=index.seqs[i])
+                add_status(self._status, index.seqs[i], "hit")
             result, error = index.outcome(i, self._fd)
             if self._writer is not None or self.mode == "fill":
                 self._carry(seq, i)
@@ -764,6 +767,9 @@ class Tape:
             "mode": self.mode,
             "steps": self._seq,
             **self._counts,
+            # recorded steps per status, each counted once by runlog.STATUS_PRECEDENCE (the fixed counters above
+            # count events: a step that went stale, then missed, is one stale and one miss there, one miss here)
+            "statuses": status_counts(self._status),
             "fingerprint_checks_off": sorted(self._allowed_fp),
             "run_log": "off" if log is None else (f"failed: {log.problem}" if log.problem else "written"),
         }
@@ -792,6 +798,8 @@ class Tape:
                 idx = self._index
                 unused = self._used.unused()
                 self._counts["unused"] = len(unused)
+                for i in unused:
+                    add_status(self._status, idx.seqs[i], "unused")
                 if self._log is not None and unused:
                     self._log.emit_many(
                         [
@@ -879,6 +887,9 @@ class Tape:
         self._writer = Appender(self.target, fsync=self._fsync)
 
     def _emit(self, event: EventKind, **fields: Any) -> None:
+        at, status = step_status(event, fields)
+        if at is not None and status is not None:
+            add_status(self._status, at, status)
         if self._log is not None:
             self._log.emit(event, **fields)
 

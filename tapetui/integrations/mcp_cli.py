@@ -260,7 +260,8 @@ class VerifyReport:
         """The human report, one ``(text, style)`` per line."""
         out: list[tuple[str, str | None]] = []
         server = self.server or {}
-        who = f" (server {server.get('name', '?')} {server.get('version') or ''})".rstrip() if server else ""
+        named = " ".join(str(x) for x in (server.get("name") or "?", server.get("version")) if x) if server else ""
+        who = f" (server {named})" if server else ""
         out.append((f"{self.tape}: against {shlex.join(self.command)}{who}".rstrip(), "bold"))
         if self.error is not None:
             out.append((f"  error: {self.error}", "red"))

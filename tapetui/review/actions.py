@@ -27,6 +27,7 @@ from tapetui.core.tapefile import dump_line
 from tapetui.review.changelog import Entry
 from tapetui.review.comparison import Comparison, LoadedTape, StepDiff, compare, excused_lines, load
 from tapetui.review.findings import pending
+from tapetui.review.parking import is_parked
 
 __all__ = [
     "AlreadyExpired",
@@ -83,6 +84,10 @@ def accept(config: Config, golden: Path, why: str | None, steps: Iterable[int] |
 
 def _accept_locked(config: Config, golden: Path, cand: Path, why: str, steps: Iterable[int] | None) -> Entry:
     if not os.path.lexists(cand):
+        if is_parked(config, golden):
+            raise TapeError(
+                f"{golden}: its pending candidate is parked while check --samples records samples; accept it after"
+            )
         raise TapeError(f"{golden}: no pending candidate to accept")
     c = load(cand, keep_bytes=True)  # read once: compared, kept as history, promoted
     cand_before = file_bytes(c.index)

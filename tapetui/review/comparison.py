@@ -740,7 +740,9 @@ def _pair_diff(
     fp = tuple(contracts[a.tool][2]) if differs and a.tool in contracts else ()
     if differs and not fp:
         fp = (f"fingerprint {a.fingerprint} → {b.fingerprint}",)
-    args = Judged() if a.key == b.key else ctx.side("args", canon(a.args), canon(b.args), a.tool)
+    # compared whatever the stored keys say: a key is a line's own claim (a hand-edited candidate may carry the
+    # golden's key over other arguments), and what is accepted must be what was diffed
+    args = ctx.side("args", canon(a.args), canon(b.args), a.tool)
     if (a.error is None) != (b.error is None):
         # the outcome kind changed: a difference whatever the values look like (a result may have the shape of
         # an error record), compared by no rule

@@ -7,7 +7,7 @@ from typing import Any
 
 from tapetui.core.clock import parse_iso, utcnow
 from tapetui.core.config import Config
-from tapetui.core.runlog import read_run_log
+from tapetui.core.runlog import RunSummary, read_run_log
 from tapetui.core.store import candidate_path, iter_goldens, runlog_path, session_name
 from tapetui.core.tapefile import read_index
 
@@ -31,9 +31,12 @@ def stats_of(golden: Path) -> dict[str, Any]:
     }
     log = runlog_path(golden)
     if log.exists():
-        for ev in reversed(read_run_log(log)):
-            if ev.get("event") == "end":
-                out["last_run"] = ev.get("stats")
+        events = read_run_log(log)
+        for ev in reversed(events):
+            if ev.get("event") == "end" and isinstance(ev.get("stats"), dict):
+                run = RunSummary.of(events)
+                # the steps by status as the tree counts them (one status a step), an older run log's too
+                out["last_run"] = {**ev["stats"], "statuses": run.counts(), "off_tape": run.off_tape}
                 break
     return out
 

@@ -33,7 +33,7 @@ from tapetui.core.store import (
 from tapetui.core.tapefile import read_index
 from tapetui.review.comparison import Comparison, HooksArg, LoadedTape, compare, load
 from tapetui.review.journal import recover
-from tapetui.review.parking import PARKED_JOURNAL, parked_dir
+from tapetui.review.parking import is_parked, parked_dir
 from tapetui.review.verdicts import Verdict, new_capabilities, phase_of, sequence_distance, verdict
 
 __all__ = [
@@ -580,7 +580,7 @@ def _check_session_once(golden: Path, config: Config) -> SessionReport:
                     "this session are refused until it is resolved (`tapetui recover` says why)",
                 )
             )
-        if os.path.lexists(parked_dir(config, golden) / PARKED_JOURNAL):  # recover could not put it back
+        if is_parked(config, golden):  # recover could not put it back (or a check --samples runs now)
             rep.findings.append(
                 Finding(
                     "journal",
@@ -692,8 +692,8 @@ def run_log_stale(golden: Path, events: list[dict[str, Any]], data: bytes | None
     if recorded == golden_sha256(golden, data):
         return None
     return (
-        "last run predates the golden (it ran against an earlier version of it); run the replay again "
-        "(p in the app) to check the golden as it is now"
+        "last run predates the golden (it ran against another version of it: an accept or an undo since); run the "
+        "replay again (p in the app) to check the golden as it is now"
     )
 
 

@@ -28,7 +28,7 @@ import orjson
 
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
-from tapetui.core.files import atomic_write, file_kind
+from tapetui.core.files import atomic_write, real_folder
 from tapetui.core.store import session_name
 from tapetui.review.changelog import Entry
 
@@ -101,23 +101,8 @@ def _folder(config: Config, golden: Path, *, create: bool) -> Path | None:
     Raises:
         TapeError: a part of the path is a symlink, a file or anything but a folder.
     """
-    folder = config.root
-    for part in history_dir(config, golden).relative_to(config.root).parts:
-        folder = folder / part
-        try:
-            st = os.lstat(folder)
-        except FileNotFoundError:
-            if not create:
-                return None
-            with contextlib.suppress(FileExistsError):  # another process made it meanwhile: checked below
-                os.mkdir(folder, 0o700)
-            st = os.lstat(folder)
-        if not stat.S_ISDIR(st.st_mode):
-            raise TapeError(
-                f"{folder}: not a folder tapetui made ({file_kind(st.st_mode)}); history for undo is kept only "
-                f"in a plain folder inside the project; move it away"
-            )
-    return folder
+    rel = history_dir(config, golden).relative_to(config.root)
+    return real_folder(config.root, rel, create=create, what="history for undo")
 
 
 def save(

@@ -40,7 +40,7 @@ from tapetui.core.files import atomic_write, file_sha256, fsync_dir
 from tapetui.core.locks import session_lock, try_park_lock, try_session_lock
 from tapetui.core.store import candidate_path, golden_of, journal_path, runlog_path, session_name
 from tapetui.review.changelog import Entry, append_entry, has_entry
-from tapetui.review.parking import recover_parked, unpark
+from tapetui.review.parking import is_parked, recover_parked, unpark
 
 __all__ = ["commit", "new_entry", "recover", "session", "tmp_of", "write_new"]
 
@@ -75,9 +75,10 @@ def session(config: Config, golden: Path) -> Iterator[None]:
     """
     with session_lock(golden):
         _recover_session(config, golden, strict=True)
-        with try_park_lock(golden) as free:  # never waits: the park lock comes before the gate otherwise
-            if free:
-                unpark(config, golden)  # a pending candidate an interrupted check --samples parked
+        if is_parked(config, golden):  # a pending candidate an interrupted check --samples parked
+            with try_park_lock(golden) as free:  # never waits: the park lock comes before the gate otherwise
+                if free:
+                    unpark(config, golden)
         yield
 
 

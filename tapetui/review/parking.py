@@ -7,39 +7,48 @@ afterwards, byte for byte. The protocol (the session lock protocol of :mod:`tape
 lock):
 
 1. ``check --samples`` takes the session's park lock (``.NAME.jsonl.park``) and holds it until the end;
-2. under the gate and lock: a journal ``parked.json`` (the sha256 of the candidate and of the run log, or null
-   when there is none) is written atomically into the parked folder, then the candidate and the run log are
-   renamed into it;
+2. under the gate and lock: a random token is kept on this machine, outside the repository (``TAPETUI_STATE_DIR``,
+   else ``~/.local/state/tapetui/parked/``); a journal ``parked.json`` (the sha256 of the candidate and of the
+   run log, or null when there is none, and the token) is written atomically into the parked folder, then the
+   candidate and the run log are renamed into it; the parking process keeps their bytes in memory too;
 3. the commands run, without the session lock (their ``Tape`` takes it);
 4. under the gate and lock (:func:`unpark`): what the runs left as the candidate is a sample and joins
    ``NAME.samples/``; the parked files are checked against the journal and renamed back (a session that had no
    run log gets none); the journal and the folder are removed.
 
 A kill at any point leaves the journal: :func:`recover_parked` (run by ``recover``, which every command and the
-app run first) does step 4 for every session whose park lock nobody holds. A file that was never moved is told
-from one a sample run wrote by its sha256, so nothing pending is taken for a sample and nothing is lost.
+app run first) does step 4 for every session whose park lock nobody holds — and only for a journal whose token
+this machine kept: one committed to a repository (which could otherwise move a pending candidate away or
+delete a run log, and turn ``check`` green) is left alone, and ``check`` reports it. A file that was never
+moved is told from one a sample run wrote by its sha256, so nothing pending is taken for a sample and nothing
+is lost. A ``record_command`` that deletes the parked folder does not lose the candidate: the parking process
+puts it back from memory (after a kill too, only if the folder is still there).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from tapetui.core.cachedir import state_dir
 from tapetui.core.clock import now_iso
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
-from tapetui.core.files import atomic_write, file_sha256, fsync_dir, read_regular
+from tapetui.core.files import STATE_DIR, atomic_write, file_sha256, fsync_dir, read_regular, real_folder
 from tapetui.core.locks import park_lock, session_lock, try_park_lock, try_session_lock
 from tapetui.core.store import candidate_path, inside, rotate_candidate, runlog_path, session_name
 
-__all__ = ["PARKED_DIR", "PARKED_JOURNAL", "parked", "parked_dir", "recover_parked", "unpark"]
+__all__ = ["PARKED_DIR", "PARKED_JOURNAL", "is_parked", "parked", "parked_dir", "recover_parked", "unpark"]
 
-PARKED_DIR = Path(".tapetui") / "parked"
+PARKED_DIR = Path(STATE_DIR) / "parked"
 PARKED_JOURNAL = "parked.json"
 _CANDIDATE = "candidate.jsonl"
 _RUN_LOG = "run.jsonl"
@@ -50,9 +59,25 @@ def parked_dir(config: Config, golden: Path) -> Path:
     return config.tapes_dir / PARKED_DIR / session_name(golden, config.tapes_dir)
 
 
+def is_parked(config: Config, golden: Path) -> bool:
+    """Whether a parked journal of this session is there (a cheap test, before any lock is taken)."""
+    return os.path.lexists(parked_dir(config, golden) / PARKED_JOURNAL)
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """What the parking process itself keeps of the parked files, in memory: put back from here when the
+    ``record_command`` deleted the parked folder (``git clean -fdx``, ``rm -rf .tapetui``)."""
+
+    candidate: bytes | None
+    run_log: bytes | None
+    token: str
+
+
 @contextmanager
-def parked(config: Config, golden: Path) -> Iterator[None]:
-    """Park the session's pending candidate and run log for the body, then put them back (steps 1–4).
+def parked(config: Config, golden: Path, notes: list[str] | None = None) -> Iterator[None]:
+    """Park the session's pending candidate and run log for the body, then put them back (steps 1–4);
+    ``notes`` gets a line for anything out of the ordinary (a parked folder deleted meanwhile).
 
     Raises:
         LockBusy: another process has parked this session, or holds it for longer than the usual wait.
@@ -61,35 +86,58 @@ def parked(config: Config, golden: Path) -> Iterator[None]:
     with park_lock(golden):
         with session_lock(golden):
             unpark(config, golden)  # what a dead process left, first
-            _park(config, golden)
+            kept = _park(config, golden)
         try:
             yield
         finally:
             with session_lock(golden):
-                unpark(config, golden)
+                said = unpark(config, golden, kept)
+            if notes is not None:
+                notes += [n for n in said if "put the pending candidate back" not in n]
 
 
-def _park(config: Config, golden: Path) -> None:
+def _token_path(golden: Path) -> Path:
+    """Where this machine keeps the token of a session's parked journal (outside the repository)."""
+    name = hashlib.sha256(os.fsencode(os.path.abspath(golden))).hexdigest()[:32]
+    return state_dir() / "parked" / name
+
+
+def _park(config: Config, golden: Path) -> _Kept:
     """Step 2; the caller holds the park lock and the session lock."""
     folder = parked_dir(config, golden)
     cand, log = candidate_path(golden), runlog_path(golden)
+    data_cand = read_regular(cand, "candidate") if os.path.lexists(cand) else None
+    data_log = read_regular(log, "run log") if os.path.lexists(log) else None
+    token = secrets.token_hex(16)
     journal = {
         "v": 1,
         "session": session_name(golden, config.tapes_dir),
         "parked_at": now_iso(),
-        "candidate": _sha(cand),
-        "run_log": _sha(log),
+        "candidate": _sha_of(data_cand),
+        "run_log": _sha_of(data_log),
+        "token": token,
     }
-    folder.mkdir(parents=True, exist_ok=True)
-    if inside(config.tapes_dir, folder) != folder.resolve() or folder.is_symlink():
-        raise TapeError(f"{folder}: leads out of the tapes folder (a symlink); cannot park the pending candidate there")
+    # the token is kept on this machine too, where no repository reaches: a journal committed to a repository
+    # (or written by anything but tapetui here) has none, and is never acted on
+    tp = _token_path(golden)
+    try:
+        tp.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        atomic_write(tp, token.encode(), mode=0o600)
+    except OSError as e:
+        raise TapeError(f"{tp}: cannot keep the parking token: {e.strerror or e}; nothing was parked") from None
+    real_folder(config.tapes_dir, folder.relative_to(config.tapes_dir), create=True, what="a parked candidate")
     atomic_write(folder / PARKED_JOURNAL, orjson.dumps(journal) + b"\n")
-    if journal["candidate"] is not None:
+    if data_cand is not None:
         os.rename(cand, folder / _CANDIDATE)
-    if journal["run_log"] is not None:
+    if data_log is not None:
         os.rename(log, folder / _RUN_LOG)
     fsync_dir(folder)
     fsync_dir(golden.parent)
+    return _Kept(data_cand, data_log, token)
+
+
+def _sha_of(data: bytes | None) -> str | None:
+    return None if data is None else hashlib.sha256(data).hexdigest()
 
 
 def _sha(path: Path) -> str | None:
@@ -101,43 +149,97 @@ def _sha(path: Path) -> str | None:
     return sha
 
 
-def unpark(config: Config, golden: Path) -> list[str]:
+def unpark(config: Config, golden: Path, kept: _Kept | None = None) -> list[str]:
     """Step 4: put a parked candidate and run log back; returns what it did, a line each (nothing parked: []).
 
-    The caller holds the session lock (and the park lock, or knows its holder died).
+    The caller holds the session lock (and the park lock, or knows its holder died). ``kept``: the parking
+    process's own copy (its own run: what it parked is put back from memory when the files are gone).
+
+    A journal is acted on only when its token is the one this machine kept when it parked (a journal from a
+    repository is refused, and ``check`` reports it). Then a candidate in place that is not the parked one
+    was recorded by a sample run and joins ``NAME.samples/``, and a run log the session did not have before is
+    the samples' own and is removed.
 
     Raises:
-        TapeError: the journal or a parked file is not what it should be; everything is left in place.
+        TapeError: the journal or a parked file is not what it should be, or not this machine's; everything is
+            left in place.
     """
     folder = parked_dir(config, golden)
+    there = real_folder(config.tapes_dir, folder.relative_to(config.tapes_dir), create=False, what="parking")
     jp = folder / PARKED_JOURNAL
-    if not os.path.lexists(jp):
-        return []
-    journal = _read_journal(jp)
-    cand, log = candidate_path(golden), runlog_path(golden)
+    if kept is None and (there is None or not os.path.lexists(jp)):
+        return []  # nothing parked (and nothing read through a symlink planted on the way)
     done: list[str] = []
+    if there is not None and os.path.lexists(jp):
+        journal = _read_journal(jp)
+        if kept is not None and journal.get("token") != kept.token:
+            raise TapeError(f"{jp}: not the journal this process wrote; left in place, nothing was changed")
+        token = journal.get("token")
+        if kept is None and (not isinstance(token, str) or not token or token != _local_token(golden)):
+            raise TapeError(
+                f"{jp}: not written by tapetui on this machine (a file from the repository?); nothing was changed. "
+                "Remove the folder if nothing in it is yours"
+            )
+    elif kept is not None:  # the record_command deleted the parked folder: what this process kept
+        journal = {"candidate": _sha_of(kept.candidate), "run_log": _sha_of(kept.run_log)}
+        done.append(f"{folder}: deleted while the samples recorded; put back from memory")
+    else:
+        return []
+    cand, log = candidate_path(golden), runlog_path(golden)
     want_cand, want_log = journal["candidate"], journal["run_log"]
     parked_cand, parked_log = folder / _CANDIDATE, folder / _RUN_LOG
     for path, want in ((parked_cand, want_cand), (parked_log, want_log)):
         if os.path.lexists(path) and file_sha256(path) != want:
             raise TapeError(f"{path}: does not match {jp} (sha256); left in place, nothing was changed")
-    # a candidate that is not the parked one was recorded by a sample run: it is a sample
-    moved = os.path.lexists(parked_cand)
-    if os.path.lexists(cand) and (moved or _sha(cand) != want_cand):
-        rotate_candidate(golden)
-    if moved:
-        os.rename(parked_cand, cand)
+    cand_now = _sha(cand)
+    if want_cand is not None and cand_now != want_cand:
+        source = _source(parked_cand, kept.candidate if kept else None, want_cand)
+        if source is None:
+            raise TapeError(f"{jp}: the pending candidate it parked is gone (neither parked nor kept); left in place")
+        if cand_now is not None:  # recorded by a sample run: a sample
+            rotate_candidate(golden)
+        _put(source, cand)
         done.append(f"{cand}: put the pending candidate back")
-    if os.path.lexists(parked_log):
-        os.replace(parked_log, log)
+    elif want_cand is None and cand_now is not None:  # a sample's, pending when the run was stopped
+        rotate_candidate(golden)
+    if want_log is not None and _sha(log) != want_log:
+        source = _source(parked_log, kept.run_log if kept else None, want_log)
+        if source is None:
+            raise TapeError(f"{jp}: the run log it parked is gone (neither parked nor kept); left in place")
+        _put(source, log)
     elif want_log is None:
         log.unlink(missing_ok=True)  # the session had no run log: the samples' own is not its
-    elif _sha(log) != want_log:
-        raise TapeError(f"{jp}: the run log it parked is neither parked nor in place; left in place")
     fsync_dir(golden.parent)
-    jp.unlink()
-    _remove_empty(folder, config.tapes_dir / PARKED_DIR)
+    if there is not None:
+        for leftover in (parked_cand, parked_log):
+            leftover.unlink(missing_ok=True)  # a copy the file in place matched already
+        jp.unlink(missing_ok=True)
+        _remove_empty(folder, config.tapes_dir / PARKED_DIR)
+    _token_path(golden).unlink(missing_ok=True)
     return done
+
+
+def _local_token(golden: Path) -> str | None:
+    try:
+        return _token_path(golden).read_text().strip() or None
+    except OSError:
+        return None
+
+
+def _source(parked: Path, kept: bytes | None, want: str) -> Path | bytes | None:
+    """Where a parked file comes back from: the parked copy, else the parking process's own (sha checked)."""
+    if os.path.lexists(parked):
+        return parked  # its sha256 was checked against the journal
+    if kept is not None and _sha_of(kept) == want:
+        return kept
+    return None
+
+
+def _put(source: Path | bytes, dest: Path) -> None:
+    if isinstance(source, Path):
+        os.replace(source, dest)
+    else:
+        atomic_write(dest, source)
 
 
 def _read_journal(jp: Path) -> dict[str, Any]:

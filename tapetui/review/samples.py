@@ -188,7 +188,12 @@ def _judge_one(config: Config, golden: Path, g: LoadedTape, p: Path, hooks: Hook
 
 
 def record_samples(
-    config: Config, golden: Path, n: int, *, on_run: Callable[[int, list[str]], None] | None = None
+    config: Config,
+    golden: Path,
+    n: int,
+    *,
+    on_run: Callable[[int, list[str]], None] | None = None,
+    notes: list[str] | None = None,
 ) -> list[Path]:
     """Run ``record_command`` ``n`` times for one session; each run records one new candidate.
 
@@ -196,7 +201,8 @@ def record_samples(
     as it was otherwise: a candidate pending before, and the run log, are parked outside the session while the
     samples record (:mod:`tapetui.review.parking`: where no command can delete them, and put back byte for byte,
     after a kill too), so what ``check`` then says of the session besides its samples does not depend on which
-    sample came last. ``on_run(i, argv)`` is called before run ``i``.
+    sample came last. ``on_run(i, argv)`` is called before run ``i``; ``notes`` gets a line for anything out of
+    the ordinary (the parked folder deleted by the command: put back from memory).
 
     Raises:
         TapeError: no record_command, a run that fails, runs longer than ``[tapes] command_timeout`` or writes
@@ -209,7 +215,7 @@ def record_samples(
     cand = candidate_path(golden)
     name = safe_text(golden.name, newlines=False)
     made: list[tuple[int, int]] = []  # (device, inode) of each candidate a run wrote
-    with parked(config, golden):
+    with parked(config, golden, notes):
         for i in range(1, n + 1):
             if on_run is not None:
                 on_run(i, list(command.argv))

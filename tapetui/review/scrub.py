@@ -395,12 +395,12 @@ def _call_line(
     if args is not None:
         try:
             old_json = canonical_json(canon(args))
-            new_args = c.canon_form(args)
-            new_json = canonical_json(new_args)
+            redacted = c.redact(args)  # as passed: key order, whitespace and None values kept (README)
+            new_json = canonical_json(canon(redacted))
         except (TypeError, TooDeep) as e:
             raise TapeError(f"{f.path}:{line}: call args: {e}; not scrubbed") from None
         if new_json != old_json:
-            rec["args"] = orjson.Fragment(new_json)
+            rec["args"] = redacted
             if isinstance(tool, str):
                 rec["key"] = key_of_json(tool, new_json)
                 if isinstance(obj.get("seq"), int):

@@ -20,7 +20,8 @@ from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
 from tapetui.core.files import open_regular
 from tapetui.core.index import CallRecord, TapeIndex
-from tapetui.core.runlog import RunLogReader, RunSummary, event_problem, read_run_log
+from tapetui.core.runlog import STATUS_PRECEDENCE as STATUS_PRECEDENCE
+from tapetui.core.runlog import RunLogReader, RunSummary, read_run_log
 from tapetui.core.store import candidate_path, iter_goldens, refuse_links_out, runlog_path, samples_of, session_name
 from tapetui.core.tapefile import read_index
 from tapetui.review.comparison import Comparison, HooksArg
@@ -39,15 +40,13 @@ GLYPH: Final[Mapping[str, str]] = {
     "contract": "⚡",
     "error": "✗",
     "pending": "●",  # a session's candidate waits for review
-    "running": "▶",  # a session's replay is running
+    "running": "»",  # a session's replay is running (not ▶: the tree's mark of a closed node)
     "marked": "▣",  # a session is chosen for a batch action
+    "rerun": "⟲",  # the last run played another version of the golden: run it again
+    "unreadable": "⚠",  # the tape cannot be read (the detail pane says why)
     "": "·",  # not replayed yet
 }
 
-# A step's status when the last run said several things of it (stale, then missed, then unused): the
-# first of these it was given. What asks most of the reviewer wins; each step is counted once.
-STATUS_PRECEDENCE: Final[tuple[StatusName, ...]] = ("contract", "drift", "miss", "stale", "hit", "unused")
-_RANK: Final[dict[str, int]] = {name: i for i, name in enumerate(STATUS_PRECEDENCE)}
 
 # what the filter understands after status:  (error: a tape that cannot be read, or one that recorded an error)
 FILTER_STATUSES: Final[tuple[StatusName, ...]] = ("drift", "contract", "miss", "stale", "unused", "pending", "error")
@@ -64,34 +63,11 @@ def _stamp(path: Path) -> tuple[int, int]:
 # ---- the latest run ------------------------------------------------------------------------------
 @dataclass
 class StepSummary(RunSummary):
-    """A RunSummary whose ``status`` gives each step exactly one status, by STATUS_PRECEDENCE (not by
-    the order the events came in), so per-step counts add up to the steps the run touched.
+    """The latest run's summary as the app keeps it: a :class:`~tapetui.core.runlog.RunSummary` (one status a
+    step, by STATUS_PRECEDENCE, so per-step counts add up to the steps the run touched), and for an
+    ``outdated`` summary the run's own, kept for when the golden is its golden again (an undo)."""
 
-    ``off_tape`` counts misses that name no recorded step (a call the tape never had).
-    """
-
-    seen: dict[int, set[str]] = field(default_factory=dict, repr=False)
-    off_tape: int = 0
-    # an ``outdated`` summary: the run's own, kept for when the golden is its golden again (an undo)
     run: StepSummary | None = field(default=None, repr=False)
-
-    def add(self, ev: dict[str, Any]) -> None:
-        super().add(ev)
-        if event_problem(ev) is not None or ev.get("event") == "invalid":
-            return  # counted as invalid by RunSummary
-        kind = ev.get("event")
-        step = ev.get("step", ev.get("seq"))
-        if kind == "miss":
-            step = ev.get("nearest")
-            if not isinstance(step, int):
-                self.off_tape += 1
-        elif kind == "fingerprint":
-            kind = None if ev.get("allowed") else "contract"
-        if not isinstance(kind, str) or kind not in _RANK or not isinstance(step, int):
-            return
-        seen = self.seen.setdefault(step, set())
-        seen.add(kind)
-        self.status[step] = min(seen, key=_RANK.__getitem__)
 
     def reset(self) -> None:
         fresh = StepSummary()
@@ -104,14 +80,6 @@ class StepSummary(RunSummary):
         for ev in events:
             s.add(ev)
         return s
-
-    def counts(self) -> dict[str, int]:
-        """Steps per status, in STATUS_PRECEDENCE order (only those with steps)."""
-        out = dict.fromkeys(STATUS_PRECEDENCE, 0)
-        for status in self.status.values():
-            if status in out:
-                out[status] += 1
-        return {k: v for k, v in out.items() if v}
 
 
 def current(golden: Path, summary: StepSummary) -> StepSummary:

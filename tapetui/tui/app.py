@@ -73,6 +73,7 @@ class TapeApp(App[None]):
         Binding("X", "expire_all", "Expire all time-sensitive", show=False),
         Binding("p", "replay", "Replay"),
         Binding("J", "allow_hooks", "Run hooks"),  # shown only where tapes.toml names hooks for the session
+        Binding("J", "no_hooks", "Run hooks", show=False),  # elsewhere J says why there is nothing to run
         Binding("F", "follow", "Follow"),
         Binding("t", "toggle_unified", "Unified or side-by-side diff", show=False),
         Binding("right_square_bracket", "next_change", "Next change", show=False),
@@ -130,7 +131,10 @@ class TapeApp(App[None]):
 
     def on_mount(self) -> None:
         try:
-            self.sub_title = safe_text(str(self.config.tapes_dir.relative_to(self.config.root)) or ".", newlines=False)
+            rel = self.config.tapes_dir.relative_to(self.config.root)
+            # the folder's own name when it is the project folder (no tapes.toml): never "tapetui — ."
+            shown = str(rel) if rel != Path(".") else (self.config.tapes_dir.name or str(self.config.tapes_dir))
+            self.sub_title = safe_text(shown, newlines=False)
         except ValueError:
             self.sub_title = safe_text(str(self.config.tapes_dir), newlines=False)
         self.query_one("#filter", Input).display = False
@@ -350,6 +354,8 @@ class TapeApp(App[None]):
         """Redraw the footer's keys only when what they allow changed: rebuilding it is the costliest part
         of a cursor move (its key widgets are recomposed and restyled), and j/k over similar items
         change nothing there."""
+        if self.query_one_optional(SessionTree) is None:  # the app is closing (see check_action): nothing to redraw
+            return
         allowed = tuple(self.check_action(b.action, ()) for b in self.BINDINGS if isinstance(b, Binding) and b.show)
         if allowed != self._footer_allows:
             self._footer_allows = allowed
@@ -391,7 +397,7 @@ class TapeApp(App[None]):
             events = s.run_events()
             notes: list[str] = []
             verdicts: tuple[review.Verdict, ...] = ()
-            if s.summary.ended:
+            if s.summary.ended and s.summary.mode != "record":  # a recording replays nothing: no run verdicts
                 # hooks: None unless allowed (the default "auto" would import what tapes.toml names)
                 findings, verdicts = review.judge_run(idx, events, config, hooks=hooks)
                 notes = [f.text for f in findings]
@@ -458,6 +464,8 @@ class TapeApp(App[None]):
         return None, None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.query_one_optional(SessionTree) is None:  # the app is closing: its screen's widgets are gone, and
+            return None  # a message or a footer still asks (a cursor move handled late, on a busy machine)
         s, step = self._cursor()
         if action in ("accept", "reject"):
             return True if s is not None and s.pending else None
@@ -469,8 +477,9 @@ class TapeApp(App[None]):
             return True  # with nothing to undo, u says so
         if action in ("toggle_unified", "next_change", "prev_change"):
             return True if self.detail.diffs else None
-        if action == "allow_hooks":  # hidden unless the session's settings name hooks not allowed yet
-            return s is not None and self.hooks_for(s)[1] is not None
+        if action in ("allow_hooks", "no_hooks"):  # J: hidden unless the session's settings name hooks not allowed yet
+            hooks = s is not None and self.hooks_for(s)[1] is not None
+            return hooks if action == "allow_hooks" else not hooks
         return True
 
     # ---- the filter -------------------------------------------------------------
@@ -747,6 +756,22 @@ class TapeApp(App[None]):
 
         self.push_screen(ConfirmScreen("Import the comparison hooks?", body), allow)
 
+    def action_no_hooks(self) -> None:
+        """J where there is nothing to import: say why, instead of doing nothing."""
+        s, _ = self._cursor()
+        if s is None:
+            self.notify("J imports the comparison hooks of the session under the cursor: move to a session.")
+            return
+        settings = self.config.compare_for(s.name)
+        self.notify(
+            safe_text(
+                f"Its comparison hooks are imported already: {s.name} is compared with them."
+                if needed_hooks(settings)
+                else f"No comparison hooks for {s.name}: tapes.toml names no similarity or judge hook its rules use."
+            ),
+            markup=False,
+        )
+
     @work(thread=True, exclusive=True, group="hooks", description="importing comparison hooks")
     def _import_hooks(
         self, config: Config, name: str, key: tuple[str | None, str | None], needed: list[tuple[str, str]]
@@ -784,7 +809,7 @@ class TapeApp(App[None]):
         yield from super().get_system_commands(screen)
         for b in self.BINDINGS:
             assert isinstance(b, Binding)
-            if b.action in ("quit", "back"):
+            if b.action in ("quit", "back", "no_hooks"):
                 continue
             yield SystemCommand(
                 f"{b.description} ({self.get_key_display(b)})",

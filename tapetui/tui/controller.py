@@ -221,7 +221,7 @@ class ReviewController:
         self._run(self._replay, s, group="replay")
 
     def _replay(self, s: Session) -> None:
-        self._later(self.host.notify, safe_text(f"Replaying {s.name}…"), markup=False)
+        self._later(self.host.notify, safe_text(f"Replaying {s.name}…"), markup=False, timeout=3)
         try:
             command = review.replay_command(self.config, s.golden)  # `tapetui replay` runs the same
             proc = command.run(capture=True)

@@ -27,7 +27,7 @@ KEYS: list[tuple[str, str]] = [
         "(KIND:PATH[=VALUE], e.g. tolerance:result.price=0.01) to tapes.toml for the session",
     ),
     ("A", "accept every marked session, or every filtered one with a candidate, with one rationale"),
-    ("r", "reject the session's candidate"),
+    ("r", "reject the session's candidate (asks first; logged in the changelog, u brings it back)"),
     ("R", "re-record the step with the live tool (asks first)"),
     ("x", "expire the step's entry so the next fill re-records it"),
     ("X", "expire every time-sensitive entry of the session"),
@@ -61,19 +61,22 @@ LEGEND: list[tuple[str, str]] = [
     (GLYPH[""], "not replayed yet"),
     (GLYPH["pending"] + " pending", "a candidate waits for review: a accepts, r rejects"),
     (GLYPH["running"] + " running", "a replay is running now"),
+    (GLYPH["rerun"] + " rerun", "the last run played another version of the golden (an accept or undo since): p"),
+    (GLYPH["unreadable"], "the tape cannot be read: the detail pane says what is wrong"),
+    ("▶ / ▼", "a closed / open folder or session (enter opens it)"),
     (GLYPH["marked"], "marked with space: A accepts every marked session"),
 ]
 
-# two lines, so that no glyph is ever wrapped away from its word: what a step was, then what a session is
-GLANCE = (
-    "  ".join(
-        [
-            *(f"{GLYPH[k]} {k}" for k in ("hit", "drift", "contract", "miss", "stale", "unused", "error")),
-            f"{GLYPH['']} not replayed",
-        ]
+# short lines (the modal is 76 columns inside at 80×24), so that no glyph is ever wrapped away from its word:
+# what a step was, then what a session is
+GLANCE = "\n".join(
+    "  ".join(pairs)
+    for pairs in (
+        [f"{GLYPH[k]} {k}" for k in ("hit", "drift", "contract", "miss", "stale", "unused")],
+        [f"{GLYPH['error']} error", f"{GLYPH['']} not replayed", f"{GLYPH['pending']} pending"],
+        [f"{GLYPH['running']} running", f"{GLYPH['rerun']} rerun", f"{GLYPH['unreadable']} unreadable"]
+        + [f"{GLYPH['marked']} marked"],
     )
-    + "\n"
-    + "  ".join([f"{GLYPH['pending']} pending", f"{GLYPH['running']} running", f"{GLYPH['marked']} marked"])
 )
 
 # what each action does, for the command palette (ctrl+p): one line per key binding
@@ -104,7 +107,10 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    HelpScreen > Vertical { width: 90; height: 80%; border: thick $accent; background: $surface; padding: 0 1; }
+    HelpScreen > Vertical {
+        width: 90; max-width: 100%; height: 80%; max-height: 100%;
+        border: thick $accent; background: $surface; padding: 0 1;
+    }
     """
 
     def compose(self) -> ComposeResult:

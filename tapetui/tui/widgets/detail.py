@@ -19,6 +19,7 @@ from textual.worker import get_current_worker
 from tapetui.core.changes import format_changes, json_text
 from tapetui.core.config import Config
 from tapetui.core.index import CallRecord
+from tapetui.core.runlog import describe_counts
 from tapetui.core.textsafe import safe_json_text, safe_text
 from tapetui.review import Comparison, RowLevel, StepDiff, Verdict
 from tapetui.review.sessions import Session
@@ -133,7 +134,6 @@ class DetailView(VerticalScroll):
         self.suggested_rule: str | None = None  # a rule that would excuse the first difference of the subject
         self._slow_note = False  # the "computing" line is on screen
         self.unified = False
-        self._change_cursor = -1
         self._head: list[RenderableType] = []
         self._tail: list[RenderableType] = []  # what changed: shown right under the head
         self._rest: list[RenderableType] = []  # full arguments and result, after the diffs
@@ -146,6 +146,23 @@ class DetailView(VerticalScroll):
     def on_mount(self) -> None:
         self.diff_body.display = self.rest_body.display = False
 
+    # ---- "more below": on a short pane (80×24) the part that matters may be below the fold ----------------
+    MORE = "more below: Tab, then ↓ or PgDn"
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        self._say_more()
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._say_more)
+
+    def _say_more(self) -> None:
+        """The pane's lower border says how to scroll while something is below the fold (and, with a diff, ])."""
+        below = self.max_scroll_y > 0 and self.scroll_y < self.max_scroll_y
+        more = (self.MORE + (" · ] next change" if self.diffs else "")) if below else ""
+        if str(self.border_subtitle or "") != more:
+            self.border_subtitle = more
+
     def show(self, *parts: RenderableType, rest: list[RenderableType] | None = None) -> None:
         self._gen += 1
         self.subject = ()
@@ -154,7 +171,6 @@ class DetailView(VerticalScroll):
         self._wanted = []
         self.computing = False
         self._slow_note = False
-        self._change_cursor = -1
         self._head = list(parts)
         self._tail = []
         self._rest = list(rest or [])
@@ -162,6 +178,7 @@ class DetailView(VerticalScroll):
         self._update_part(self.diff_body, [])
         self._update_part(self.rest_body, self._rest)
         self.scroll_home(animate=False)
+        self.call_after_refresh(self._say_more)
 
     @staticmethod
     def _update_part(part: Static, renderables: list[RenderableType]) -> None:
@@ -225,8 +242,14 @@ class DetailView(VerticalScroll):
             if (sm.ended or sm.running)
             else "no run yet (p starts one)"
         )
+        if sm.mode == "record" and (sm.ended or sm.running):
+            run = (
+                f"a recording of {sm.live} call(s), not a replay"
+                + (" — running" if sm.running else "")
+                + ": what it recorded is compared as the candidate; p replays"
+            )
         if sm.outdated:
-            run = "predates the golden (it ran against an earlier version): press p to run the replay again"
+            run = "predates the golden (it ran against another version of it): press p to run the replay again"
         rows.append(("last run", run))
         rows.append(("candidate", "pending review (a accept · r reject · enter to see steps)" if s.pending else "none"))
         older = s.older_candidates()
@@ -391,9 +414,9 @@ class DetailView(VerticalScroll):
         """On a short pane (80×24) the step's fields fill it: scroll the first change into view, as ] would."""
         if gen != self._gen or not self.diffs or self.scroll_y > 0 or not self._step_shown:
             return
-        targets = self._change_offsets()
-        if targets and targets[0] >= self.scrollable_content_region.height - 1:
-            self.scroll_to(y=max(0, targets[0] - 3), animate=False)
+        blocks = self._change_offsets()
+        if blocks and blocks[0][0] >= self.scrollable_content_region.height - 1:
+            self.scroll_to(y=max(0, blocks[0][0] - 3), animate=False)
 
     def _render_diffs(self) -> None:
         self.body.update(Group(*self._head, *self._tail))
@@ -416,6 +439,7 @@ class DetailView(VerticalScroll):
             )
             parts.append(d.render(self.unified))
         self._update_part(self.diff_body, parts)
+        self.call_after_refresh(self._say_more)
 
     def toggle_unified(self) -> None:
         self.unified = not self.unified
@@ -425,14 +449,15 @@ class DetailView(VerticalScroll):
         """Scroll to the next (+1) or previous (-1) changed block; False when there is none."""
         if not self.diffs:
             return False
-        targets = self._change_offsets()
-        if not targets:
+        blocks = self._change_offsets()
+        if not blocks:
             return False
-        self._change_cursor = (self._change_cursor + step) % len(targets)
-        self.scroll_to(y=targets[self._change_cursor], animate=False)
+        self.scroll_to(
+            y=_next_stop(blocks, round(self.scroll_y), self.scrollable_content_region.height, step), animate=False
+        )
         return True
 
-    def _change_offsets(self) -> list[int]:
+    def _change_offsets(self) -> list[tuple[int, int]]:
         # Lines above the first diff: where the diff part is laid out (else measured from the rendered
         # head), then rows within each diff.
         if self.diff_body.display and self.diff_body.virtual_region.height:
@@ -444,16 +469,32 @@ class DetailView(VerticalScroll):
                 y = len(console.render_lines(Group(*self._head, *self._tail), pad=False))
             finally:
                 console.file.close()
-        out = []
+        out: list[tuple[int, int]] = []
+        width = max(self.scrollable_content_region.width, 20)
         for _title, d in self.diffs:
             y += 1  # the rule
-            if d.note:
-                y += 1  # the coarsening note
-            if not self.unified:
-                y += 1  # the header row
-            out += [y + r for r in d.change_rows]
-            y += len(d.unified if self.unified else d.rows)
+            blocks, height = d.offsets(width, self.unified)  # rows folded over several lines counted as such
+            out += [(y + a, y + b) for a, b in blocks]
+            y += height
         return out
+
+
+def _next_stop(blocks: list[tuple[int, int]], now: int, page: int, step: int) -> int:
+    """Where ] (step 1) or [ (-1) scrolls to from line ``now``: the next (previous) changed block's start, or,
+    inside a block taller than the pane (a coarsened diff is one block of folded lines), a page further in
+    it; past the last block back to the first (and the reverse)."""
+    page = max(1, page - 1)  # a line of the page before stays in view
+    if step > 0:
+        for start, end in blocks:
+            if start > now:
+                return start
+            if now < end - page:  # within a block that goes on below the pane
+                return min(now + page, end - page)
+        return blocks[0][0]
+    for start, end in reversed(blocks):
+        if start < now:
+            return max(start, now - page) if now < end + page else start
+    return blocks[-1][0]
 
 
 def _res(rec: CallRecord) -> Any:
@@ -463,11 +504,4 @@ def _res(rec: CallRecord) -> Any:
 def _run_counts(sm: Any) -> str:
     """The last run's steps by status, one status a step as the tree counts them (so they add up to the
     steps the run touched), plus the calls the tape never had; a tolerated hit is a hit, said apart."""
-    by: dict[str, int] = {}
-    for status in sm.status.values():
-        by[status] = by.get(status, 0) + 1
-    hits, misses = by.get("hit", 0), by.get("miss", 0) + getattr(sm, "off_tape", 0)
-    parts = [f"{hits} hit{'s' * (hits != 1)}" + (f" ({sm.tolerated} tolerated)" if sm.tolerated else "")]
-    parts.append(f"{misses} miss{'es' * (misses != 1)}")
-    parts += [f"{by.get(k, 0)} {k}" for k in ("drift", "contract", "stale", "unused") if k != "contract" or by.get(k)]
-    return ", ".join(parts)
+    return describe_counts(sm.counts(), off_tape=sm.off_tape, tolerated=sm.tolerated)

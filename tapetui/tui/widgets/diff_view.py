@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import time
 from collections.abc import Callable
 from typing import Any
 
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -124,7 +125,11 @@ class DiffResult:
         self._size: int | None = None
         self.rows: list[tuple[Text, Text]] = []
         self.unified: list[Text] = []
-        self.change_rows: list[int] = []  # first row of each changed block
+        self.change_rows: list[int] = []  # first row of each changed block (side by side)
+        self.change_lines: list[int] = []  # first line of each changed block (unified)
+        self.change_ends: list[int] = []  # rows where an equal stretch starts (ends a changed block before it)
+        self.change_line_ends: list[int] = []
+        self._offsets: dict[tuple[int, bool], tuple[list[tuple[int, int]], int]] = {}
         self.truncated = 0  # rows left out past MAX_ROWS
         level = "chars"
         lines = diff_lines(a, b, deadline=deadline, stop=stop)
@@ -135,9 +140,12 @@ class DiffResult:
         ops = lines.opcodes
         for n, (tag, i1, i2, j1, j2) in enumerate(ops):
             if tag == "equal":
+                self.change_ends.append(len(self.rows))  # the block before (if any) ends here
+                self.change_line_ends.append(len(self.unified))
                 self._equal(a, i1, i2, first=n == 0, last=n == len(ops) - 1)
                 continue
             self.change_rows.append(len(self.rows))
+            self.change_lines.append(len(self.unified))
             olds, news = a[i1:i2], b[j1:j2]
             for k in range(max(len(olds), len(news))):
                 o = olds[k] if k < len(olds) else None
@@ -205,6 +213,42 @@ class DiffResult:
             line = _line(a[i])
             self._row(line, line.copy())
             self.unified.append(Text.assemble("  ", line, style="dim"))
+
+    def offsets(self, width: int, unified: bool) -> tuple[list[tuple[int, int]], int]:
+        """Where each changed block starts and ends on screen, in lines below the start of the diff's body (its
+        note and the header row counted), and how many lines the body takes, at ``width`` columns: a row whose
+        text is folded over several lines (a coarsened diff's whole lines) moves everything below it down."""
+        key = (width, unified)
+        got = self._offsets.get(key)
+        if got is not None:
+            return got
+        console = Console(width=max(width, 4), file=io.StringIO(), color_system=None)
+        y = 1 if self.note else 0
+        at: list[int] = []  # the screen line where each row (or unified line) starts, and one past the last
+        if unified:
+            firsts, ends = self.change_lines, self.change_line_ends
+            for line in self.unified[:MAX_ROWS]:
+                at.append(y)
+                y += max(1, len(line.wrap(console, width, overflow="fold")))
+        else:
+            firsts, ends = self.change_rows, self.change_ends
+            y += 1  # the header row
+            left_w = max(1, (width - 2) // 2)
+            right_w = max(1, width - 2 - left_w)
+            for left, right in self.rows:
+                at.append(y)
+                y += max(
+                    1,
+                    len(left.wrap(console, left_w, overflow="fold")),
+                    len(right.wrap(console, right_w, overflow="fold")),
+                )
+        at.append(y)
+        blocks = []
+        for first in firsts:
+            end = next((e for e in ends if e > first), len(at) - 1)
+            blocks.append((at[min(first, len(at) - 1)], at[min(end, len(at) - 1)]))
+        self._offsets[key] = got = (blocks, y)
+        return got
 
     def render(self, unified: bool) -> RenderableType:
         if unified:

@@ -8,13 +8,17 @@ from rich.text import Text
 from textual.widgets import Log
 
 from tapetui.core.changes import short
+from tapetui.core.runlog import RunSummary, describe_counts, end_counts
 from tapetui.core.textsafe import safe_text
 
 MAX_LINES = 5000  # lines the pane keeps; older ones scroll away
 
 
-def event_line(ev: dict[str, Any]) -> str:
-    """One run-log event as a line of the pane (text from the run log is made safe for the terminal)."""
+def event_line(ev: dict[str, Any], run: RunSummary | None = None) -> str:
+    """One run-log event as a line of the pane (text from the run log is made safe for the terminal).
+
+    ``run``: the run's summary up to this event, for the ``end`` line: its steps counted one status a step, as
+    the tree counts them (an older run log's ``end`` stats count events)."""
     kind = str(ev.get("event"))
     seq = ev.get("seq")
     tool = ev.get("tool", "")
@@ -26,12 +30,13 @@ def event_line(ev: dict[str, Any]) -> str:
     elif kind == "fingerprint":
         extra = f"  {ev.get('recorded')} → {ev.get('live')}"
     elif kind == "end":
-        st = ev.get("stats") or {}
-        hits, misses = st.get("tape_hits", 0), st.get("tape_misses", 0)
-        extra = (
-            f"  {hits} hit{'s' * (hits != 1)}, {misses} miss{'es' * (misses != 1)}, "
-            f"{st.get('drift_events', 0)} drift, {st.get('unused', 0)} unused"
-        )
+        st = ev.get("stats")
+        if isinstance(st, dict) and st.get("mode") == "record":
+            extra = f"  a recording of {st.get('steps', 0)} call(s)"
+        elif run is not None:
+            extra = "  " + describe_counts(run.counts(), off_tape=run.off_tape, tolerated=run.tolerated)
+        else:
+            extra = "  " + end_counts(st if isinstance(st, dict) else {})
     elif kind == "start":
         extra = f"  mode {ev.get('mode')}"
     elif kind == "hit" and ev.get("tolerated"):
@@ -58,6 +63,7 @@ class RunLogPane(Log):
     def __init__(self, **kw: Any) -> None:
         super().__init__(max_lines=MAX_LINES, auto_scroll=False, **kw)
         self.follow = False
+        self._run = RunSummary()  # the shown run so far: its end line counts steps as the tree does
 
     def on_mount(self) -> None:
         self.border_title = "live run log (p starts a replay · F follows)"
@@ -65,17 +71,23 @@ class RunLogPane(Log):
     def show_run(self, name: str, events: list[dict[str, Any]]) -> None:
         """Replace what the pane shows with session ``name``'s run."""
         self.clear()
+        self._run = RunSummary()
         self.write_line(f"── {safe_text(name, newlines=False)} ──" + ("" if events else "  no run yet (p starts one)"))
-        self.write_lines([event_line(e) for e in events])
+        self.write_lines([self._line(e) for e in events])
 
     def add_events(self, name: str, events: list[dict[str, Any]], reset: bool) -> None:
         """Events just appended to session ``name``'s run log; a new run (or a restarted log) starts afresh."""
         if reset or any(e.get("event") == "start" for e in events):
             self.clear()
+            self._run = RunSummary()
             self.write_line(f"── {safe_text(name, newlines=False)} ──")
-        self.write_lines([event_line(e) for e in events])
+        self.write_lines([self._line(e) for e in events])
         if self.follow:
             self.scroll_end(animate=False)
+
+    def _line(self, ev: dict[str, Any]) -> str:
+        self._run.add(ev)
+        return event_line(ev, self._run)
 
     def toggle_follow(self) -> bool:
         """Follow the newest event, or stop; returns whether it follows now."""

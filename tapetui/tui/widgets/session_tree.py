@@ -50,6 +50,8 @@ NodeData = FolderRef | Session | StepRef | MoreRef | None
 
 
 _COUNT_ORDER = ("hit", "miss", "drift", "contract", "stale", "unused")
+# a row that must be compact shows what asks for review first: a cut row loses ✓ and ∅ before ⚡ or ≠
+_COMPACT_ORDER = ("contract", "drift", "miss", "stale", "unused", "hit")
 _COUNT_STYLE = {
     "hit": "green",
     "miss": "bold yellow",
@@ -57,34 +59,46 @@ _COUNT_STYLE = {
     "contract": "bold red",
     "stale": "yellow",
     "unused": "dim",
+    "error": "red",
 }
+MIN_NAME = 8  # cells of a session's name a compact row keeps before it cuts the name
 
 
-def session_label(s: Session, width: int | None = None) -> Text:
-    """The session's row: name, step counts, ``● pending``, ``▶ running``.
+def _mono(style: str, mono: bool) -> str:
+    """Without colour (NO_COLOR) a marker is bold at full contrast: a colour turned grey would be nearly
+    invisible on the dark background (magenta and red are dark greys)."""
+    if not mono or not style:
+        return style
+    return "" if style == "dim" else "bold"
 
-    Given the ``width`` the row has, a label that does not fit is made compact: the state words
-    (pending, running) right after the name and one space between counts; what still does not fit
-    ends in an ellipsis, but the state stays visible (``●`` ahead of the name when even that is short).
+
+def session_label(s: Session, width: int | None = None, *, mono: bool = False) -> Text:
+    """The session's row: name, step counts, ``● pending``, ``▶ running``, ``⟲ rerun``.
+
+    Given the ``width`` the row has, a label that does not fit is made compact, always in the same layout: the
+    name, the states as glyphs (``●`` ``▶`` ``⟲``), then the counts, what needs review first (``⚡ ≠ ? ⌛`` before
+    ``∅ ✓``); the name is cut (to :data:`MIN_NAME` cells) before a state or a review count is, and what still
+    does not fit ends in an ellipsis. ``mono``: no colour (markers bold instead).
     """
-    full = _session_label(s, compact=False)
+    full = _session_label(s, mono)
     if width is None or width <= 0 or full.cell_len <= width:
         return full
-    t = _session_label(s, compact=True)
-    state = len(_state_parts(s))
-    if state and width < _name_cells(s) + 2 + sum(len(x) + 1 for x, _ in _state_parts(s)):
-        t = Text.assemble(
-            *((x.split(" ", 1)[0] + " ", style) for x, style in _state_parts(s)),
-            _session_label(s, compact=True, states=False),
-        )
+    tail = _compact_tail(s, mono)
+    name = _name_text(s, mono)
+    room = max(MIN_NAME, width - tail.cell_len)
+    if name.cell_len > room:
+        name.truncate(room, overflow="ellipsis")
+    t = Text.assemble(name, tail)
     t.truncate(width, overflow="ellipsis")
     return t
 
 
-def _name_cells(s: Session) -> int:
-    return Text(
-        (GLYPH["marked"] + " " if s.marked else "") + safe_text(s.name.rsplit("/", 1)[-1], newlines=False)
-    ).cell_len
+def _name_text(s: Session, mono: bool) -> Text:
+    t = Text()
+    if s.marked:
+        t.append(GLYPH["marked"] + " ", _mono("bold magenta", mono))
+    t.append(safe_text(s.name.rsplit("/", 1)[-1], newlines=False), "bold" if s.needs_review else "")
+    return t
 
 
 def _state_parts(s: Session) -> list[tuple[str, str]]:
@@ -94,52 +108,55 @@ def _state_parts(s: Session) -> list[tuple[str, str]]:
     if s.summary.running and not s.error:
         parts.append((GLYPH["running"] + " running", "bold cyan"))
     if s.summary.outdated and not s.error:
-        parts.append(("⟲ rerun", "yellow"))  # the last run predates the golden
+        parts.append((GLYPH["rerun"] + " rerun", "yellow"))  # the last run predates the golden
     return parts
 
 
-def _session_label(s: Session, *, compact: bool, states: bool = True) -> Text:
-    t = Text()
-    if s.marked:
-        t.append(GLYPH["marked"] + " ", "bold magenta")
-    t.append(safe_text(s.name.rsplit("/", 1)[-1], newlines=False), "bold" if s.needs_review else "")
-    if s.error:
-        t.append("  ⚠ " + safe_text(s.error.split(": ", 1)[0].rsplit("/", 1)[-1], newlines=False), "bold red")
-        return t
-    sep = " " if compact else "  "
-    if compact and states:
-        for text, style in _state_parts(s):
-            t.append(sep)
-            t.append(text, style)
-    # steps per status, each step counted once (sessions.STATUS_PRECEDENCE): the counts add up to the steps
+def _count_parts(s: Session, order: tuple[str, ...], mono: bool) -> list[tuple[str, str]]:
+    # steps per status, each step counted once (runlog.STATUS_PRECEDENCE): the counts add up to the steps
     counts = s.summary.counts()
-    parts = [(f"{GLYPH[k]}{counts[k]}", _COUNT_STYLE[k]) for k in _COUNT_ORDER if counts.get(k)]
-    if s.summary.off_tape:
-        parts.append((f"{GLYPH['miss']}+{s.summary.off_tape}", "bold yellow"))  # calls that match no recorded step
-    if not compact:
-        parts += _state_parts(s)
-    for text, style in parts:
-        t.append(sep)
+    parts = [(f"{GLYPH[k]}{counts[k]}", _mono(_COUNT_STYLE[k], mono)) for k in order if counts.get(k)]
+    if s.summary.off_tape:  # calls that match no recorded step
+        parts.append((f"{GLYPH['miss']}+{s.summary.off_tape}", _mono("bold yellow", mono)))
+    return parts
+
+
+def _compact_tail(s: Session, mono: bool) -> Text:
+    t = Text()
+    if s.error:
+        t.append(f" {GLYPH['unreadable']}", _mono("bold red", mono))
+        return t
+    for text, style in _state_parts(s):
+        t.append(" ")
+        t.append(text.split(" ", 1)[0], _mono(style, mono))
+    for text, style in _count_parts(s, _COMPACT_ORDER, mono):
+        t.append(" ")
         t.append(text, style)
     return t
 
 
-def step_label(s: Session, seq: int, tool: str, ms: float, has_error: bool) -> Text:
+def _session_label(s: Session, mono: bool) -> Text:
+    t = _name_text(s, mono)
+    if s.error:
+        t.append(
+            f"  {GLYPH['unreadable']} " + safe_text(s.error.split(": ", 1)[0].rsplit("/", 1)[-1], newlines=False),
+            _mono("bold red", mono),
+        )
+        return t
+    parts = _count_parts(s, _COUNT_ORDER, mono) + [(x, _mono(style, mono)) for x, style in _state_parts(s)]
+    for text, style in parts:
+        t.append("  ")
+        t.append(text, style)
+    return t
+
+
+def step_label(s: Session, seq: int, tool: str, ms: float, has_error: bool, *, mono: bool = False) -> Text:
     status = s.summary.status.get(seq, "")
     if has_error and status in ("", "hit"):
         status = "error"
-    style = {
-        "hit": "green",
-        "drift": "bold red",
-        "miss": "bold yellow",
-        "stale": "yellow",
-        "unused": "dim",
-        "contract": "bold red",
-        "error": "red",
-    }.get(status, "")
     t = Text()
     t.append(f"{seq:>4} ", "dim")
-    t.append(GLYPH[status] + " ", style)
+    t.append(GLYPH[status] + " ", _mono(_COUNT_STYLE.get(status, ""), mono))
     t.append(safe_text(tool, newlines=False))
     t.append(f"  {ms:.1f} ms", "dim")
     return t
@@ -147,6 +164,11 @@ def step_label(s: Session, seq: int, tool: str, ms: float, has_error: bool) -> T
 
 class SessionTree(Tree[NodeData]):
     """Sessions of the tapes folder. Step nodes are made when a session is expanded."""
+
+    @property
+    def mono(self) -> bool:
+        """The app runs without colour (NO_COLOR): markers are bold instead of coloured."""
+        return self.is_attached and bool(getattr(self.app, "no_color", False))
 
     BINDINGS = [
         Binding("j", "cursor_down", "Down", show=False),
@@ -226,7 +248,7 @@ class SessionTree(Tree[NodeData]):
                     self._fill(e, 0, open_folders, expanded)
                     sub.expand()
             else:
-                sn = node.add(session_label(e), data=e, allow_expand=True)
+                sn = node.add(session_label(e, mono=self.mono), data=e, allow_expand=True)
                 self.session_nodes[e.golden] = sn
                 if e.golden in expanded:
                     sn.expand()
@@ -240,7 +262,7 @@ class SessionTree(Tree[NodeData]):
         review = sum(1 for s in sessions if s.needs_review)
         t = Text()
         t.append(safe_text(rel.name, newlines=False), "bold blue")
-        t.append(f"  {len(sessions):,} sessions", "dim")
+        t.append(f"  {len(sessions):,} session{'s' * (len(sessions) != 1)}", "dim")
         if review:
             t.append(f"  {review:,} to review", "bold red")
         self.folder_nodes[rel].set_label(t)
@@ -319,7 +341,7 @@ class SessionTree(Tree[NodeData]):
         node = self.session_nodes.get(s.golden)
         if node is None:
             return
-        node.set_label(session_label(s))
+        node.set_label(session_label(s, mono=self.mono))
         if node.is_expanded:
             self.build_steps(node, reload=True)
 
@@ -351,11 +373,12 @@ class SessionTree(Tree[NodeData]):
             total = len(s.index())
         except TapeError as e:
             node.add_leaf(Text("⚠ " + safe_text(str(e), newlines=False), "bold red"), data=None)
-            node.set_label(session_label(s))
+            node.set_label(session_label(s, mono=self.mono))
             return
         for row in rows:
             node.add_leaf(
-                step_label(s, row.seq, row.tool, row.ms, row.error), data=StepRef(s, row.index, row.seq, row.tool)
+                step_label(s, row.seq, row.tool, row.ms, row.error, mono=self.mono),
+                data=StepRef(s, row.index, row.seq, row.tool),
             )
         end = start + len(rows)
         if end < total:
@@ -421,7 +444,7 @@ class SessionTree(Tree[NodeData]):
         label = node._label
         if label.cell_len <= avail:
             return super().render_label(node, base_style, style)
-        fitted = session_label(node.data, avail) if isinstance(node.data, Session) else label.copy()
+        fitted = session_label(node.data, avail, mono=self.mono) if isinstance(node.data, Session) else label.copy()
         fitted.truncate(max(avail, 1), overflow="ellipsis")
         fitted.stylize(style)
         prefix = (
