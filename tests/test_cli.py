@@ -35,6 +35,7 @@ def test_check_json(sample_dir: Path) -> None:
     assert failing == {"drift_summarize", "contract_change", "miss_extra_doc", "stale_quote", "new_tool"}
 
 
+@pytest.mark.slow
 def test_review_workflow_accept_needs_why(sample_dir: Path) -> None:
     r = run(sample_dir, "accept", "drift_summarize")
     assert r.returncode == 2 and "needs a rationale" in r.stderr
@@ -64,6 +65,7 @@ def test_review_workflow_accept_needs_why(sample_dir: Path) -> None:
     assert (sample_dir / "out" / "report.md").exists()
 
 
+@pytest.mark.slow
 def test_bad_input_is_one_line_with_file_and_line(sample_dir: Path) -> None:
     bad = sample_dir / "sample_tapes" / "broken.jsonl"
     bad.write_text('{"type":"session","v":1}\n{"type":"call", nope}\n{"type":"call"}\n')
@@ -75,6 +77,7 @@ def test_bad_input_is_one_line_with_file_and_line(sample_dir: Path) -> None:
     assert r.returncode == 2 and "unknown key 'tapes.dirr'" in r.stderr and "tapes.toml" in r.stderr
 
 
+@pytest.mark.slow
 def test_usage_errors_exit_2(sample_dir: Path) -> None:
     assert run(sample_dir, "check", "/no/such/dir").returncode == 2
     assert run(sample_dir, "expire", "clean").returncode == 2
@@ -83,6 +86,7 @@ def test_usage_errors_exit_2(sample_dir: Path) -> None:
     assert r.returncode == 2 and "no terminal" in r.stderr
 
 
+@pytest.mark.slow
 def test_diff_and_stats(sample_dir: Path) -> None:
     r = run(sample_dir, "diff", "drift_summarize", "--json")
     doc = orjson.loads(r.stdout)
@@ -95,6 +99,7 @@ def test_diff_and_stats(sample_dir: Path) -> None:
     assert orjson.loads(r.stdout)["stale_quote"]["time_sensitive"] == 1
 
 
+@pytest.mark.slow
 def test_cli_output_escapes_terminal_sequences(sample_dir: Path) -> None:
     g = sample_dir / "sample_tapes" / "drift_summarize.jsonl"
     cand = candidate_path(g)
@@ -159,6 +164,7 @@ def test_an_os_error_is_one_line_and_exit_2(
     assert capsys.readouterr().err == "tapetui: /srv/tapes/x.jsonl: Permission denied\n"
 
 
+@pytest.mark.slow
 def test_the_config_option_before_a_command(sample_dir: Path) -> None:
     r = run(sample_dir, "--config", "tapes.toml", "check")
     assert r.returncode == 1 and "summarize  step 3" in r.stdout
@@ -168,6 +174,7 @@ def test_the_config_option_before_a_command(sample_dir: Path) -> None:
     assert r.returncode == 0 and "drift_summarize" in r.stdout
 
 
+@pytest.mark.slow
 def test_diff_finds_b_beside_the_golden_and_names_a_missing_one(sample_dir: Path) -> None:
     r = run(sample_dir, "diff", "drift_summarize.jsonl", "drift_summarize.candidate.jsonl")
     assert r.returncode == 1 and "args.max_words  120 → 80" in r.stdout

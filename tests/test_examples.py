@@ -20,6 +20,7 @@ def test_there_are_examples() -> None:
 
 
 @pytest.mark.parametrize("script", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+@pytest.mark.slow
 def test_the_example_runs_offline(script: Path, tmp_path: Path) -> None:
     env = {**os.environ, "TAPETUI_CACHE_DIR": "off", "OPENAI_API_KEY": "", "NO_NETWORK": "1"}
     done = subprocess.run(

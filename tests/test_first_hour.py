@@ -67,6 +67,7 @@ def test_a_rerecord_that_only_refreshes_an_expiry_is_a_difference(tmp_path: Path
     assert any("expires_at" in d for d in entry.details)
 
 
+@pytest.mark.slow
 def test_session_names_round_trip_between_commands(tmp_path: Path) -> None:
     """No tapes.toml, tapes recorded where the pytest plugin puts them (./tapes): every command names a
     session the same way, and that name is what the other commands take."""

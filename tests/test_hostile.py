@@ -237,6 +237,7 @@ def test_a_run_log_that_is_a_directory_or_has_bad_json(sample_dir: Path) -> None
 
 
 # ---- names too long, tapes that vanish, bytes that are not UTF-8 ------------------------------------
+@pytest.mark.slow
 def test_a_name_too_long_for_the_file_system(sample_dir: Path, registry: ToolRegistry) -> None:
     name = "x" * 300
     for args in (("accept", name, "--why", "w"), ("diff", name), ("expire", name, "--step", "1"), ("stats", name)):

@@ -276,6 +276,7 @@ _OPS = st.lists(
 
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=60, deadline=None)
 @given(ops=_OPS)
+@pytest.mark.slow
 def test_whatever_happens_to_a_tape_an_open_returns_its_scan(
     tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, Any]]
 ) -> None:

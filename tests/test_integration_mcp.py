@@ -240,6 +240,7 @@ async def test_a_protocol_error_is_recorded_and_raised_again(tmp_path: Path) -> 
 
 
 # ---- tapetui mcp serve ------------------------------------------------------------------
+@pytest.mark.slow
 async def test_serve_answers_a_real_sdk_client_over_stdio(recorded: tuple[Path, list[CallToolResult]]) -> None:
     tape, live = recorded
     params = StdioServerParameters(
@@ -280,6 +281,7 @@ def verify(capsys: Any, tape: Path, script: Path, *options: str) -> tuple[int, s
     return code, out.out, out.err
 
 
+@pytest.mark.slow
 def test_verify_the_same_server_exits_0_with_json(
     recorded: tuple[Path, list[CallToolResult]], script: Path, capsys: Any
 ) -> None:
@@ -316,6 +318,7 @@ def test_verify_a_changed_description_exits_1_naming_it(
     assert "results not checked" in out  # no --calls
 
 
+@pytest.mark.slow
 def test_verify_calls_a_changed_result_exits_1_by_path(
     recorded: tuple[Path, list[CallToolResult]], script: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -347,6 +350,7 @@ def test_verify_errors_exit_2_with_a_message_never_a_traceback(
     assert "no server command" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_verify_never_sends_a_call_recorded_with_side_effects_without_yes(
     recorded: tuple[Path, list[CallToolResult]],
     script: Path,
@@ -365,6 +369,7 @@ def test_verify_never_sends_a_call_recorded_with_side_effects_without_yes(
     assert not log.exists()
 
 
+@pytest.mark.slow
 def test_verify_a_server_that_dies_during_the_calls_is_exit_2_not_a_difference(
     recorded: tuple[Path, list[CallToolResult]], script: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -381,6 +386,7 @@ def test_verify_an_empty_tape_is_an_error(script: Path, tmp_path: Path, capsys: 
     assert code == 2 and "nothing to verify" in out + err
 
 
+@pytest.mark.slow
 def test_verify_a_server_that_never_answers_times_out(recorded: tuple[Path, list[CallToolResult]], capsys: Any) -> None:
     tape, _ = recorded
     cmd = [sys.executable, "-c", "import time; time.sleep(60)"]  # reads nothing, answers nothing

@@ -114,6 +114,7 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_recover_and_check_leave_an_accept_in_flight_alone(tmp_path: Path) -> None:
     cfg, golden = _session(tmp_path)
     new = candidate_path(golden).read_bytes()

@@ -135,6 +135,7 @@ from tapetui.sample_agent import registry
 """
 
 
+@pytest.mark.slow
 async def test_opening_a_folder_never_imports_the_registry(sample_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tapetui.tui.app import TapeApp
     from tapetui.tui.screens.confirm import ConfirmScreen

@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -126,6 +127,7 @@ def test_the_refusal_from_the_command_line_runs_nothing(evil_proj: Path, command
     assert not pwned(evil_proj)
 
 
+@pytest.mark.slow
 def test_the_safe_forms_reach_the_command_as_one_argument(sample_dir: Path) -> None:
     out = sample_dir / "seen.txt"
     show = script(
@@ -187,6 +189,7 @@ def test_refusal_is_a_config_error() -> None:
 
 
 # ---- 10: every command has a time limit ----------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_hanging_record_command_is_stopped_at_command_timeout(sample_dir: Path) -> None:
     hang = script(
         sample_dir,
@@ -222,6 +225,7 @@ shutil.copy(g, g.with_name(g.stem + ".candidate.jsonl"))
 """
 
 
+@pytest.mark.slow
 def test_a_record_command_that_prunes_samples_cannot_delete_the_pending_candidate(sample_dir: Path) -> None:
     cfg = load_config(sample_dir / "tapes.toml")
     golden = cfg.tapes_dir / "drift_summarize.jsonl"
@@ -236,6 +240,7 @@ def test_a_record_command_that_prunes_samples_cannot_delete_the_pending_candidat
     assert not (cfg.tapes_dir / ".tapetui" / "parked").exists()
 
 
+@pytest.mark.slow
 def test_a_killed_check_samples_leaves_the_pending_candidate_for_recover(sample_dir: Path, tmp_path: Path) -> None:
     """SIGKILL while a sample records (the candidate parked): the next command puts it back byte for byte."""
     cfg = load_config(sample_dir / "tapes.toml")
@@ -486,6 +491,7 @@ def _forge_parked(tapes: Path, session: str, **journal: Any) -> None:
     (folder / "parked.json").write_text(json.dumps({"v": 1, "candidate": None, "run_log": None, **journal}))
 
 
+@pytest.mark.slow
 def test_a_parked_journal_from_the_repository_never_moves_or_deletes_anything(sample_dir: Path) -> None:
     """A pull request that adds .tapetui/parked/*/parked.json cannot turn check green: nothing is moved or deleted,
     and check says the journal is not this machine's."""
@@ -518,6 +524,7 @@ def test_recover_never_follows_a_planted_symlink_out_of_the_tapes_folder(sample_
     assert (outside / "run.jsonl").read_text() == "OUTSIDE DATA\n" and (outside / "parked.json").exists()
 
 
+@pytest.mark.slow
 def test_a_record_command_that_deletes_the_parked_folder_loses_nothing(sample_dir: Path) -> None:
     cfg = load_config(sample_dir / "tapes.toml")
     golden = cfg.tapes_dir / "drift_summarize.jsonl"
@@ -561,6 +568,7 @@ def test_diff_compares_arguments_whatever_the_stored_keys_say(sample_dir: Path) 
     assert "mallory" in cfg.changelog.read_text()
 
 
+@pytest.mark.slow
 def test_a_command_that_leaves_a_child_holding_its_output_does_not_hang(sample_dir: Path) -> None:
     leaver = script(
         sample_dir,
@@ -636,3 +644,152 @@ def test_a_regex_over_its_budget_is_not_run_again_on_the_next_value(monkeypatch:
         assert again.errors and "not run again" in again.errors[0]
     assert first.errors and "exceeded its time budget" in first.errors[0]
     assert time.monotonic() - start < 20 * 0.05  # bounded by the rule, not by the values
+
+
+# ---- where a program reads code: a guard against the common mistakes (the name rule holds whatever) ----------
+REFUSED_COMMANDS = [
+    "sh -c -- {tape}",
+    "timeout 30 sh -c -- {tape}",
+    "bash -c -x {tape}",
+    "nice bash -c +e {tape}",
+    "bash -c -o posix {tape}",
+    'env -S "sh -c" {tape}',
+    "env -S {tape}",
+    "script -q -c {tape} /dev/null",
+    "watch -g -n 1 {tape}",
+    "awk {tape}",
+    "awk -f {tape}",
+    "sh {tape}",
+    "{tape}",
+    "timeout 30 {tape}",
+    "env X=1 {tape}",
+    "sudo {tape}",
+    "python -m {tape}",
+    "sudo sh -c {tape}",
+    "xargs sh -c {tape}",
+    "perl -e {tape}",
+    "node -p {tape}",
+    "php -r {tape}",
+    "ipython -c {tape}",
+    "bash5 -c {tape}",
+    "env perl -e {tape}",
+    "pwsh -Command {tape}",
+    "ssh host cat {tape}",
+    "timeout -s KILL 30 sh {tape}",
+    "timeout -- 30 sh {tape}",
+    "nice -n 10 sh {tape}",
+    "env -u HOME sh {tape}",
+    "taskset 1 sh {tape}",
+    "flock /tmp/x/lk sh {tape}",
+    "strace -o /dev/null sh {tape}",
+    "sh +x {tape}",
+    "timeout -k 5 30 {tape}",
+    "nice -n 10 {tape}",
+    "xargs -n 1 sh -c {tape}",
+    "make -f {tape}",
+    "sudo -u nobody sh {tape}",
+    "doas -u x sh {tape}",
+    "su -s /bin/sh -c {tape}",
+    "runuser -u x -- sh {tape}",
+    "gawk --file={tape}",
+    "awk --source={tape}",
+    "node --import={tape} x.js",
+    "bash --rcfile={tape} -i",
+    "busybox sh {tape}",
+    "python3.13t {tape}",
+    "python3-dbg {tape}",
+    "node20 {tape}",
+    "tsx {tape}",
+    "Python3 {tape}",
+    "/bin/SH -c {tape}",
+    "uv run sh {tape}",
+    "poetry run python {tape}",
+    "valgrind sh {tape}",
+    "unshare -r sh {tape}",
+    "gdb -x {tape}",
+    "vim -S {tape}",
+    "sed -f {tape}",
+    "python3 -c={tape}",
+    "env --split-string={tape}",
+    "perl -e={tape}",
+]
+ACCEPTED_COMMANDS = [
+    "sh -c 'cat \"$1\"' sh {tape}",
+    "python -m tapetui.sample_agent replay {tape} --delay 0.3",
+    "python script.py {tape}",
+    "sh script.sh {tape}",
+    "timeout 30 sh -c 'x' sh {tape}",
+    "cat {tape}",
+    "wc -c {tape}",
+    "mytool -c {tape}",
+    "grep -e x {tape}",
+    "timeout 30 python -m x {tape}",
+    "python -W ignore::DeprecationWarning -m mod {tape}",
+    "python -S -m mod {tape}",
+    "python -m mod -e {tape}",
+    "python x.py --exec={tape}",
+    "python x.py --print={tape}",
+    "make replay TAPE={tape}",
+    "env TAPE={tape} cmd",
+    "./bin/refresh {tape}",
+    "./publish {tape}",
+    "node script.js {tape}",
+    "python -E -m mod {tape}",
+    "uv run python -m x {tape}",
+    "npx mytool {tape}",
+]
+
+
+@pytest.mark.parametrize("command", REFUSED_COMMANDS)
+def test_tape_where_a_program_reads_code_is_refused(command: str) -> None:
+    from tapetui.review.replay import _runs_as_code
+
+    argv = shlex.split(command)
+    assert _runs_as_code(argv, next(k for k, a in enumerate(argv) if "{tape}" in a)) is not None
+
+
+@pytest.mark.parametrize("command", ACCEPTED_COMMANDS)
+def test_tape_as_a_programs_data_is_accepted(command: str) -> None:
+    from tapetui.review.replay import _runs_as_code
+
+    argv = shlex.split(command)
+    assert _runs_as_code(argv, next(k for k, a in enumerate(argv) if "{tape}" in a)) is None
+
+
+def test_a_candidate_that_flips_side_effect_is_a_difference(sample_dir: Path) -> None:
+    """The app's re-record warning reads side_effect from the tape: a candidate may not launder it silently."""
+    cfg = load_config(sample_dir / "tapes.toml")
+    golden = cfg.tapes_dir / "clean.jsonl"
+    out = []
+    for raw in golden.read_bytes().splitlines(keepends=True):
+        obj = json.loads(raw)
+        if obj.get("type") == "call" and obj.get("side_effect"):
+            obj["side_effect"] = False
+            raw = (json.dumps(obj) + "\n").encode()
+        out.append(raw)
+    candidate_path(golden).write_bytes(b"".join(out))
+    r = run(sample_dir, "diff", "clean")
+    assert r.returncode == 1 and "side_effect true → false" in r.stdout, r.stdout
+
+
+def test_the_built_in_similarity_refuses_texts_too_long_to_compare_in_bounded_time() -> None:
+    from tapetui.core.comparators import SIMILARITY_MAX_CHARS, compare_settings
+
+    settings, _ = compare_settings({"rules": {"note.final": {"similarity": 0.8}}}, "tapes.toml")
+    big = "字" * (SIMILARITY_MAX_CHARS // 2 + 1)
+    j = settings.rules.judge("note.final", big, big + "x")
+    assert j.errors and "more than the built-in similarity compares" in j.errors[0]
+
+
+def test_an_exception_whose_class_name_runs_code_is_described_without_it() -> None:
+    from tapetui.core.comparators import _described
+
+    class Meta(type):
+        @property
+        def __name__(cls) -> str:  # type: ignore[override]
+            raise RuntimeError("no")
+
+    class Odd(Exception, metaclass=Meta):
+        pass
+
+    assert _described(Odd("x")) == "Odd: x"

@@ -68,6 +68,10 @@ SLOW = {
     ("python", "pydantic-ai"): "examples/pydantic_ai_agent.py and tests/test_integration_pydantic_ai.py",
     ("python", "OpenAI Agents SDK"): "examples/openai_agents_tools.py and tests/test_integration_openai_agents.py",
     ("sh", "MCP"): "tests/test_integration_mcp.py runs mcp serve and mcp verify",
+    ("python", "MCP"): "tests/test_integration_mcp.py",
+    ("python", "LangChain"): "examples/langchain_tools.py and tests/test_integration_langchain.py",
+    ("python", "pytest"): "tests/test_plugin.py runs the tape fixture in an inner pytest",
+    ("sh", "Review workflow (headless, for CI and scripts)"): "tests/test_cli.py and tests/test_review_fronts.py",
 }
 FINDINGS_EXIT_1 = re.compile(r"^tapetui (check|diff|mcp verify)\b")  # their exit 1 means "found something"
 DIRECTIVE = re.compile(r"^<!--\s*readme-test:\s*(\w+)\s*(.*?)\s*-->\s*$")

@@ -51,6 +51,7 @@ def test_diff_with_nothing_to_compare_is_an_error(sample_dir: Path) -> None:
         diff(cfg, g)
 
 
+@pytest.mark.slow
 def test_accept_all_with_a_filter_then_without(sample_dir: Path) -> None:
     cfg = load_config(sample_dir / "tapes.toml")
     pending = ["contract_change", "drift_summarize", "new_tool", "reviewed_answer"]

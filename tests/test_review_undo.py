@@ -27,6 +27,7 @@ def _undo_entries(cfg: Config) -> list[tuple[str, str | None]]:
     return [(e.id, e.reverts) for e in logged_entries(cfg.changelog) if e.action == "undo"]
 
 
+@pytest.mark.slow
 def test_undo_in_another_process_restores_the_exact_bytes_of_an_accept_made_by_another(sample_dir: Path) -> None:
     cfg = load_config(sample_dir / "tapes.toml")
     g = cfg.tapes_dir / "drift_summarize.jsonl"

@@ -195,6 +195,7 @@ def test_new_tool_is_a_new_capability_and_fails_check_whatever_the_sequence_mode
 
 
 # ---- samples: check --samples N runs record_command --------------------------------------------------------
+@pytest.mark.slow
 def test_check_samples_runs_record_command_and_counts_pass_hat(tmp_path: Path, _samples: Path) -> None:
     def python_here(doc: Any) -> None:  # the interpreter running the tests, whatever PATH says
         doc["tapes"]["record_command"] = str(doc["tapes"]["record_command"]).replace("python", sys.executable, 1)

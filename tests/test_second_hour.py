@@ -21,6 +21,7 @@ def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 # ---- 2: the detail pane follows a filter -----------------------------------------------------------------
+@pytest.mark.slow
 async def test_the_detail_pane_follows_the_cursor_a_filter_moved(sample_dir: Path) -> None:
     app = app_for(sample_dir)
     async with app.run_test(size=SIZE) as pilot:
@@ -34,6 +35,7 @@ async def test_the_detail_pane_follows_the_cursor_a_filter_moved(sample_dir: Pat
 
 
 # ---- 6: s skips a session for the rest of the sitting --------------------------------------------------
+@pytest.mark.slow
 async def test_s_skips_the_session_for_n_and_N(sample_dir: Path) -> None:
     app = app_for(sample_dir)
     async with app.run_test(size=SIZE) as pilot:
@@ -55,6 +57,7 @@ async def test_s_skips_the_session_for_n_and_N(sample_dir: Path) -> None:
 
 
 # ---- 6: review actions that do not surprise ------------------------------------------------------------------
+@pytest.mark.slow
 def test_accept_step_twice_is_refused_the_second_time(sample_dir: Path) -> None:
     cfg = load_config(sample_dir / "tapes.toml")
     g = cfg.tapes_dir / "drift_summarize.jsonl"
@@ -87,6 +90,7 @@ def test_accept_rule_that_is_there_already_changes_nothing(sample_dir: Path) -> 
 
 
 # ---- 10: the command line's smaller edges -------------------------------------------------------------------
+@pytest.mark.slow
 def test_config_goes_after_the_verb_too(sample_dir: Path, tmp_path: Path) -> None:
     other = tmp_path / "elsewhere"
     other.mkdir()
@@ -96,6 +100,7 @@ def test_config_goes_after_the_verb_too(sample_dir: Path, tmp_path: Path) -> Non
     assert r.returncode == 1 and "session(s) checked" in r.stdout, r.stderr
 
 
+@pytest.mark.slow
 def test_version_and_read_only_help(sample_dir: Path) -> None:
     r = run(sample_dir, "--version")
     assert r.returncode == 0 and r.stdout.startswith("tapetui ")
@@ -121,6 +126,7 @@ def test_reject_on_the_command_line_is_logged(sample_dir: Path) -> None:
 
 
 # ---- 8: ] moves on through a coarsened diff -------------------------------------------------------------------
+@pytest.mark.slow
 async def test_next_change_keys_move_through_a_coarsened_diff(tmp_path: Path) -> None:
     from tapetui.tui.app import TapeApp
     from tests.test_tui_review import big_session, prose
@@ -178,6 +184,7 @@ def test_scrub_keeps_argument_key_order_and_whitespace(tmp_path: Path) -> None:
 
 # ---- 3: 80×24 and 160×48 ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+@pytest.mark.slow
 async def test_rows_keep_their_review_marks_and_help_fits(sample_dir: Path, size: tuple[int, int]) -> None:
     from tapetui.tui.screens.help import GLANCE, HelpScreen
 
@@ -265,4 +272,12 @@ async def test_no_color_tree_rows_have_no_grey_markers(sample_dir: Path, monkeyp
             text = span.style if isinstance(span.style, str) else ""
             assert "magenta" not in text and "red" not in text and "yellow" not in text, label.spans
             assert style is None or style.color is None
+        await wait_for(pilot, lambda: idle(app), "settled")
+
+
+async def test_the_live_run_log_draws_no_sideways_scrollbar(sample_dir: Path) -> None:
+    app = app_for(sample_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: bool(app.session_tree.session_nodes), "the tree")
+        assert app.run_log.styles.scrollbar_size_horizontal == 0
         await wait_for(pilot, lambda: idle(app), "settled")

@@ -366,6 +366,7 @@ def test_no_secret_reaches_cli_output(
         _assert_clean(" ".join(argv), out + err)
 
 
+@pytest.mark.slow
 async def test_no_secret_reaches_the_screen(recorded: tuple[Config, Path, list[BaseException]]) -> None:
     from tapetui.tui.app import TapeApp
     from tapetui.tui.widgets.session_tree import StepRef

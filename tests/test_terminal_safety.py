@@ -140,6 +140,7 @@ def test_cli_writes_no_raw_control_bytes(tmp_path: Path, command: list[str]) -> 
         assert "[bold red]boom[/]" in own  # markup stays literal text
 
 
+@pytest.mark.slow
 async def test_screen_shows_hostile_text_literally(tmp_path: Path) -> None:
     from tapetui.core.config import Config
     from tapetui.tui.app import TapeApp

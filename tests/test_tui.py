@@ -83,6 +83,7 @@ async def goto_session(pilot, app: TapeApp, name: str) -> None:  # type: ignore[
     raise AssertionError(f"no session {name}")
 
 
+@pytest.mark.slow
 async def test_find_drift_read_diff_accept_with_rationale(sample_dir: Path) -> None:
     app = app_for(sample_dir)
     async with app.run_test(size=SIZE) as pilot:
@@ -130,6 +131,7 @@ async def test_find_drift_read_diff_accept_with_rationale(sample_dir: Path) -> N
         await wait_for(pilot, lambda: "⟲ rerun" not in _visible(app), "the run's own summary back")
 
 
+@pytest.mark.slow
 async def test_reject_and_expire_keys(sample_dir: Path) -> None:
     app = app_for(sample_dir)
     cfg = app.config
@@ -155,6 +157,7 @@ async def test_reject_and_expire_keys(sample_dir: Path) -> None:
         assert cfg.changelog.read_text().count("<!-- tapetui:entry") == 2  # the expire and the reject
 
 
+@pytest.mark.slow
 async def test_rerecord_against_sample_registry(sample_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TAPETUI_SAMPLE_REPORTS", str(sample_dir / "reports"))
     app = app_for(sample_dir)
@@ -213,6 +216,7 @@ async def test_tape_text_is_shown_literally(sample_dir: Path) -> None:
         assert "\\u202e" in text
 
 
+@pytest.mark.slow
 async def test_malformed_tape_marks_error_and_app_keeps_working(sample_dir: Path) -> None:
     bad = sample_dir / "sample_tapes" / "aaa_broken.jsonl"
     bad.write_text('{"type":"session","v":1}\n{"type":"call", oops}\n')
@@ -226,6 +230,7 @@ async def test_malformed_tape_marks_error_and_app_keeps_working(sample_dir: Path
         await wait_for(pilot, lambda: "candidate vs golden" in _visible(app))
 
 
+@pytest.mark.slow
 async def test_help_and_filter(sample_dir: Path) -> None:
     app = app_for(sample_dir)
     async with app.run_test(size=SIZE) as pilot:
@@ -260,6 +265,7 @@ def _many_sessions(proj: Path) -> Path:
     return d
 
 
+@pytest.mark.slow
 async def test_big_folders_start_closed_page_and_next_finds_unbuilt_sessions(
     sample_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -332,6 +338,7 @@ def test_snapshot_main_screen(snap_compare, sample_dir: Path, monkeypatch: pytes
     assert snap_compare(str(SNAP), terminal_size=SIZE, run_before=run_before)
 
 
+@pytest.mark.slow
 def test_snapshot_diff_view(snap_compare, sample_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.chdir(sample_dir)
 
@@ -344,6 +351,7 @@ def test_snapshot_diff_view(snap_compare, sample_dir: Path, monkeypatch: pytest.
     assert snap_compare(str(SNAP), terminal_size=SIZE, run_before=run_before)
 
 
+@pytest.mark.slow
 def test_snapshot_rationale_modal(snap_compare, sample_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.chdir(sample_dir)
 
@@ -364,6 +372,7 @@ def test_snapshot_rationale_modal(snap_compare, sample_dir: Path, monkeypatch: p
     assert snap_compare(str(SNAP), terminal_size=SIZE, run_before=run_before)
 
 
+@pytest.mark.slow
 async def test_after_an_accept_the_app_says_the_last_run_predates_the_golden(sample_dir: Path) -> None:
     from tapetui.sample_agent import replay
 

@@ -134,6 +134,7 @@ async def show_session(pilot, app: TapeApp, name: str) -> str:  # type: ignore[n
 
 
 # ---- verdicts and excused differences --------------------------------------------------------------------
+@pytest.mark.slow
 async def test_a_candidate_within_the_rules_shows_each_verdict_passing_and_what_excused_each_difference(
     proj: Path,
 ) -> None:
@@ -152,6 +153,7 @@ async def test_a_candidate_within_the_rules_shows_each_verdict_passing_and_what_
         assert {"green", "cyan"} <= {str(span.style) for span in rows.spans}
 
 
+@pytest.mark.slow
 async def test_a_step_shows_its_excused_differences(proj: Path) -> None:
     app = app_for(proj)
     async with app.run_test(size=SIZE) as pilot:
@@ -163,6 +165,7 @@ async def test_a_step_shows_its_excused_differences(proj: Path) -> None:
         assert MARKUP in pane_text(app)
 
 
+@pytest.mark.slow
 async def test_a_dimension_over_its_threshold_fails(proj: Path) -> None:
     app = app_for(proj)
     async with app.run_test(size=SIZE) as pilot:
@@ -172,6 +175,7 @@ async def test_a_dimension_over_its_threshold_fails(proj: Path) -> None:
         assert "result.total 10 → 12" in text
 
 
+@pytest.mark.slow
 async def test_a_current_run_shows_its_verdicts(proj: Path) -> None:
     tools = Tools()
     cfg = load_config(proj / "tapes.toml")
@@ -192,6 +196,7 @@ async def test_a_current_run_shows_its_verdicts(proj: Path) -> None:
         assert "[VERDICT] tools FAIL" not in pane_text(app)
 
 
+@pytest.mark.slow
 def test_rows_of_megabyte_values_are_clipped_and_keep_their_remarks(tmp_path: Path) -> None:
     """What the detail pane shows of a comparison is ``cmp.rows()``, cut near each difference first (a
     megabyte string is formatted in microseconds); remarks and excuses stay with their differences."""
@@ -233,6 +238,7 @@ async def type_into(pilot, selector: str, text: str) -> None:  # type: ignore[no
         await pilot.press(ch if ch != " " else "space")
 
 
+@pytest.mark.slow
 async def test_accept_with_a_rule_writes_it_to_tapes_toml_with_a_changelog_entry(proj: Path) -> None:
     app = app_for(proj)
     golden = app.config.tapes_dir / "failing.jsonl"
@@ -262,6 +268,7 @@ async def test_accept_with_a_rule_writes_it_to_tapes_toml_with_a_changelog_entry
         await wait_for(pilot, lambda: said(app, "Added the rule"), "the message")
 
 
+@pytest.mark.slow
 async def test_a_bad_rule_keeps_the_modal_open_and_changes_nothing(proj: Path) -> None:
     app = app_for(proj)
     toml = (proj / "tapes.toml").read_text()
@@ -282,6 +289,7 @@ async def test_a_bad_rule_keeps_the_modal_open_and_changes_nothing(proj: Path) -
     assert not app.config.changelog.exists()
 
 
+@pytest.mark.slow
 async def test_the_cancel_button_closes_the_modal(proj: Path) -> None:
     app = app_for(proj)
     async with app.run_test(size=SIZE) as pilot:
@@ -292,6 +300,7 @@ async def test_the_cancel_button_closes_the_modal(proj: Path) -> None:
 
 
 # ---- comparison hooks ---------------------------------------------------------------------------------------
+@pytest.mark.slow
 async def test_a_judge_hook_is_imported_only_after_the_person_allows_it(proj: Path) -> None:
     (proj / f"{HOOK_MODULE}.py").write_text(HOOK_SOURCE)
     sys.modules.pop(HOOK_MODULE, None)
@@ -312,6 +321,7 @@ async def test_a_judge_hook_is_imported_only_after_the_person_allows_it(proj: Pa
         assert "[VERDICT] notes pass" in text and "press J" not in text
 
 
+@pytest.mark.slow
 async def test_no_means_no_import(proj: Path) -> None:
     (proj / f"{HOOK_MODULE}.py").write_text(HOOK_SOURCE)
     sys.modules.pop(HOOK_MODULE, None)
@@ -326,6 +336,7 @@ async def test_no_means_no_import(proj: Path) -> None:
         assert HOOK_MODULE not in sys.modules and "press J" in pane_text(app)
 
 
+@pytest.mark.slow
 async def test_a_hook_that_cannot_be_imported_is_an_error_message(proj: Path) -> None:
     app = app_for(proj)
     async with app.run_test(size=SIZE) as pilot:
@@ -340,6 +351,7 @@ async def test_a_hook_that_cannot_be_imported_is_an_error_message(proj: Path) ->
         assert app._allowed_hooks == set()
 
 
+@pytest.mark.slow
 async def test_sessions_without_hooks_offer_no_J_and_help_lists_it(proj: Path) -> None:
     app = app_for(proj)
     async with app.run_test(size=SIZE) as pilot:
@@ -358,6 +370,7 @@ async def test_sessions_without_hooks_offer_no_J_and_help_lists_it(proj: Path) -
 SNAP = Path(__file__).parent / "snapshot_app.py"
 
 
+@pytest.mark.slow
 def test_snapshot_verdicts_and_excused_rows(snap_compare, proj: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.chdir(proj)
 
@@ -369,6 +382,7 @@ def test_snapshot_verdicts_and_excused_rows(snap_compare, proj: Path, monkeypatc
 
 
 # ---- tapes.toml and goldens changed by another process while the app runs --------------------------------
+@pytest.mark.slow
 async def test_tapes_toml_edited_outside_the_app_is_compared_under_at_once(proj: Path) -> None:
     app = TapeApp(load_config(proj / "tapes.toml"), watch=True)
     async with app.run_test(size=SIZE) as pilot:
@@ -387,6 +401,7 @@ async def test_tapes_toml_edited_outside_the_app_is_compared_under_at_once(proj:
         assert app.config is before and "— within tolerance ±5" in pane_text(app)
 
 
+@pytest.mark.slow
 async def test_the_last_runs_counts_add_up_to_the_steps_as_the_tree_counts_them(sample_dir: Path) -> None:
     app = sample_app_for(sample_dir)
     async with app.run_test(size=SIZE) as pilot:

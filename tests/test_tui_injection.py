@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from textual.drivers.headless_driver import HeadlessDriver
 
 from tapetui.core.config import Config
@@ -114,6 +115,7 @@ def _escapes(data: str) -> set[str]:
     return out
 
 
+@pytest.mark.slow
 async def test_hostile_tape_text_never_reaches_the_terminal_raw(tmp_path: Path) -> None:
     from tapetui.tui.app import TapeApp
     from tests.test_tui import _visible, wait_for

@@ -89,6 +89,7 @@ def big_session(tmp_path: Path, old: Any, new: Any, name: str = "big") -> Config
 
 
 # ---- 1: big values, never blocking -------------------------------------------------------------
+@pytest.mark.slow
 async def test_keys_are_answered_while_a_big_diff_is_computed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     text = prose(200_000)
     cfg = big_session(tmp_path, {"text": text}, {"text": changed_in_places(text)})
@@ -128,6 +129,7 @@ async def test_keys_are_answered_while_a_big_diff_is_computed(tmp_path: Path, mo
         release.set()
 
 
+@pytest.mark.slow
 async def test_a_big_result_changed_in_places_shows_each_change_exactly(tmp_path: Path) -> None:
     text = prose(200_000)
     cfg = big_session(tmp_path, {"text": text}, {"text": changed_in_places(text)})
@@ -144,6 +146,7 @@ async def test_a_big_result_changed_in_places_shows_each_change_exactly(tmp_path
         assert "chars…" in _visible(app)
 
 
+@pytest.mark.slow
 async def test_a_big_diff_that_had_to_be_coarsened_says_so(tmp_path: Path) -> None:
     cfg = big_session(tmp_path, {"text": prose(300_000, seed=1)}, {"text": prose(300_000, seed=2)})
     app = TapeApp(cfg, watch=False)
@@ -203,6 +206,7 @@ def test_the_sample_dir_fixture_holds_exactly_the_committed_samples(sample_dir: 
 
 
 # ---- 4: space marks a session ---------------------------------------------------------------------
+@pytest.mark.slow
 async def test_space_marks_sessions_and_A_accepts_the_marked_ones(sample_dir: Path) -> None:
     from tapetui.tui.screens.rationale import RationaleScreen
 
@@ -224,6 +228,7 @@ async def test_space_marks_sessions_and_A_accepts_the_marked_ones(sample_dir: Pa
 
 
 # ---- 7: a small terminal ----------------------------------------------------------------------------
+@pytest.mark.slow
 async def test_80x24_keeps_pending_visible_ellipsises_rows_shows_the_diff_and_the_review_keys(sample_dir: Path) -> None:
     app = app_for(sample_dir)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -277,6 +282,7 @@ def test_failure_tail_keeps_the_cause_escaped_and_bounded() -> None:
     assert all(len(line) <= 210 for line in tail.splitlines())
 
 
+@pytest.mark.slow
 async def test_a_failed_replay_says_its_cause(sample_dir: Path) -> None:
     python_here(sample_dir / "tapes.toml")  # `p` runs tapes.toml's replay_command: not whatever `python` PATH has
     app = app_for(sample_dir)
@@ -291,6 +297,7 @@ async def test_a_failed_replay_says_its_cause(sample_dir: Path) -> None:
         assert "argument drift at step 3 (summarize)" in said() and "args.max_words  120 → 80" in said()
 
 
+@pytest.mark.slow
 async def test_follow_shows_the_following_indicator(sample_dir: Path) -> None:
     app = app_for(sample_dir)
     async with app.run_test(size=SIZE) as pilot:
@@ -335,6 +342,7 @@ def test_each_step_has_one_status_and_the_counts_add_up_to_the_steps(sample_dir:
 
 
 # ---- 12: the filter ------------------------------------------------------------------------------------
+@pytest.mark.slow
 async def test_filter_status_error_finds_a_recorded_error(sample_dir: Path) -> None:
     app = app_for(sample_dir)
     async with app.run_test(size=SIZE) as pilot:
@@ -352,6 +360,7 @@ async def test_filter_status_error_finds_a_recorded_error(sample_dir: Path) -> N
         )
 
 
+@pytest.mark.slow
 async def test_an_unknown_status_lists_the_valid_ones_and_no_stale_detail(sample_dir: Path) -> None:
     app = app_for(sample_dir)
     async with app.run_test(size=SIZE) as pilot:
@@ -364,6 +373,7 @@ async def test_an_unknown_status_lists_the_valid_ones_and_no_stale_detail(sample
         assert "no session matches the filter" in text
 
 
+@pytest.mark.slow
 async def test_esc_closes_the_filter_and_the_cursor_stays_where_it_was(sample_dir: Path) -> None:
     app = app_for(sample_dir)
     async with app.run_test(size=SIZE) as pilot:
@@ -379,6 +389,7 @@ async def test_esc_closes_the_filter_and_the_cursor_stays_where_it_was(sample_di
         assert app.session_tree.cursor_node.data.name == "miss_extra_doc"
 
 
+@pytest.mark.slow
 async def test_typing_a_filter_keeps_the_cursor_on_its_session_while_it_matches(sample_dir: Path) -> None:
     app = app_for(sample_dir)
     async with app.run_test(size=SIZE) as pilot:
@@ -391,6 +402,7 @@ async def test_typing_a_filter_keeps_the_cursor_on_its_session_while_it_matches(
 
 
 # ---- 14: undo says what it does -------------------------------------------------------------------------
+@pytest.mark.slow
 async def test_undo_with_nothing_to_undo_says_so_and_an_undo_names_its_entry(sample_dir: Path) -> None:
     from tapetui.tui.screens.confirm import ConfirmScreen
 
@@ -415,6 +427,7 @@ async def test_undo_with_nothing_to_undo_says_so_and_an_undo_names_its_entry(sam
 
 
 # ---- 15: names a person reads ----------------------------------------------------------------------------
+@pytest.mark.slow
 async def test_palette_names_keys_as_people_read_them_and_every_binding_says_what_it_does(sample_dir: Path) -> None:
     app = app_for(sample_dir)
     async with app.run_test(size=SIZE) as pilot:
@@ -434,6 +447,7 @@ async def test_palette_names_keys_as_people_read_them_and_every_binding_says_wha
         await wait_for(pilot, lambda: "Next change (])" in _visible(app), "the palette shows it")
 
 
+@pytest.mark.slow
 async def test_help_has_a_glyph_legend_and_says_when_nothing_matches(sample_dir: Path) -> None:
     app = app_for(sample_dir)
     async with app.run_test(size=SIZE) as pilot:
@@ -449,6 +463,7 @@ async def test_help_has_a_glyph_legend_and_says_when_nothing_matches(sample_dir:
 
 
 # ---- 18: an empty or wrong folder -------------------------------------------------------------------------
+@pytest.mark.slow
 async def test_an_empty_folder_says_where_tapetui_looked_and_what_to_do(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -468,6 +483,7 @@ async def test_an_empty_folder_says_where_tapetui_looked_and_what_to_do(
 SNAP = Path(__file__).parent / "snapshot_app.py"
 
 
+@pytest.mark.slow
 def test_snapshot_80x24_step_with_its_diff(
     snap_compare,
     sample_dir: Path,  # type: ignore[no-untyped-def]
@@ -486,6 +502,7 @@ def test_snapshot_80x24_step_with_its_diff(
     assert snap_compare(str(SNAP), terminal_size=(80, 24), run_before=run_before)
 
 
+@pytest.mark.slow
 def test_snapshot_80x24_tree(
     snap_compare,
     sample_dir: Path,  # type: ignore[no-untyped-def]
@@ -503,6 +520,7 @@ def test_snapshot_80x24_tree(
     assert snap_compare(str(SNAP), terminal_size=(80, 24), run_before=run_before)
 
 
+@pytest.mark.slow
 def test_snapshot_80x24_help(
     snap_compare,
     sample_dir: Path,  # type: ignore[no-untyped-def]
@@ -523,6 +541,7 @@ def test_snapshot_80x24_help(
     assert snap_compare(str(SNAP), terminal_size=(80, 24), run_before=run_before)
 
 
+@pytest.mark.slow
 def test_snapshot_200x60_session_review(
     snap_compare,
     sample_dir: Path,  # type: ignore[no-untyped-def]

@@ -96,6 +96,7 @@ class _MainThreadOnly(list[Any]):
         super().append(item)
 
 
+@pytest.mark.slow
 async def test_u_undoes_the_session_under_the_cursor_through_the_review_layer(sample_dir: Path) -> None:
     """u is `tapetui undo SESSION` for the session under the cursor: a change made elsewhere (another sitting, the
     command line) of another session is never what it reverts."""
@@ -134,6 +135,7 @@ async def test_u_on_a_folder_row_says_what_it_undoes(sample_dir: Path) -> None:
         assert not isinstance(app.screen, ConfirmScreen)
 
 
+@pytest.mark.slow
 async def test_a_replay_command_that_cannot_be_split_is_an_error_shown(sample_dir: Path) -> None:
     toml = sample_dir / "tapes.toml"
     text = toml.read_text()
@@ -152,6 +154,7 @@ async def test_a_replay_command_that_cannot_be_split_is_an_error_shown(sample_di
         assert app.is_running  # the worker did not take the app down
 
 
+@pytest.mark.slow
 async def test_r_asks_then_rejects_with_a_changelog_entry_and_u_puts_the_candidate_back(sample_dir: Path) -> None:
     app = app_for(sample_dir)
     cfg = app.config
@@ -181,6 +184,7 @@ async def test_r_asks_then_rejects_with_a_changelog_entry_and_u_puts_the_candida
         await wait_for(pilot, lambda: app.sessions[g].pending, "the session is pending again")
 
 
+@pytest.mark.slow
 async def test_the_detail_shows_a_run_that_just_ended_without_moving_the_cursor(sample_dir: Path) -> None:
     from tests.test_tui import _visible
 

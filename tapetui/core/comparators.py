@@ -375,6 +375,12 @@ class Rules:
                         "remark",
                         f"similarity hook {self.similarity_hook} not run here (check and diff run it; the app after J)",
                     )
+                if len(a) + len(b) > SIMILARITY_MAX_CHARS:  # bounded work on a tape's text
+                    return (
+                        "error",
+                        f"similarity: {len(a) + len(b):,} characters, more than the built-in similarity compares "
+                        f"({SIMILARITY_MAX_CHARS:,}); name a similarity hook, or compare the text exactly",
+                    )
                 guard = _meaning_changed(a, b)  # the built-in one reads wording: numbers and negations it checks
                 if guard:
                     return ("remark", guard)
@@ -427,9 +433,13 @@ class Rules:
 
 def _described(e: BaseException) -> str:
     try:
-        return f"{type(e).__name__}: {e}"
+        name = str(type.__dict__["__name__"].__get__(type(e)))  # type's own: never a metaclass property's code
+    except Exception:
+        name = "an exception"
+    try:
+        return f"{name}: {e}"
     except Exception:  # an exception whose __str__ fails
-        return type(e).__name__
+        return name
 
 
 def _shown(value: Any) -> str:
@@ -662,10 +672,27 @@ def _is_number(x: Any) -> bool:
 _FOLD = re.compile(r"[\W_]+", re.UNICODE)
 
 
+SIMILARITY_MAX_CHARS = 1_000_000
+"""The longest pair of texts the built-in similarity compares (a hostile tape's 5 MB answer would take seconds
+and hundreds of MB): longer ones are that comparison's error; name a hook or compare them exactly."""
+
+
+class TooLongToCompare(ValueError):
+    """Two texts together longer than :data:`SIMILARITY_MAX_CHARS` for the built-in similarity."""
+
+
 def similarity(a: str, b: str) -> float:
-    """The built-in text similarity in [0, 1]: cosine of character-trigram counts (see the module doc)."""
+    """The built-in text similarity in [0, 1]: cosine of character-trigram counts (see the module doc).
+
+    Raises:
+        TooLongToCompare: the two texts are together longer than :data:`SIMILARITY_MAX_CHARS`.
+    """
     if a == b:
         return 1.0
+    if len(a) + len(b) > SIMILARITY_MAX_CHARS:
+        raise TooLongToCompare(
+            f"{len(a) + len(b):,} characters, more than the built-in similarity compares ({SIMILARITY_MAX_CHARS:,})"
+        )
     ca, cb = _trigrams(a), _trigrams(b)
     if not ca or not cb:
         return 0.0

@@ -51,6 +51,7 @@ from tapetui.core.errors import TapeError
 __all__ = [
     "LockBusy",
     "gate_path",
+    "held_park_fd",
     "lock_path",
     "park_lock",
     "park_lock_path",
@@ -209,6 +210,14 @@ def park_lock(golden: Path, *, wait: float | None = None) -> Iterator[None]:
     what = f"the pending candidate of session {golden} (parked by another check --samples)"
     with _hold(park_lock_path(golden), fcntl.LOCK_EX, DEFAULT_WAIT if wait is None else wait, what):
         yield
+
+
+def held_park_fd(golden: Path) -> int | None:
+    """The descriptor of the park lock this thread holds on ``golden`` (None when it holds none): handed to the
+    commands ``check --samples`` runs, so the lock stays held for as long as one of them lives — a command left
+    running after tapetui was killed keeps ``recover`` from putting the candidate back under it."""
+    held = _held_map().get((str(park_lock_path(Path(golden))), "ex"))
+    return held[0] if held is not None else None
 
 
 @contextmanager

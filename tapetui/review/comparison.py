@@ -278,8 +278,14 @@ class Comparison:
 
     @property
     def passed(self) -> bool:
-        """Every dimension within its threshold, no contract change, no new capability."""
-        return all(v.passed for v in self.verdicts) and not self.contracts and not self.new_capabilities
+        """Every dimension within its threshold, no contract change (of a tool, or a step's own: a fingerprint or
+        side_effect its line claims), no new capability."""
+        return (
+            all(v.passed for v in self.verdicts)
+            and not self.contracts
+            and not self.new_capabilities
+            and not any(s.fingerprint for s in self.steps)
+        )
 
     @property
     def failing(self) -> list[Verdict]:
@@ -740,6 +746,8 @@ def _pair_diff(
     fp = tuple(contracts[a.tool][2]) if differs and a.tool in contracts else ()
     if differs and not fp:
         fp = (f"fingerprint {a.fingerprint} → {b.fingerprint}",)
+    if a.side_effect != b.side_effect:  # a line's own claim, which the app's re-record warning reads: a difference
+        fp = (*fp, f"side_effect {str(a.side_effect).lower()} → {str(b.side_effect).lower()}")
     # compared whatever the stored keys say: a key is a line's own claim (a hand-edited candidate may carry the
     # golden's key over other arguments), and what is accepted must be what was diffed
     args = ctx.side("args", canon(a.args), canon(b.args), a.tool)

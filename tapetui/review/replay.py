@@ -63,21 +63,93 @@ TAPE_ENV = "TAPETUI_TAPE"
 SAFE_FORM = "sh -c 'cat \"$TAPETUI_TAPE\"'"
 
 _PLACEHOLDER = "{tape}"
-_OPTION = re.compile(r"--[A-Za-z0-9][\w.-]*=\{tape\}|-[A-Za-z0-9][\w.-]+=\{tape\}")
-# programs that read code from their arguments: the argument of -c/-e (or a cluster holding it), else their first
-# plain argument (a script file); `--` ends their options
-_INTERPRETER = re.compile(
-    r"(?:[a-z]*sh[\d.]*|python[\d.]*|pypy[\d.]*|ipython[\d.]*|perl[\d.]*|ruby[\d.]*|node(?:js)?|deno|bun"
-    r"|php[\d.]*|lua[\d.]*|luajit|tclsh[\d.]*|wish[\d.]*|expect|pwsh|powershell|osascript|[gmn]?awk|busybox"
-    r"|Rscript|julia|script|su|sudo|doas|flock|xargs|parallel)"
-)
-# programs that run the program named by their first plain argument (a tape there would be run)
-_WRAPPER = re.compile(r"(?:timeout|env|nice|nohup|ionice|chrt|taskset|setsid|stdbuf|time|exec|command|unbuffer)")
-_ALL_CODE = frozenset({"watch", "ssh"})
-_CODE_FLAG = re.compile(r"-[A-Za-z]*[ceErpS][A-Za-z]*|--(?:eval|command|print|exec|split-string|require)(?:=.*)?")
-_CODE_ONLY = frozenset({"script", "su", "flock", "sudo", "doas", "xargs", "parallel"})  # code only after -c
-_CHAINS = frozenset({"sudo", "doas", "xargs", "parallel", "flock"})  # they also run the program named next
-_VALUED = re.compile(r"[-+][oOWXIfvFMm]")  # an option whose value is the next argument (bash -o posix, awk -f f)
+_OPTION = re.compile(r"--[A-Za-z0-9][\w.-]*=\{tape\}|-[A-Za-z0-9][\w.-]+=\{tape\}|[A-Za-z_][A-Za-z0-9_]*=\{tape\}")
+
+# Programs that read code: family → (its code options: short letters and long names, options whose value is
+# the next argument, whether its first plain argument is a script). Names are matched case-insensitively, a
+# version suffix allowed (python3.13t, node20, bash5).
+_FAMILIES: dict[str, tuple[str, frozenset[str], frozenset[str], bool]] = {
+    "shell": ("c", frozenset({"--command", "--rcfile", "--init-file"}), frozenset({"-o", "+o", "-O", "+O"}), True),
+    "python": ("c", frozenset(), frozenset({"-W", "-X", "-Q"}), True),
+    "perl": ("eE", frozenset(), frozenset({"-I", "-M", "-m", "-x"}), True),
+    "ruby": ("e", frozenset(), frozenset({"-I", "-r"}), True),
+    "node": (
+        "epr",
+        frozenset({"--eval", "--print", "--require", "--import", "--loader", "--experimental-loader"}),
+        frozenset(),
+        True,
+    ),
+    "php": ("rBRFE", frozenset(), frozenset({"-d", "-c"}), True),
+    "awk": ("f", frozenset({"--file", "--source", "--include"}), frozenset({"-v", "-F"}), True),
+    "other": ("ceErpfxS", frozenset({"--eval", "--command", "--exec", "--file"}), frozenset(), True),
+    "su": ("c", frozenset({"--command", "--session-command"}), frozenset({"-s", "--shell", "-g", "-G"}), False),
+    "script": ("c", frozenset({"--command"}), frozenset(), False),
+    "make": ("f", frozenset({"--file", "--makefile", "--eval"}), frozenset({"-C", "-I", "-j", "-o", "-W"}), False),
+}
+_FAMILY_NAMES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"(?:sh|bash|rbash|dash|zsh|ksh|mksh|pdksh|ash|yash|fish|csh|tcsh)[\d.]*"), "shell"),
+    (re.compile(r"(?:python|pypy|ipython|jython)[\w.+-]*"), "python"),
+    (re.compile(r"perl[\d.]*"), "perl"),
+    (re.compile(r"(?:ruby|jruby|irb)[\d.]*"), "ruby"),
+    (re.compile(r"(?:node|nodejs|deno|bun|tsx|ts-node)[\d.]*"), "node"),
+    (re.compile(r"php[\d.]*"), "php"),
+    (re.compile(r"[gmn]?awk|busybox-awk"), "awk"),
+    (
+        re.compile(
+            r"(?:lua|luajit|tclsh|wish|expect|pwsh|powershell|osascript|rscript|r|julia|sed|gsed|m4|dc|gdb|vim?|nvim"
+            r"|sqlite3|jq|groovy|scala|kotlinc?|elixir|erl|escript|racket|guile|sbcl|ocaml|swift)[\d.]*"
+        ),
+        "other",
+    ),
+    (re.compile(r"su"), "su"),
+    (re.compile(r"script"), "script"),
+    (re.compile(r"g?make"), "make"),
+]
+# programs that run the program named by their first plain argument, with the options that take a value
+_WRAPPERS: dict[str, frozenset[str]] = {
+    "timeout": frozenset({"-s", "--signal", "-k", "--kill-after"}),
+    "env": frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}),
+    "nice": frozenset({"-n", "--adjustment"}),
+    "ionice": frozenset({"-c", "--class", "-n", "--classdata", "-t"}),
+    "chrt": frozenset(),
+    "taskset": frozenset(),
+    "setsid": frozenset(),
+    "stdbuf": frozenset({"-i", "-o", "-e"}),
+    "nohup": frozenset(),
+    "time": frozenset({"-f", "--format", "-o", "--output"}),
+    "exec": frozenset(),
+    "command": frozenset(),
+    "unbuffer": frozenset(),
+    "sudo": frozenset({"-u", "--user", "-g", "--group", "-C", "-D", "--chdir", "-h", "-p", "-r", "-t", "-U"}),
+    "doas": frozenset({"-u", "-C"}),
+    "xargs": frozenset({"-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s"}),
+    "flock": frozenset({"-w", "--timeout", "-E", "--conflict-exit-code"}),
+    "strace": frozenset({"-o", "-e", "-p", "-s", "-u", "-E"}),
+    "ltrace": frozenset({"-o", "-e", "-p", "-s", "-u"}),
+    "valgrind": frozenset(),
+    "prlimit": frozenset(),
+    "numactl": frozenset(),
+    "faketime": frozenset(),
+    "unshare": frozenset(),
+    "nsenter": frozenset({"-t", "--target"}),
+    "chroot": frozenset(),
+    "runuser": frozenset({"-u", "--user", "-g", "--group"}),
+    "systemd-run": frozenset({"-p", "--property", "-u", "--unit"}),
+    "busybox": frozenset(),
+}
+# a wrapper's first plain argument is not its program (taskset MASK, chrt PRIO, flock FILE, timeout DURATION)
+_WRAPPER_FIRST = frozenset({"timeout", "taskset", "chrt", "flock", "chroot", "faketime"})
+_ALL_CODE = frozenset({"watch", "ssh", "rsh", "parallel"})
+_VALUE_LIKE = re.compile(
+    r"[+-]?\d+(?:\.\d+)?[smhdkKMG%]?|(?:SIG)?[A-Z][A-Z0-9]*"
+)  # every later argument is code for a shell
+
+
+def _family(prog: str) -> str | None:
+    name = prog.lower()
+    return next((fam for pattern, fam in _FAMILY_NAMES if pattern.fullmatch(name)), None)
+
+
 SAFE_NAME = re.compile(r"[\w.+@,:%=/-]+")
 """A tape name (its path inside the tapes folder) the commands of tapes.toml may be given: no character a
 shell acts on (no space, quote, ``$``, backtick, ``;``, ``&``, ``|``, ``<>``, ``()``, ``{}``, ``[]``, ``*``,
@@ -107,12 +179,13 @@ class Command:
         """The command as a person would type it (each argument quoted for a shell), safe for a terminal."""
         return safe_text(shlex.join(self.argv), newlines=False)
 
-    def run(self, *, capture: bool) -> subprocess.CompletedProcess[str]:
+    def run(self, *, capture: bool, keep_fds: tuple[int, ...] = ()) -> subprocess.CompletedProcess[str]:
         """Run it (no shell, no standard input) and wait at most :attr:`timeout` seconds for it to exit.
 
         ``capture``: keep the last :data:`KEPT_BYTES` of stdout and stderr (as text) instead of letting them
         through to this process's own. It waits for the command to exit, not for its output to end: a child it
-        left running (a daemon that keeps the pipe open) does not hold tapetui up.
+        left running (a daemon that keeps the pipe open) does not hold tapetui up. ``keep_fds``: descriptors the
+        command inherits (a lock it then holds as long as it lives).
 
         Raises:
             CommandTimeout: it ran too long (it is killed, with its process group).
@@ -127,6 +200,7 @@ class Command:
                 stdout=subprocess.PIPE if capture else None,
                 stderr=subprocess.PIPE if capture else None,
                 start_new_session=True,  # a timeout kills what it started too (a shell's children)
+                pass_fds=keep_fds,
             )
         except OSError as e:
             raise TapeError(f"{self.argv[0]}: cannot run the {self.key}: {e.strerror or e}") from None
@@ -253,11 +327,6 @@ def _command(config: Config, golden: Path, key: str, command: str | None, purpos
         if _PLACEHOLDER not in arg:
             continue
         as_value = arg != _PLACEHOLDER and _OPTION.fullmatch(arg) is not None
-        if as_value and (_CODE_FLAG.fullmatch(arg.split("=", 1)[0]) or arg.startswith(("-S", "--split-string"))):
-            raise ConfigError(
-                f"{where}: {key} passes {{tape}} as the value of {arg.split('=', 1)[0]}, which reads code: the tape "
-                f"itself would run. Pass it as data instead: {SAFE_FORM}"
-            )
         if arg != _PLACEHOLDER and not as_value:
             raise ConfigError(
                 f"{where}: {key} puts {{tape}} inside {arg!r}: a tape's name is data and reaches a command only as "
@@ -303,67 +372,74 @@ def _check_name(config: Config, golden: Path) -> None:
 
 
 def _runs_as_code(argv: list[str], i: int) -> str | None:
-    """The program that would read ``argv[i]`` as code, or as the program to run, or None when it is data.
+    """The program that would read ``argv[i]`` as code, or as the program to run; None when it is data.
 
-    The programs are ``argv[0]`` and, while one is a wrapper (``timeout 30``, ``env``, ``nice``, ``sudo``,
-    ``xargs``...), the program it runs (its first plain argument). ``{tape}`` is code when it is one of them;
-    anything after ``watch``, ``ssh`` or ``env -S``; for a shell or an interpreter (``sh``, ``python3``,
-    ``perl``, ``awk``...): the argument a code option (``-c``, ``-lc``, ``-e``, ``--eval``) takes — the first
-    plain argument after it, other options and ``--`` passed over — or, without one, its first plain argument
-    (its script); and the value of one of its options (``awk -f {tape}``).
+    A guard against the common mistakes, not a sandbox (``tapes.toml`` is trusted configuration; whatever a
+    command does, a tape's *name* is a plain word, :func:`_check_name`). The programs are ``argv[0]`` and,
+    while one is a wrapper (``timeout``, ``env``, ``nice``, ``sudo``, ``xargs``, ``strace``...), the program it
+    runs. ``{tape}`` is code when it is one of them; anything after ``watch``, ``ssh`` or ``env -S``; for a
+    shell or an interpreter (``sh``, ``python3``, ``perl``, ``node``, ``awk``, ``make``...): the argument of a
+    code option (``-c``, ``-lc``, ``-e``, ``--eval``) — the first plain argument after it, other options and
+    ``--`` passed over —, an option's value, or without a code option its first plain argument (its script).
+    After a wrapper, a number, a duration or a signal name (``-k 5``, ``-s KILL``) is an option's value, not its
+    program.
     """
     p: int | None = 0
     runner = "the command"
     while p is not None and p <= i:
         if p == i:
             return f"{runner} (the tape would be the program it runs)"
-        prog = runner = Path(argv[p]).name
-        end = _first_plain(argv, p + 1, prog)
-        options = [a for a in argv[p + 1 : min(i, end if end is not None else i)] if a.startswith("-")]
-        if prog in _ALL_CODE or (prog == "env" and any(a.startswith(("-S", "--split-string")) for a in options)):
-            return prog + (" -S" if prog == "env" else "")
-        if _INTERPRETER.fullmatch(prog):
-            code = _code_position(argv, p + 1)
-            if code is not None:
-                return prog if code >= i else None  # the code, or an option before it; after it: $0, $1...
-            if prog not in _CODE_ONLY and _first_plain(argv, p + 1, prog) == i:
-                return prog  # its script
-            if _VALUED.fullmatch(argv[i - 1]) and i - 1 > p and prog not in _CODE_ONLY:
-                return prog  # an option's value (awk -f {tape})
-            if prog not in _CHAINS:
-                return None
-        elif not _WRAPPER.fullmatch(prog):
+        prog = Path(argv[p]).name
+        runner = prog
+        low = prog.lower()
+        if low in _ALL_CODE:
+            return prog
+        fam = _family(prog)
+        if fam is not None:
+            return prog if _in_code(argv, p + 1, i, fam) else None
+        if low not in _WRAPPERS:
+            # not a program this knows: {tape} is its data, unless a program that reads code is named on the
+            # way (a wrapper it does not know, with options it does not know)
+            for k in range(p + 1, i):
+                name = Path(argv[k]).name
+                if name.lower() in _ALL_CODE:
+                    return name
+                fam = _family(name)
+                if fam is not None and not argv[k].startswith("-"):
+                    return name if _in_code(argv, k + 1, i, fam) else None
             return None
-        p = end
+        valued = _WRAPPERS[low]
+        j = p + 1
+        first = low in _WRAPPER_FIRST
+        while j < len(argv):
+            a = argv[j]
+            if a == "--":
+                j += 1
+                break
+            if low == "env" and (a in ("-S", "--split-string") or a.startswith(("-S", "--split-string="))):
+                return "env -S"
+            if a.startswith("-") and len(a) > 1:
+                if j == i:
+                    return prog
+                j += 1 if ("=" in a or a not in valued) else 2
+                continue
+            if low == "env" and "=" in a:
+                j += 1
+                continue
+            if first or _VALUE_LIKE.fullmatch(a):  # a duration, a number, a signal: an option's value, not a program
+                first = False
+                j += 1
+                continue
+            break
+        if j == i and argv[i - 1] in valued:
+            return prog  # {tape} as a wrapper option's value (strace -o {tape} writes over it; refused too)
+        p = j if j < len(argv) else None
     return None
 
 
-def _first_plain(argv: list[str], start: int, prog: str) -> int | None:
-    """The index of the first plain argument from ``start`` (options and their values passed over; for
-    ``timeout`` its duration too, for ``env`` its NAME=VALUE settings), or None."""
-    j = start
-    seen_duration = prog != "timeout"
-    while j < len(argv):
-        a = argv[j]
-        if a == "--":
-            return j + 1 if j + 1 < len(argv) else None
-        if a.startswith("-") and len(a) > 1:
-            j += 2 if _VALUED.fullmatch(a) else 1
-            continue
-        if prog == "env" and "=" in a and not a.startswith("="):
-            j += 1
-            continue
-        if not seen_duration:
-            seen_duration = True
-            j += 1
-            continue
-        return j
-    return None
-
-
-def _code_position(argv: list[str], start: int) -> int | None:
-    """Where the code a code option (``-c`` ...) takes is, after ``start``: the first plain argument after the
-    option, other options and ``--`` passed over; None when no code option comes before a plain argument."""
+def _in_code(argv: list[str], start: int, i: int, fam: str) -> bool:
+    """Whether ``argv[i]`` is code for the program of ``fam`` whose arguments start at ``start``."""
+    letters, longs, valued, script = _FAMILIES[fam]
     j = start
     code = False
     while j < len(argv):
@@ -371,15 +447,28 @@ def _code_position(argv: list[str], start: int) -> int | None:
         if a == "--":
             j += 1
             break
-        if a.startswith(("-", "+")) and len(a) > 1:
-            if _CODE_FLAG.fullmatch(a):
+        if (a.startswith("-") or (fam == "shell" and a.startswith("+"))) and len(a) > 1:
+            if j == i:
+                return True  # {tape} among its options
+            head = a.split("=", 1)[0]
+            if head in longs or (
+                not a.startswith("--") and any(c in letters for c in a[1:]) and not (fam == "python" and a == "-m")
+            ):
                 code = True
-            j += 2 if _VALUED.fullmatch(a) else 1
+                if "=" in a or (not a.startswith("--") and a[-1] not in letters):
+                    j += 1  # the code is in the option itself (-c=..., --eval=...) or it takes none here
+                    continue
+            if fam == "python" and a == "-m":
+                return j + 1 == i  # python -m MODULE: the module is run; what follows is its data
+            j += 2 if (a in valued or head in valued) and "=" not in a else 1
             continue
         break
-    if not code:
-        return None
-    return j if j < len(argv) else None
+    # j: the first plain argument: the code of a code option, else the script (when the program takes one)
+    if j >= len(argv):
+        return False
+    if code or script:
+        return i == j
+    return False
 
 
 TAIL_LINES = 8  # lines of a failed command's output kept in a message

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from tapetui.core.comparators import DIMENSIONS, CompareSettings
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
-from tapetui.core.locks import session_lock
+from tapetui.core.locks import held_park_fd, session_lock
 from tapetui.core.runlog import read_run_log
 from tapetui.core.store import candidate_path, rotate_candidate, samples_of, session_name
 from tapetui.core.textsafe import safe_text
@@ -220,7 +220,8 @@ def record_samples(
             if on_run is not None:
                 on_run(i, list(command.argv))
             before = _inode(cand)
-            done = command.run(capture=True)
+            park_fd = held_park_fd(golden)  # the command holds the park lock too while it lives (after a kill)
+            done = command.run(capture=True, keep_fds=(park_fd,) if park_fd is not None else ())
             after = _inode(cand)
             if done.returncode != 0 or after is None or after == before:
                 what = f"exited with status {done.returncode}" if done.returncode else "wrote no new candidate"

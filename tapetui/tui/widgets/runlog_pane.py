@@ -60,6 +60,12 @@ class RunLogPane(Log):
     ``follow`` keeps the newest event in view (the app's F key).
     """
 
+    # a long event (a note, a drift's changes) scrolls sideways with the keys when the pane has the focus, but
+    # draws no scrollbar: on a short pane it covered the last event
+    DEFAULT_CSS = """
+    RunLogPane { scrollbar-size-horizontal: 0; }
+    """
+
     def __init__(self, **kw: Any) -> None:
         super().__init__(max_lines=MAX_LINES, auto_scroll=False, **kw)
         self.follow = False
