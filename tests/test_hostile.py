@@ -226,6 +226,7 @@ def test_a_malformed_run_log_is_an_error_naming_file_and_line(sample_dir: Path, 
         review.compare_run(read_index(cfg.tapes_dir / "clean.jsonl"), [event], cfg)  # type: ignore[list-item]
 
 
+@pytest.mark.slow
 def test_a_run_log_that_is_a_directory_or_has_bad_json(sample_dir: Path) -> None:
     log = sample_dir / "sample_tapes" / "clean.run.jsonl"
     log.write_bytes(b'{"event":"start"}\n{"event": nope}\n{"event":"end"}\n')

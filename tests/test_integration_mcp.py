@@ -305,6 +305,7 @@ def test_verify_the_same_server_exits_0_with_json(
     assert doc["summary"]["calls_skipped"] == 1 and doc["summary"]["contracts_changed"] == 0
 
 
+@pytest.mark.slow
 def test_verify_a_changed_description_exits_1_naming_it(
     recorded: tuple[Path, list[CallToolResult]], script: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -194,6 +194,7 @@ def _record_twenty(path: Path, tmp_path: Path) -> None:
         asyncio.run(run(tape))
 
 
+@pytest.mark.slow
 def test_twenty_parallel_calls_with_order_name_the_right_recording_every_time(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     _record_twenty(path, tmp_path)

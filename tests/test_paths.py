@@ -86,6 +86,7 @@ def test_symlinks_leading_out_are_not_followed(sample_dir: Path, outside: Path) 
     assert r.returncode == 2 and "outside the tapes folder" in r.stderr
 
 
+@pytest.mark.slow
 async def test_app_does_not_follow_planted_symlinks(sample_dir: Path, outside: Path) -> None:
     from tapetui.tui.app import TapeApp
     from tests.test_tui import _visible, goto_session, wait_for

@@ -114,6 +114,7 @@ def test_a_tape_name_inside_shell_text_is_refused_with_the_safe_form(command: st
 
 
 @pytest.mark.parametrize("command", ["sh -c \"cat '{tape}'\"", "timeout 30 sh -c 'cat {tape}'", "sh -c -- {tape}"])
+@pytest.mark.slow
 def test_the_refusal_from_the_command_line_runs_nothing(evil_proj: Path, command: str) -> None:
     set_tapes_key(evil_proj, "replay_command", json.dumps(command))
     r = run(evil_proj, "replay", EVIL)
@@ -359,6 +360,7 @@ async def test_the_apps_replay_failure_message_is_redacted(sample_dir: Path) -> 
 
 
 # ---- 5: accept --all --rule writes the rule for each session -------------------------------------------------
+@pytest.mark.slow
 def test_accept_all_with_a_rule_writes_it_into_each_accepted_sessions_table(sample_dir: Path) -> None:
     r = run(sample_dir, "pending")
     cfg = load_config(sample_dir / "tapes.toml")
@@ -547,6 +549,7 @@ def test_a_record_command_that_deletes_the_parked_folder_loses_nothing(sample_di
     assert "put back from memory" in r.stderr
 
 
+@pytest.mark.slow
 def test_diff_compares_arguments_whatever_the_stored_keys_say(sample_dir: Path) -> None:
     """A candidate line that carries the golden's key over other arguments is a difference, and accepting it says
     what changed."""

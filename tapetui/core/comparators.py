@@ -533,7 +533,7 @@ def _run_hook(fn: Callable[[], _T], timeout: float, name: str, key: object | Non
         if key is not None:
             _spend(key)
         raise _HookTimeout(
-            f"{name} did not answer within {_num(timeout)} s ([compare] hook_timeout; not called again by this check)"
+            f"{name} did not answer within {_num(timeout)} s ([compare] hook_timeout); not called again by this check"
         )
     ok, value = box[0]
     if not ok:
