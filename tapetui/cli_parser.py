@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Mapping
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -59,11 +60,9 @@ def _sub(sub: Any, name: str, summary: str, details: str = "") -> argparse.Argum
 
 def version() -> str:
     """tapetui's version as installed."""
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
-        return version("tapetui")
-    except PackageNotFoundError:  # run from a checkout that was never installed
+        return metadata.version("tapetui")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
         return "(not installed)"
 
 

@@ -109,19 +109,24 @@ def test_no_character_of_a_tape_name_is_parsed_by_the_replay_command(sample_dir:
     end = text.index("\n", start)
     toml.write_text(text[:start] + "replay_command = 'printf %s {tape}'" + text[end:])
     cfg = load_config(toml)
-    assert replay_argv(cfg, evil) == ["printf", "%s", str(evil)]  # one argument, whatever it holds
+    # a name with characters a shell acts on never reaches a command at all, whatever the command does with it
+    with pytest.raises(TapeError, match="Rename the tape"):
+        replay_argv(cfg, evil)
     r = tapetui(sample_dir, "replay", str(evil))
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 2 and "Rename the tape" in r.stderr, r.stderr
+    plain = cfg.tapes_dir / "plain-name_2.jsonl"
+    plain.write_bytes(evil.read_bytes())
+    assert replay_argv(cfg, plain) == ["printf", "%s", str(plain)]  # one argument
     for command in (
         "sh -c 'wc -c {tape}'",
         'sh -c "wc -c {tape}"',
         "bash -lc 'wc -c < {tape}'",
     ):  # a shell would parse these: refused, with the safe form
         toml.write_text(text[:start] + "replay_command = " + json.dumps(command) + text[end:])
-        r = tapetui(sample_dir, "replay", str(evil))
+        r = tapetui(sample_dir, "replay", str(plain))
         assert r.returncode == 2 and "$TAPETUI_TAPE" in r.stderr, (command, r.stderr)
     toml.write_text(text[:start] + "replay_command = " + json.dumps("sh -c 'wc -c < \"$TAPETUI_TAPE\"'") + text[end:])
-    r = tapetui(sample_dir, "replay", str(evil))
+    r = tapetui(sample_dir, "replay", str(plain))
     assert r.returncode == 0, r.stderr
     assert not (sample_dir / "PWNED").exists()
 

@@ -237,7 +237,9 @@ async def test_80x24_keeps_pending_visible_ellipsises_rows_shows_the_diff_and_th
         rows = [
             line for line in _visible(app).splitlines() if line.startswith(("│▶ contract_change", "│▶ drift_summarize"))
         ]
-        assert len(rows) == 2 and all("● pending" in row for row in rows)
+        # compact rows keep the state glyph (●) and the review marks (⚡ ≠) that the full words would push out
+        assert len(rows) == 2 and all("●" in row for row in rows)
+        assert "⚡1" in rows[0] and "≠1" in rows[1]
         await pilot.press("enter", "j", "j", "j")  # step 3: its diff, without pressing ]
         await wait_for(pilot, lambda: bool(app.detail.diffs), "the diff")
         await wait_for(pilot, lambda: "arguments: recorded | candidate" in _visible(app), "the diff in view")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import tempfile
 from pathlib import Path
 
 __all__ = ["cache_dir", "entry_path", "forget", "state_dir"]
@@ -41,8 +42,6 @@ def state_dir() -> Path:
     try:
         return Path.home() / ".local" / "state" / "tapetui"
     except RuntimeError:  # no home folder
-        import tempfile
-
         return Path(tempfile.gettempdir()) / f"tapetui-{os.getuid()}"
 
 
