@@ -250,6 +250,7 @@ def run_trial(op: str, work: Path, rng: random.Random, max_delay_ms: float = 250
     acked = int(acks[-1][1]) if acks else 0
 
     _wait_for_commands(tapes)  # a record_command the child started is not killed with it: let it finish
+    _wait_for_park_lock(tapes / "s.jsonl")  # one that was still starting holds the park lock it inherited
     review.recover(cfg)  # what every command and the app do first
     leftovers = [p.name for p in tapes.iterdir() if p.name.endswith((".next", ".journal"))]
     if leftovers:
@@ -353,6 +354,19 @@ def _wait_for_commands(tapes: Path) -> None:
         except (psutil.Error, TypeError):
             continue
     psutil.wait_procs(mine, timeout=60)
+
+
+def _wait_for_park_lock(golden: Path) -> None:
+    """Wait (up to 60 s) until no process holds the session's park lock: a record_command a killed child
+    started keeps it (it inherits it, so that recover never puts the candidate back under it)."""
+    from tapetui.core.locks import try_park_lock
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with try_park_lock(golden) as free:
+            if free:
+                return
+        time.sleep(0.05)
 
 
 def run(
