@@ -325,8 +325,9 @@ def run_trial(op: str, work: Path, rng: random.Random, max_delay_ms: float = 250
         cand = candidate_path(golden)
         if not cand.exists() or cand.read_bytes() != candidate_with_op(golden, PENDING_OP):
             problems.append("the pending candidate is not back byte for byte after recover")
+        left = [str(p.relative_to(tapes)) for p in (tapes / ".tapetui" / "parked").rglob("*")]
         if (tapes / ".tapetui" / "parked").exists():
-            problems.append("a parked folder is left after recover")
+            problems.append(f"a parked folder is left after recover: {left} {review.recover(cfg)}")
         if runlog_path(golden).exists():
             problems.append("the session had no run log, and has one after recover")
     elif op == "rerecord":

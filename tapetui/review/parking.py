@@ -27,6 +27,7 @@ puts it back from memory (after a kill too, only if the folder is still there).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import secrets
@@ -296,4 +297,9 @@ def recover_parked(config: Config) -> list[str]:
                     notes += [f"{n} (after an interrupted check --samples)" for n in unpark(config, golden)]
         except (TapeError, OSError) as e:
             notes.append(f"{golden}: cannot put back its parked candidate: {e}")
+    if not top.is_symlink():  # folders a process killed before its journal (or after it) left empty
+        for dirpath, _dirnames, filenames in os.walk(top, topdown=False):
+            if not filenames:
+                with contextlib.suppress(OSError):  # not empty, or gone
+                    os.rmdir(dirpath)
     return notes
