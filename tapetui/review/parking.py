@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -52,6 +53,7 @@ __all__ = ["PARKED_DIR", "PARKED_JOURNAL", "is_parked", "parked", "parked_dir", 
 PARKED_DIR = Path(STATE_DIR) / "parked"
 PARKED_JOURNAL = "parked.json"
 _CANDIDATE = "candidate.jsonl"
+_TEMP = re.compile(r"\.parked\.json\.\w+\.tmp")  # atomic_write's temp file of a journal
 _RUN_LOG = "run.jsonl"
 
 
@@ -279,7 +281,9 @@ def recover_parked(config: Config) -> list[str]:
     notes: list[str] = []
     for dirpath, dirnames, filenames in os.walk(top):
         dirnames.sort()
-        if PARKED_JOURNAL not in filenames:
+        temps = [f for f in filenames if _TEMP.fullmatch(f)]  # a journal's atomic write a kill cut short
+        cut_short = len(temps) == len(filenames) and (bool(temps) or not dirnames)  # temp files only, or empty
+        if PARKED_JOURNAL not in filenames and not (cut_short and Path(dirpath) != top):
             continue
         rel = Path(dirpath).relative_to(top)
         golden = inside(config.tapes_dir, f"{rel}.jsonl")
@@ -294,12 +298,14 @@ def recover_parked(config: Config) -> list[str]:
                     if not held:
                         notes.append(f"{golden}: in use by another process; its parked candidate is left for later")
                         continue
+                    if PARKED_JOURNAL not in filenames:  # killed before its journal: nothing was moved yet
+                        for f in temps:
+                            (Path(dirpath) / f).unlink(missing_ok=True)
+                        _remove_empty(Path(dirpath), top)
+                        continue
                     notes += [f"{n} (after an interrupted check --samples)" for n in unpark(config, golden)]
         except (TapeError, OSError) as e:
             notes.append(f"{golden}: cannot put back its parked candidate: {e}")
-    if not top.is_symlink():  # folders a process killed before its journal (or after it) left empty
-        for dirpath, _dirnames, filenames in os.walk(top, topdown=False):
-            if not filenames:
-                with contextlib.suppress(OSError):  # not empty, or gone
-                    os.rmdir(dirpath)
+    with contextlib.suppress(OSError):  # a kill between making it and a session's folder in it: empty
+        top.rmdir()
     return notes
