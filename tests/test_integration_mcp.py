@@ -387,12 +387,25 @@ def test_verify_an_empty_tape_is_an_error(script: Path, tmp_path: Path, capsys: 
     assert code == 2 and "nothing to verify" in out + err
 
 
-@pytest.mark.slow
-def test_verify_a_server_that_never_answers_times_out(recorded: tuple[Path, list[CallToolResult]], capsys: Any) -> None:
+def test_verify_a_server_that_never_answers_times_out_and_is_stopped_without_a_grace_period(
+    recorded: tuple[Path, list[CallToolResult]], capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import mcp.client.stdio as sdk_stdio
+
+    graces: list[float] = []
+    waited = sdk_stdio._wait_for_process_exit
+
+    async def spy(process: Any, timeout: float) -> bool:
+        graces.append(timeout)
+        return await waited(process, timeout)
+
+    monkeypatch.setattr(sdk_stdio, "_wait_for_process_exit", spy)
     tape, _ = recorded
     cmd = [sys.executable, "-c", "import time; time.sleep(60)"]  # reads nothing, answers nothing
     assert main(["mcp", "verify", "--timeout", "0.3", str(tape), "--", *cmd]) == 2
     assert "no MCP answer" in capsys.readouterr().out
+    assert graces and graces[0] == 0  # stopped at once: no 2 s wait for a server that never spoke MCP
+    assert sdk_stdio.PROCESS_TERMINATION_TIMEOUT == 2.0  # the SDK's own grace, back for the next server
 
 
 async def test_parallel_calls_with_order_replay_whatever_order_they_start_in(tmp_path: Path) -> None:

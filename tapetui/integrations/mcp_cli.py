@@ -20,13 +20,15 @@ import logging
 import math
 import os
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp.client.stdio as sdk_stdio
 from mcp import Client, StdioServerParameters
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
@@ -366,10 +368,11 @@ async def _verify_live(
 ) -> None:
     command = report.command
     params = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
-    with anyio.CancelScope() as connecting:
+    with anyio.CancelScope() as connecting, _no_grace_until_connected() as connected:
         connecting.deadline = anyio.current_time() + timeout  # starting and the handshake
         async with Client(params, read_timeout_seconds=timeout) as client:
             connecting.deadline = math.inf  # connected: each request has its own time limit from here
+            connected()
             with anyio.fail_after(timeout):
                 live = await _all_tools(client)
             info = client.server_info
@@ -382,6 +385,31 @@ async def _verify_live(
                 ]
     if connecting.cancelled_caught:
         raise TimeoutError
+
+
+@contextmanager
+def _no_grace_until_connected() -> Iterator[Callable[[], None]]:
+    """Stop a server that never answered the handshake at once, not after the SDK's grace period.
+
+    The SDK gives a server ``PROCESS_TERMINATION_TIMEOUT`` (2 s) to exit after its stdin closes, which
+    is right for a server that spoke MCP and wrong for one that never answered: ``--timeout 3`` took
+    6 s. The grace is 0 until the handshake succeeds, then the SDK's own again; the SDK reads it when
+    it stops the server. A version of the SDK without the constant keeps its own policy.
+    """
+    name = "PROCESS_TERMINATION_TIMEOUT"
+    grace = getattr(sdk_stdio, name, None)
+    if not isinstance(grace, int | float):
+        yield lambda: None
+        return
+
+    def connected() -> None:
+        setattr(sdk_stdio, name, grace)
+
+    setattr(sdk_stdio, name, 0.0)
+    try:
+        yield connected
+    finally:
+        setattr(sdk_stdio, name, grace)
 
 
 async def _all_tools(client: Client) -> dict[str, McpTool]:
