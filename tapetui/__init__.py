@@ -7,27 +7,35 @@ from tapetui.core.canon import canon
 from tapetui.core.codecs import CodecWarning
 from tapetui.core.config import Config, ToolPolicy, load_config
 from tapetui.core.current import current_tape, use_tape
+from tapetui.core.declared import Contract
 from tapetui.core.errors import (
     ConfigError,
+    InvalidValue,
     TapeDrift,
     TapeError,
     TapeMiss,
     TapeReplayedError,
     TapeStale,
+    TooDeep,
     ToolDriftError,
 )
 from tapetui.core.fingerprint import ToolManifest, tool_fingerprint, tool_manifest
 from tapetui.core.keys import call_key
+from tapetui.core.locks import LockBusy
 from tapetui.core.redact import Redactor
 from tapetui.core.registry import Tool, ToolRegistry
 from tapetui.core.runlog import RunLogWarning
-from tapetui.core.tape import MODES, Tape
+from tapetui.core.tape import MODES, Mode, Tape
 
 __all__ = [
     "CodecWarning",
     "Config",
     "ConfigError",
+    "Contract",
+    "InvalidValue",
+    "LockBusy",
     "MODES",
+    "Mode",
     "Redactor",
     "RunLogWarning",
     "Tape",
@@ -36,6 +44,7 @@ __all__ = [
     "TapeMiss",
     "TapeReplayedError",
     "TapeStale",
+    "TooDeep",
     "Tool",
     "ToolDriftError",
     "ToolManifest",

@@ -36,6 +36,7 @@ from tapetui.core.store import (
     samples_of,
     session_name,
 )
+from tapetui.review.lookup import session_tape, tape_file
 from tapetui.review.scrub import scrub
 from tapetui.review.sessions import FilterError, select
 
@@ -83,19 +84,6 @@ def _config(args: argparse.Namespace, tapes_dir: str | None = None, *, must_exis
     return cfg
 
 
-def _tape(cfg: Config, name: str) -> Path:
-    p = Path(name)
-    if not p.suffix:
-        p = p.with_suffix(".jsonl")
-    if not p.is_absolute() and not p.exists():
-        p = cfg.tapes_dir / p
-    full = safe_path(cfg.tapes_dir, p.resolve())  # ../ escapes, absolute paths elsewhere, symlinks out: refused
-    g = golden_of(full) or full
-    if not g.exists() and not candidate_path(g).exists():
-        raise TapeError(f"{name}: no such tape (looked for {g}; the tapes folder is {cfg.tapes_dir})")
-    return g
-
-
 def _recover(cfg: Config, out: Out) -> None:
     for note in review.recover(cfg):
         out.line(f"tapetui: {note}", "yellow")
@@ -141,7 +129,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                 out.line(f"  error: {r.error}", "red")
             for f in r.findings:
                 # a warning says so in words too: CI logs and NO_COLOR show no yellow
-                marked = f.warning and f.kind != "candidate" and not f.text.startswith("[")
+                marked = f.warning and f.kind not in _TAGGED_KINDS
                 out.line(f"  {'warning: ' if marked else ''}{f.text}", _finding_style(f))
             dims = r.dimension_line()
             if dims and any(f.kind in _RUN_KINDS for f in r.findings):
@@ -156,11 +144,17 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 _RUN_KINDS = frozenset({"drift", "miss", "tools", "unused", "note", "tolerated", "capability", "fingerprint"})
+_TAGGED_KINDS = frozenset({"candidate", "tools", "samples", "capability"})
+"""Findings whose lines open with a tag of their own (``[VERDICT]``, ``[TOOLS]``, ``[SAMPLES]``, ``[NEW TOOL]``):
+a warning among them is not marked ``warning:``."""
 
 
 def _finding_style(f: review.Finding) -> str:
-    if f.text.startswith("[VERDICT]"):
-        return "green" if "  pass  " in f.text else "red"
+    """A finding's colour, from its fields: a verdict line by its level (as the app shows it), then a warning."""
+    if f.level == "pass":
+        return "green"
+    if f.level in ("fail", "capability"):
+        return "red"
     if f.warning:
         return "yellow"
     return "cyan" if f.kind == "candidate" else "red"
@@ -228,7 +222,7 @@ def _check_samples(args: argparse.Namespace, cfg: Config, reports: list[review.S
 
 def cmd_diff(args: argparse.Namespace) -> int:
     cfg = _config(args)
-    golden = _tape(cfg, args.a)
+    golden = session_tape(cfg, args.a)
     other = Path(args.b) if args.b else None
     if other is not None and not other.is_absolute() and not other.exists():
         other = golden.parent / other  # a name beside the golden, as `rerecord` and `pending` print them
@@ -247,7 +241,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 def cmd_stats(args: argparse.Namespace) -> int:
     cfg = _config(args)
     target = Path(args.target) if args.target else cfg.tapes_dir
-    rows = review.stats(cfg, target if target.is_dir() else _tape(cfg, str(target)))
+    rows = review.stats(cfg, target if target.is_dir() else session_tape(cfg, str(target)))
     if args.json:
         print_json(rows)
         return 0
@@ -328,7 +322,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
         raise _Usage("accept needs a TAPE, or --all")
     if args.rule:
         return _accept_rules(args, cfg)
-    entry = review.accept(cfg, _tape(cfg, args.tape), args.why, args.step or None)
+    entry = review.accept(cfg, session_tape(cfg, args.tape), args.why, args.step or None)
     Out(sys.stdout).line(
         f"accepted {entry.session}"
         + (
@@ -347,7 +341,7 @@ def _accept_rules(args: argparse.Namespace, cfg: Config) -> int:
     rule added to the session's table in tapes.toml, each change with its changelog entry."""
     if args.why is None or not args.why.strip():  # before anything changes: nothing is accepted without one
         raise TapeError("accept needs a rationale (--why TEXT): the changelog records why a golden changed")
-    golden = _tape(cfg, args.tape)
+    golden = session_tape(cfg, args.tape)
     specs = [review.check_rule(cfg, golden, r) for r in args.rule]  # every rule checked before anything changes
     out = Out(sys.stdout)
     if candidate_path(golden).exists():
@@ -396,7 +390,7 @@ def _accept_all(args: argparse.Namespace, cfg: Config) -> int:
 
 def cmd_undo(args: argparse.Namespace) -> int:
     cfg = _config(args)
-    tape = _tape(cfg, args.tape)
+    tape = session_tape(cfg, args.tape)
     entry = review.undo(cfg, tape)
     reverted = entry.details[0] if entry.details else "reverted the last change"
     Out(sys.stdout).line(f"undid a change of {entry.session}: {reverted}; changelog entry {entry.id}", "green")
@@ -406,14 +400,14 @@ def cmd_undo(args: argparse.Namespace) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     """Run tapes.toml's replay_command for one session (the app's p); exit with the command's code."""
     cfg = _config(args)
-    command = review.replay_command(cfg, _tape(cfg, args.tape))
+    command = review.replay_command(cfg, session_tape(cfg, args.tape))
     Out(sys.stderr).line(f"tapetui: running {command.shown()} in {cfg.root}")
     return command.run(capture=False).returncode
 
 
 def cmd_reject(args: argparse.Namespace) -> int:
     cfg = _config(args)
-    tape = _tape(cfg, args.tape)
+    tape = session_tape(cfg, args.tape)
     entry = review.reject(cfg, tape, args.why)
     Out(sys.stdout).line(f"rejected the candidate of {entry.session}; changelog entry {entry.id}", "green")
     return 0
@@ -425,7 +419,7 @@ def cmd_expire(args: argparse.Namespace) -> int:
         raise _Usage("expire needs --step N or --all-time-sensitive")
     try:
         entry = review.expire(
-            cfg, _tape(cfg, args.tape), args.step, all_time_sensitive=args.all_time_sensitive, why=args.why
+            cfg, session_tape(cfg, args.tape), args.step, all_time_sensitive=args.all_time_sensitive, why=args.why
         )
     except review.AlreadyExpired as e:  # nothing changed and nothing is wrong
         Out(sys.stdout).line(str(e))
@@ -441,7 +435,7 @@ def cmd_expire(args: argparse.Namespace) -> int:
 
 def cmd_rerecord(args: argparse.Namespace) -> int:
     cfg = _config(args)
-    tape = _tape(cfg, args.tape)
+    tape = session_tape(cfg, args.tape)
     if cfg.registry:  # without one, rerecord says what to configure
         Out(sys.stderr).line(f"tapetui: importing the registry {cfg.registry} to run the live tool")
     cand = review.rerecord(cfg, tape, args.step, yes=args.yes)
@@ -497,9 +491,9 @@ def cmd_recover(args: argparse.Namespace) -> int:
     cfg = _config(args)
     notes = review.recover(cfg)
     out, err = Out(sys.stdout), Out(sys.stderr)
-    left = [n for n in notes if "left in place" in n or "cannot recover" in n]
+    left = [n for n in notes if isinstance(n, review.LeftInPlace)]
     for n in notes:
-        if n in left:
+        if isinstance(n, review.LeftInPlace):
             err.line(f"tapetui: {n}", "red")
         else:
             out.line(n)
@@ -518,7 +512,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             raise
         raise TapeError(f"tapetui mcp needs the MCP Python SDK ({e}): pip install 'tapetui[mcp]'") from None
     cfg = _config(args)
-    tape = mcp_cli.find_tape(args.tape, cfg.tapes_dir)
+    tape = tape_file(cfg.tapes_dir, args.tape)  # the CLI's lookup: a session name stays in the tapes folder
     if args.mcp_cmd == "serve":
         return mcp_cli.serve(tape, Out(sys.stderr).line)  # stdout is the MCP channel
     report = mcp_cli.verify(

@@ -132,9 +132,26 @@ def test_one_pass_form_hashes_like_canon_of_redact(args: Any, extra: bool) -> No
 
 
 # ---- redaction's pre-check never hides a string a default pattern would redact ------------
-from tapetui.core.redact import DEFAULT_PATTERNS, _may_hold_default_secret, _rule_may_match  # noqa: E402
+from tapetui.core.redact import (  # noqa: E402
+    _GATES,
+    _PROBE,
+    _PROBE_MIN,
+    DEFAULT_PATTERNS,
+    _fold,
+    _may_hold_default_secret,
+)
 
 _PATTERNS = [re.compile(p) for p in DEFAULT_PATTERNS]
+
+
+def _rule_may_match(i: int, text: str) -> bool:
+    """Whether default rule ``i``'s gate admits ``text``, as ``Redactor`` reads its gate before running the rule."""
+    exact, any_case, probe = _GATES[i]
+    if any(n in text for n in exact):
+        return True
+    if any_case:
+        return any(n in _fold(text) for n in any_case)
+    return probe and len(text) >= _PROBE_MIN and _PROBE.search(text) is not None
 
 
 @pytest.mark.parametrize("i", range(len(DEFAULT_PATTERNS)))

@@ -15,19 +15,18 @@ import orjson
 import pytest
 
 from tapetui import Config, Tape, TapeError, ToolDriftError, ToolRegistry
-from tapetui.core.canon import canonical_json
 from tapetui.core.config import load_config
 from tapetui.core.contract import contract_change
 from tapetui.core.errors import ConfigError
 from tapetui.core.fingerprint import LATEST_FORM, explain_manifest_change
-from tapetui.core.keys import key_of_json
 from tapetui.core.redact import Redactor
 from tapetui.core.registry import make_contract
 from tapetui.core.runlog import read_run_log
 from tapetui.core.store import candidate_path, runlog_path
-from tapetui.core.tapefile import call_line, dump_line, read_index
+from tapetui.core.tapefile import dump_line, read_index
 from tapetui.review import compare
 from tapetui.sample_agent import build_registry
+from tests import builders
 
 FROZEN = Path(__file__).parent / "data" / "sample_tapes_form2"
 SCHEMA: dict[str, Any] = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
@@ -242,17 +241,8 @@ def _tape_in_form(path: Path, reg: ToolRegistry, form: int) -> Path:
     lines = [
         dump_line({"type": "session", "v": 1, "created_at": "2026-01-01T00:00:00Z"}),
         dump_line(m.to_record(False)),
-        call_line(
-            seq=1,
-            tool="read_file",
-            key=key_of_json("read_file", canonical_json(args)),
-            fingerprint=m.fingerprint,
-            side_effect=False,
-            ms=1.0,
-            expires_at=None,
-            recorded_at="2026-01-01T00:00:00Z",
-            args=args,
-            result={"path": "a.txt", "text": "hello"},
+        builders.call_line(
+            seq=1, tool="read_file", args=args, result={"path": "a.txt", "text": "hello"}, fingerprint=m.fingerprint
         ),
     ]
     path.write_bytes(b"".join(lines))
@@ -371,18 +361,7 @@ def test_a_contract_has_no_params_and_a_tape_replays_against_it(tmp_path: Path) 
     args = {"path": "a.txt"}
     lines = [
         dump_line(c.manifest.to_record(False)),
-        call_line(
-            seq=1,
-            tool="lookup",
-            key=key_of_json("lookup", canonical_json(args)),
-            fingerprint=c.fingerprint,
-            side_effect=False,
-            ms=1.0,
-            expires_at=None,
-            recorded_at="2026-01-01T00:00:00Z",
-            args=args,
-            result={"found": True},
-        ),
+        builders.call_line(seq=1, tool="lookup", args=args, result={"found": True}, fingerprint=c.fingerprint),
     ]
     tape = tmp_path / "c.jsonl"
     tape.write_bytes(b"".join(lines))

@@ -12,9 +12,8 @@ from typing import Any
 import pytest
 
 from tapetui import Tape, TapeDrift, TapeError, TapeMiss, TapeReplayedError, ToolDriftError, ToolRegistry
-from tapetui.core.keys import key_of
-from tapetui.core.tapefile import call_line, dump_line
 from tapetui.review.changelog import Entry, append_entry
+from tests.builders import HEADER, call_line
 
 pytest_plugins = ["pytester"]
 
@@ -83,21 +82,7 @@ def test_a_multi_line_message_keeps_its_lines() -> None:
 
 def _tape_with(tmp_path: Path, tool: str, args: dict[str, Any], **fields: Any) -> Path:
     tape = tmp_path / "s.jsonl"
-    tape.write_bytes(
-        dump_line({"type": "session", "v": 1})
-        + call_line(
-            seq=1,
-            tool=tool,
-            key=key_of(tool, args),
-            fingerprint="0123456789abcdef",
-            side_effect=False,
-            ms=1.0,
-            expires_at=None,
-            recorded_at="2026-01-01T00:00:00Z",
-            args=args,
-            **fields,
-        )
-    )
+    tape.write_bytes(HEADER + call_line(seq=1, tool=tool, args=args, **fields))
     return tape
 
 

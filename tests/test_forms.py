@@ -10,13 +10,12 @@ import orjson
 import pytest
 
 from tapetui import Config, Tape, TapeError, ToolDriftError, ToolRegistry, tool_fingerprint
-from tapetui.core.canon import canonical_json
 from tapetui.core.fingerprint import explain_manifest_change, in_form, redact_manifest, tool_manifest
-from tapetui.core.keys import key_of_json
 from tapetui.core.runlog import read_run_log
 from tapetui.core.store import candidate_path, runlog_path
-from tapetui.core.tapefile import call_line, dump_line, read_index
+from tapetui.core.tapefile import dump_line, read_index
 from tapetui.review import compare
+from tests import builders
 
 KEY_1 = "sk-live-FormOneKey0001abcdefgh"
 KEY_2 = "sk-live-RotatedKey0002abcdefgh"
@@ -58,18 +57,7 @@ def _form1_tape(path: Path, key: str = KEY_1) -> Path:
     for seq, q in enumerate(("a", "b"), 1):
         args = {"query": q}
         lines.append(
-            call_line(
-                seq=seq,
-                tool="search",
-                key=key_of_json("search", canonical_json(args)),
-                fingerprint=raw.fingerprint,
-                side_effect=False,
-                ms=1.0,
-                expires_at=None,
-                recorded_at="2026-01-01T00:00:00Z",
-                args=args,
-                result={"hits": [q]},
-            )
+            builders.call_line(seq=seq, tool="search", args=args, result={"hits": [q]}, fingerprint=raw.fingerprint)
         )
     path.write_bytes(b"".join(lines))
     assert "form" not in orjson.loads(lines[1]) and key.encode() in path.read_bytes()  # as old tapes are

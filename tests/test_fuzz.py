@@ -25,8 +25,9 @@ from tapetui import TapeError
 from tapetui.cli import main as cli_main
 from tapetui.core.config import load_config
 from tapetui.core.runlog import RunLogReader, read_run_log
-from tapetui.core.tapefile import call_line, dump_line, read_index
+from tapetui.core.tapefile import dump_line, read_index
 from tapetui.review import check_session, load
+from tests.builders import HEADER, call_line
 
 # A bound per case, far above what any case needs: a hang fails instead of stalling CI. Generous, because
 # hypothesis traces the first run of an explicit example, and a diff of a 1,000-deep value under that
@@ -84,18 +85,7 @@ def _call(seq: Any, tool: str, args: Any, result: Any) -> bytes:
 
 
 good_call = st.builds(
-    lambda seq, tool, args, result: call_line(
-        seq=seq,
-        tool=tool,
-        key=f"{tool}:abcdef012345",
-        fingerprint="0123456789abcdef",
-        side_effect=False,
-        ms=1.0,
-        expires_at=None,
-        recorded_at="2026-01-01T00:00:00Z",
-        args=args,
-        result=result,
-    ),
+    lambda seq, tool, args, result: call_line(seq=seq, tool=tool, key=f"{tool}:abcdef012345", args=args, result=result),
     st.integers(1, 50),
     st.sampled_from(["fetch", "search", "t"]),
     st.dictionaries(st.text(max_size=5), json_values, max_size=3),
@@ -105,7 +95,7 @@ odd_call = st.builds(_call, json_values, st.text(max_size=6), json_values, json_
 line = st.one_of(
     good_call,
     odd_call,
-    st.just(dump_line({"type": "session", "v": 1})),
+    st.just(HEADER),
     st.builds(lambda v: orjson.dumps(v) + b"\n", json_values),  # any JSON value as a line
     st.builds(lambda t: orjson.dumps({"type": t, "v": 99, "x": 1}) + b"\n", st.text(max_size=10)),  # future types
     st.builds(lambda b: b + b"\n", st.binary(max_size=60)),  # random bytes, NUL and invalid UTF-8 among them
@@ -114,28 +104,28 @@ line = st.one_of(
 tape_bytes = st.lists(line, max_size=12).map(b"".join)
 
 SPECIAL: dict[str, bytes] = {
-    "ten_mb_line": dump_line({"type": "session", "v": 1}) + _call(1, "t", {"blob": "x" * 10_000_000}, 1),
-    "deep_nesting": dump_line({"type": "session", "v": 1}) + b'{"type":"call","seq":1,"tool":"t","key":"t:0",'
+    "ten_mb_line": HEADER + _call(1, "t", {"blob": "x" * 10_000_000}, 1),
+    "deep_nesting": HEADER + b'{"type":"call","seq":1,"tool":"t","key":"t:0",'
     b'"args":' + b"[" * 10_000 + b"]" * 10_000 + b',"result":1}\n',
-    "nesting_900": dump_line({"type": "session", "v": 1}) + b'{"type":"call","seq":1,"tool":"t","key":"t:0",'
+    "nesting_900": HEADER + b'{"type":"call","seq":1,"tool":"t","key":"t:0",'
     b'"args":{"a":' + b"[" * 900 + b"]" * 900 + b'},"result":' + b"[" * 900 + b"]" * 900 + b"}\n",
-    "invalid_utf8": dump_line({"type": "session", "v": 1}) + b'{"type":"call","seq":1,"tool":"t\xff\xfe","key":"x"}\n',
-    "nul_bytes": dump_line({"type": "session", "v": 1}) + b'{"type":"call","seq":1,"tool":"t\x00","key":"t:0"}\n\x00\n',
+    "invalid_utf8": HEADER + b'{"type":"call","seq":1,"tool":"t\xff\xfe","key":"x"}\n',
+    "nul_bytes": HEADER + b'{"type":"call","seq":1,"tool":"t\x00","key":"t:0"}\n\x00\n',
     "future_type": dump_line({"type": "session", "v": 7}) + b'{"type":"hologram","seq":1}\n' + _call(1, "t", {}, 1),
-    "missing_seq": dump_line({"type": "session", "v": 1}) + b'{"type":"call","tool":"t","key":"t:0","args":{}}\n',
-    "seq_not_int": dump_line({"type": "session", "v": 1}) + _call("1", "t", {}, 1) + _call(True, "t", {}, 1),
-    "deep_args_no_key": dump_line({"type": "session", "v": 1})
+    "missing_seq": HEADER + b'{"type":"call","tool":"t","key":"t:0","args":{}}\n',
+    "seq_not_int": HEADER + _call("1", "t", {}, 1) + _call(True, "t", {}, 1),
+    "deep_args_no_key": HEADER
     + b'{"type":"call","seq":1,"tool":"t","args":'
     + b"[" * 1000
     + b"]" * 1000
     + b',"result":1}\n',
-    "deep_result": dump_line({"type": "session", "v": 1}) + b'{"type":"call","seq":1,"tool":"t","key":"t:0",'
+    "deep_result": HEADER + b'{"type":"call","seq":1,"tool":"t","key":"t:0",'
     b'"args":{},"result":' + b"[" * 1000 + b"1" + b"]" * 1000 + b"}\n",
-    "torn_tail": dump_line({"type": "session", "v": 1}) + _call(1, "t", {}, 1)[:30],
+    "torn_tail": HEADER + _call(1, "t", {}, 1)[:30],
     "empty": b"",
     "only_newlines": b"\n\n\n",
     "brace_before_call": _call(1, "t", {}, 1).replace(b"{", b"{{", 1) + _call(2, "t", {}, 1),
-    "huge_integer": dump_line({"type": "session", "v": 1}) + b'{"type":"call","seq":99999999999999999999999,'
+    "huge_integer": HEADER + b'{"type":"call","seq":99999999999999999999999,'
     b'"tool":"t","key":"t:0","args":{"n":1e999},"result":-99999999999999999999999}\n',
 }
 

@@ -20,10 +20,10 @@ import pytest
 
 from tapetui import Tape, TapeError, ToolRegistry, load_config, review
 from tapetui.core import runlog, tapefile
-from tapetui.core.keys import key_of
 from tapetui.core.runlog import RunLogReader, RunLogWarning, RunSummary, read_run_log
 from tapetui.core.store import runlog_path
-from tapetui.core.tapefile import Appender, call_line, dump_line, read_index
+from tapetui.core.tapefile import Appender, read_index
+from tests.builders import HEADER, call_line
 from tests.conftest import tapetui_cli
 
 from .conftest import Calls
@@ -43,21 +43,7 @@ def answered_cleanly(r: subprocess.CompletedProcess[str], *needles: str) -> None
 
 
 def call(seq: int, tool: str, args: dict[str, Any], result: Any = None) -> bytes:
-    return call_line(
-        seq=seq,
-        tool=tool,
-        key=key_of(tool, args),
-        fingerprint="0123456789abcdef",
-        side_effect=False,
-        ms=1.0,
-        expires_at=None,
-        recorded_at="2026-01-01T00:00:00Z",
-        args=args,
-        result=result,
-    )
-
-
-HEADER = dump_line({"type": "session", "v": 1})
+    return call_line(seq=seq, tool=tool, args=args, result=result)
 
 
 # ---- FIFOs and folders named like tapes and run logs ---------------------------------------------

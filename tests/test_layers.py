@@ -10,6 +10,7 @@ to defer a heavy or optional dependency, and then says why in a comment on its l
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -225,3 +226,45 @@ def test_no_package_attribute_hides_a_submodule() -> None:
             if not isinstance(getattr(importlib.import_module(parent), leaf), types.ModuleType):
                 hidden.append(mod)
     assert hidden == []
+
+
+# The engine's house (docs/architecture.md): a unit that grows past these is split along its seams.
+MAX_CORE_MODULE_LINES = 600
+MAX_CORE_CLASS_LINES = 400
+MAX_FUNCTION_LINES = 80  # in core and review
+
+
+def _sizes() -> list[str]:
+    over = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        layer = path.relative_to(PACKAGE).parts[0]
+        if layer not in ("core", "review"):
+            continue
+        text = path.read_text(encoding="utf-8")
+        rel = path.relative_to(PACKAGE.parent)
+        if layer == "core" and len(text.splitlines()) > MAX_CORE_MODULE_LINES:
+            over.append(f"{rel}: {len(text.splitlines())} lines (module)")
+        for node in ast.walk(ast.parse(text)):
+            if not isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            lines = (node.end_lineno or node.lineno) - node.lineno + 1
+            if isinstance(node, ast.ClassDef):
+                if layer == "core" and lines > MAX_CORE_CLASS_LINES:
+                    over.append(f"{rel}:{node.lineno}: class {node.name}: {lines} lines")
+            elif lines > MAX_FUNCTION_LINES:
+                over.append(f"{rel}:{node.lineno}: {node.name}(): {lines} lines")
+    return over
+
+
+def test_no_unit_of_the_engine_outgrows_its_size() -> None:
+    """No module of tapetui/core over 600 lines, no class there over 400, no function in core or review over 80."""
+    assert _sizes() == []
+
+
+def test_the_size_rule_sees_an_oversized_unit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    core = tmp_path / "tapetui" / "core"
+    core.mkdir(parents=True)
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES + 1))
+    (core / "big.py").write_text(f"def f():\n{body}\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", tmp_path / "tapetui")
+    assert _sizes() == [f"tapetui/core/big.py:1: f(): {MAX_FUNCTION_LINES + 2} lines"]

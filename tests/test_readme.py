@@ -379,3 +379,13 @@ def test_every_block_is_tested() -> None:
     assert not [b.id for b in BLOCKS if b.lang not in known], f"a language this file does not test: {known}"
     unused = {d.name for d in SETUPS.iterdir()} - {b.setup for b in BLOCKS}
     assert not unused, f"tests/data/readme/ holds setups no README block names: {sorted(unused)}"
+
+
+def test_ci_runs_the_readme_test_command_verbatim() -> None:
+    """`.ci/run` runs the README's second set-up command, as written: the quick and the slow step."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    commands = re.findall(r"```sh\n(python3 -m venv [^\n]*)\n```", readme)
+    assert len(commands) == 2, "the README gives exactly two set-up commands"
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()[-1]
+    assert ci == commands[1]
+    assert '-m "not slow" -n auto' in ci and ci.endswith("python -m pytest -m slow")

@@ -12,9 +12,8 @@ from typing import Any
 import pytest
 
 from tapetui import Tape, TapeError, TapeReplayedError
-from tapetui.core.keys import key_of
 from tapetui.core.recorded_errors import build_error, restorable
-from tapetui.core.tapefile import call_line, dump_line
+from tests.builders import HEADER, call_line
 
 pytest_plugins = ["pytester"]
 
@@ -63,21 +62,8 @@ def replay_error(tmp_path: Path, type_name: str, module: str, message: str = "re
     """Write a one-call tape whose call raised ``module.type_name`` and replay it; what it raised."""
     tape = tmp_path / "s.jsonl"
     args = {"n": 1}
-    tape.write_bytes(
-        dump_line({"type": "session", "v": 1})
-        + call_line(
-            seq=1,
-            tool="t",
-            key=key_of("t", args),
-            fingerprint="0123456789abcdef",
-            side_effect=False,
-            ms=1.0,
-            expires_at=None,
-            recorded_at="2026-01-01T00:00:00Z",
-            args=args,
-            error={"type": type_name, "module": module, "message": message},
-        )
-    )
+    error = {"type": type_name, "module": module, "message": message}
+    tape.write_bytes(HEADER + call_line(seq=1, tool="t", args=args, error=error))
     with Tape(tape, "replay", None, run_log=False) as t:
         try:
             t.call("t", args)
@@ -230,21 +216,8 @@ def test_a_skip_recorded_on_a_tape_fails_the_test_instead_of_skipping_it(pyteste
     tape = pytester.path / "tapes" / "test_agent" / "test_agent.jsonl"
     tape.parent.mkdir(parents=True)
     args = {"a": 1}
-    tape.write_bytes(
-        dump_line({"type": "session", "v": 1})
-        + call_line(
-            seq=1,
-            tool="add",
-            key=key_of("add", args),
-            fingerprint="0123456789abcdef",
-            side_effect=False,
-            ms=1.0,
-            expires_at=None,
-            recorded_at="2026-01-01T00:00:00Z",
-            args=args,
-            error={"type": "SkipTest", "module": "unittest.case", "message": "looks fine"},
-        )
-    )
+    error = {"type": "SkipTest", "module": "unittest.case", "message": "looks fine"}
+    tape.write_bytes(HEADER + call_line(seq=1, tool="add", args=args, error=error))
     res = pytester.runpytest("-p", "no:asyncio", "-p", "no:textual-snapshot")
     res.assert_outcomes(failed=1)
     res.stdout.fnmatch_lines(["*add (step 1) raised SkipTest when recorded: looks fine*"])

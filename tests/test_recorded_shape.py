@@ -17,8 +17,7 @@ import orjson
 import pytest
 
 from tapetui import Tape, TapeReplayedError, ToolRegistry
-from tapetui.core.keys import key_of
-from tapetui.core.tapefile import call_line, dump_line
+from tests.builders import HEADER, call_line
 
 SIDE_EFFECTS: list[str] = []
 
@@ -231,21 +230,7 @@ def test_a_class_that_is_gone_comes_back_as_tape_replayed_error_with_everything(
 def old_line(tmp_path: Path, error: dict[str, Any]) -> Path:
     path = tmp_path / "old.jsonl"
     args = {"n": 1}
-    path.write_bytes(
-        dump_line({"type": "session", "v": 1})
-        + call_line(
-            seq=1,
-            tool="fetch",
-            key=key_of("fetch", args),
-            fingerprint="0123456789abcdef",
-            side_effect=False,
-            ms=1.0,
-            expires_at=None,
-            recorded_at="2026-01-01T00:00:00Z",
-            args=args,
-            error=error,
-        )
-    )
+    path.write_bytes(HEADER + call_line(seq=1, tool="fetch", args=args, error=error))
     return path
 
 

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from tapetui.core.keys import key_of
-from tapetui.core.tapefile import call_line, dump_line
+from tests.builders import call_line, session_line
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -58,29 +58,16 @@ def _hostile_project(tmp_path: Path) -> Path:
     d.mkdir()
     name = "evil\x1b]0;title\x07[b]x[-b]\u202e"
     golden = d / f"{name}.jsonl"
-    lines = [dump_line({"type": "session", "v": 1, "labels": {"model": HOSTILE["osc_title"]}})]
+    lines = [session_line(labels={"model": HOSTILE["osc_title"]})]
     cand = [lines[0]]
     events = [orjson.dumps({"event": "start", "mode": "replay"}) + b"\n"]
     for seq, (case, text) in enumerate(HOSTILE.items(), start=1):
         tool = f"tool_{case}" if seq > 1 else "t\x1b[2J[red]ool"
         args = {"case": case, "text": text, text: "as a key"}
         new = {**args, "text": text + "!"}
-        common = {
-            "fingerprint": "0123456789abcdef",
-            "side_effect": False,
-            "ms": 1.0,
-            "expires_at": None,
-            "recorded_at": "2026-01-01T00:00:00Z",
-        }
         error = {"type": "ValueError", "module": "builtins", "message": text} if case == "osc52_clipboard" else None
-        lines.append(
-            call_line(
-                seq=seq, tool=tool, key=key_of(tool, args), args=args, result={"out": text}, error=error, **common
-            )
-        )
-        cand.append(
-            call_line(seq=seq, tool=tool, key=key_of(tool, new), args=new, result={"out": text + "?"}, **common)
-        )
+        lines.append(call_line(seq=seq, tool=tool, args=args, result={"out": text}, error=error))
+        cand.append(call_line(seq=seq, tool=tool, args=new, result={"out": text + "?"}))
         events.append(
             orjson.dumps(
                 {

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
@@ -17,7 +16,7 @@ from textual.drivers.headless_driver import HeadlessDriver
 
 from tapetui.core.config import Config
 from tapetui.core.keys import key_of
-from tapetui.core.tapefile import call_line, dump_line
+from tests.builders import call_line, session_line
 
 MARKUP = "[bold red]x[/]"
 OSC52 = "\x1b]52;c;ZXZpbA==\x07"
@@ -51,28 +50,19 @@ def _project(tmp_path: Path) -> Path:
     d.mkdir()
     name = "sess[bold red]y[b]\x1b]0;t\x07"  # no "/" in a file name
     golden = d / f"{name}.jsonl"
-    header = dump_line({"type": "session", "v": 1, "labels": {"model" + HOSTILE: "m" + HOSTILE}})
-    common: dict[str, Any] = {
-        "fingerprint": "0123456789abcdef",
-        "side_effect": False,
-        "ms": 1.0,
-        "expires_at": None,
-        "recorded_at": "2026-01-01T00:00:00Z",
-    }
+    header = session_line(labels={"model" + HOSTILE: "m" + HOSTILE})
     args = {"q": HOSTILE, HOSTILE: "as a key"}
     new = {**args, "q": HOSTILE + "!"}
     golden.write_bytes(
         header
         + b"".join(
             [
-                call_line(seq=1, tool=TOOL, key=key_of(TOOL, args), args=args, result={"out": HOSTILE}, **common),
+                call_line(seq=1, tool=TOOL, args=args, result={"out": HOSTILE}),
                 call_line(
                     seq=2,
                     tool=TOOL,
-                    key=key_of(TOOL, {"n": 2}),
                     args={"n": 2},
                     error={"type": "ValueError" + HOSTILE, "module": "builtins", "message": HOSTILE},
-                    **common,
                 ),
             ]
         )
@@ -81,8 +71,8 @@ def _project(tmp_path: Path) -> Path:
         header
         + b"".join(
             [
-                call_line(seq=1, tool=TOOL, key=key_of(TOOL, new), args=new, result={"out": HOSTILE + "?"}, **common),
-                call_line(seq=2, tool=TOOL, key=key_of(TOOL, {"n": 2}), args={"n": 2}, result=HOSTILE, **common),
+                call_line(seq=1, tool=TOOL, args=new, result={"out": HOSTILE + "?"}),
+                call_line(seq=2, tool=TOOL, args={"n": 2}, result=HOSTILE),
             ]
         )
     )

@@ -17,21 +17,12 @@ from typing import Any
 import pytest
 
 from tapetui.core.config import Config
-from tapetui.core.keys import key_of
-from tapetui.core.tapefile import call_line, dump_line
 from tapetui.tui.app import TapeApp
 from tapetui.tui.widgets import diff_view
 from tapetui.tui.widgets.session_tree import StepRef
+from tests.builders import HEADER, call_line
 from tests.conftest import python_here
 from tests.test_tui import SIZE, _visible, app_for, goto_session, settle, wait_for
-
-COMMON: dict[str, Any] = {
-    "fingerprint": "0123456789abcdef",
-    "side_effect": False,
-    "ms": 1.0,
-    "expires_at": None,
-    "recorded_at": "2026-01-01T00:00:00Z",
-}
 
 
 def shows_step(app: TapeApp, seq: int, tool: str) -> bool:
@@ -65,22 +56,12 @@ def big_session(tmp_path: Path, old: Any, new: Any, name: str = "big") -> Config
     """A session whose step 1 (fetch_page) result is ``old`` in the golden and ``new`` in the candidate."""
     d = tmp_path / "tapes"
     d.mkdir(exist_ok=True)
-    header = dump_line({"type": "session", "v": 1})
 
     def tape(result: Any) -> bytes:
         return (
-            header
-            + call_line(
-                seq=1,
-                tool="fetch_page",
-                key=key_of("fetch_page", {"url": "u"}),
-                args={"url": "u"},
-                result=result,
-                **COMMON,
-            )
-            + call_line(
-                seq=2, tool="summarize", key=key_of("summarize", {"n": 1}), args={"n": 1}, result="ok", **COMMON
-            )
+            HEADER
+            + call_line(seq=1, tool="fetch_page", args={"url": "u"}, result=result)
+            + call_line(seq=2, tool="summarize", args={"n": 1}, result="ok")
         )
 
     (d / f"{name}.jsonl").write_bytes(tape(old))

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from tapetui.core.errors import TooDeep
+from tapetui.core.errors import InvalidValue, TooDeep
 
 __all__ = ["canon", "canonical_json", "dumps"]
 
@@ -44,7 +44,7 @@ def _canon(value: Any) -> Any:
         return [_canon(v) for v in value]
     if isinstance(value, (set, frozenset)):
         return sorted((_canon(v) for v in value), key=canonical_json)
-    raise TypeError(f"{type(value).__name__} is not a JSON value")
+    raise InvalidValue(f"{type(value).__name__} is not a JSON value")
 
 
 def canonical_json(value: Any) -> bytes:
@@ -101,4 +101,4 @@ def _stdlib(value: Any, sort_keys: bool, default: Callable[[Any], Any] | None) -
             value, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=default
         ).encode()
     except ValueError as e:  # NaN or infinity (orjson would have written null): refused, not written as invalid JSON
-        raise TypeError(str(e)) from None
+        raise InvalidValue(str(e)) from None

@@ -6,11 +6,13 @@ Apart from :mod:`tapetui.core.jsondiff` (which finds them) so that the errors a 
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 import orjson
+
+from tapetui.core.paths import join as format_path
+from tapetui.core.paths import prefixed
 
 __all__ = ["DEEPER", "MISSING", "SHOWN_DEPTH", "Change", "format_changes", "format_path", "json_text", "short"]
 
@@ -39,22 +41,6 @@ class Change(NamedTuple):
         if self.new is MISSING:
             return "removed"
         return "changed"
-
-
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
-
-
-def format_path(parts: Sequence[str | int], prefix: str = "") -> str:
-    """``["opts", "a", 2]`` → ``opts.a[2]``; keys that are not identifiers are quoted."""
-    out = prefix
-    for p in parts:
-        if isinstance(p, int):
-            out += f"[{p}]"
-        elif _IDENT.match(p):
-            out += f".{p}" if out else p
-        else:
-            out += f"[{orjson.dumps(p).decode()}]"
-    return out
 
 
 def short(value: Any, width: int = 60, around: str | None = None) -> str:
@@ -134,7 +120,7 @@ def format_changes(changes: Iterable[Change | tuple[str, Any, Any]], prefix: str
     """Lines such as ``args.max_words  120 → 80``; added and removed paths say so."""
     lines = []
     for path, old, new in changes:
-        full = (prefix + ("" if path.startswith("[") or not prefix else ".") + path) if path else prefix
+        full = prefixed(prefix, path)
         if old is MISSING:
             lines.append(f"{full}  (added) {short(new, width)}")
         elif new is MISSING:

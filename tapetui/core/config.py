@@ -310,17 +310,67 @@ def config_from_text(text: str, path: Path) -> Config:
     Raises:
         ConfigError: as :func:`load_config`.
     """
+    doc = _parsed(text, path)
+    root = path.parent
+    values = _table_values(doc, path)
+    stale = values.get("tapes.stale_policy", "warn")
+    registry = values.get("tapes.registry")
+    tools = _tool_policies(doc.get("tools", {}), path)
+    tapes_dir = _inside(root, values.get("tapes.dir", "tapes"), f"{path}: 'tapes.dir'")
+    changelog = _inside(
+        root,
+        values.get("tapes.changelog", str(Path(values.get("tapes.dir", "tapes")) / "CHANGELOG.md")),
+        f"{path}: 'tapes.changelog'",
+    )
+    command_timeout = _command_timeout(values.get("tapes.command_timeout"), path)
+    compare, sessions = compare_settings(doc.get("compare", {}), str(path))
+    return Config(
+        root=root,
+        tapes_dir=tapes_dir,
+        changelog=changelog,
+        path=path,
+        registry=registry,
+        replay_command=values.get("tapes.replay_command"),
+        record_command=values.get("tapes.record_command"),
+        command_timeout=command_timeout,
+        stale_policy=stale,
+        ignore=tuple(values.get("diff.ignore", ())),
+        volatile_defaults=values.get("diff.volatile_defaults", True),
+        redact_keys=tuple(values.get("redact.keys", ())),
+        redact_patterns=tuple(values.get("redact.patterns", ())),
+        tools=tools,
+        fingerprint_ignored=tuple(values.get("fingerprint.ignore", ())),
+        compare=compare,
+        compare_sessions=sessions,
+    )
+
+
+def _parsed(text: str, path: Path) -> dict[str, Any]:
+    """The TOML document of ``text``, each of its top-level keys a known table.
+
+    Raises:
+        ConfigError: not TOML (naming the line), an unknown table, or a table's key holding a plain value.
+    """
     try:
-        doc = tomlkit.parse(text).unwrap()
+        doc: dict[str, Any] = tomlkit.parse(text).unwrap()
     except ParseError as e:
         raise ConfigError(f"{path}:{e.line}: {e}") from None
-    root = path.parent
     known_tables = set(_TABLES)
     for table, body in doc.items():
         if table not in known_tables:
             raise ConfigError(f"{path}: unknown key {table!r} (known: {', '.join(sorted(known_tables))})")
         if not isinstance(body, dict):
             raise ConfigError(f"{path}: {table!r} must be a table")
+    return doc
+
+
+def _table_values(doc: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The keys of the ``[tapes]``, ``[diff]``, ``[redact]`` and ``[fingerprint]`` tables as ``"table.key"``,
+    each of its type and checked: the stale policy, the redaction patterns, the field patterns, the registry.
+
+    Raises:
+        ConfigError: an unknown key or a value of the wrong type, naming the file and the key.
+    """
     values: dict[str, Any] = {}
     for table, spec in _SCHEMA.items():
         body = doc.get(table, {})
@@ -344,8 +394,17 @@ def config_from_text(text: str, path: Path) -> Config:
     registry = values.get("tapes.registry")
     if registry is not None and not re.fullmatch(r"[\w.]+:[\w.]+", registry):
         raise ConfigError(f"{path}: 'tapes.registry' must look like module:attribute, got {registry!r}")
-    tools: dict[str, ToolPolicy] = {}
-    for name, body in doc.get("tools", {}).items():
+    return values
+
+
+def _tool_policies(tools: dict[str, Any], path: Path) -> dict[str, ToolPolicy]:
+    """``[tools.NAME]`` tables as each tool's policy (a ttl read as seconds).
+
+    Raises:
+        ConfigError: an unknown key or a bad value, naming the file and ``tools.NAME.KEY``.
+    """
+    out: dict[str, ToolPolicy] = {}
+    for name, body in tools.items():
         if not isinstance(body, dict):
             raise ConfigError(f"{path}: 'tools.{name}' must be a table")
         kw: dict[str, Any] = {}
@@ -362,38 +421,21 @@ def config_from_text(text: str, path: Path) -> Config:
                 _check_field_patterns(value, where)
                 value = tuple(value)
             kw[key] = value
-        tools[name] = ToolPolicy(**kw)
-    tapes_dir = _inside(root, values.get("tapes.dir", "tapes"), f"{path}: 'tapes.dir'")
-    changelog = _inside(
-        root,
-        values.get("tapes.changelog", str(Path(values.get("tapes.dir", "tapes")) / "CHANGELOG.md")),
-        f"{path}: 'tapes.changelog'",
-    )
-    timeout = values.get("tapes.command_timeout")
+        out[name] = ToolPolicy(**kw)
+    return out
+
+
+def _command_timeout(timeout: Any, path: Path) -> float:
+    """``[tapes] command_timeout`` in seconds (1800 when not set).
+
+    Raises:
+        ConfigError: not a duration, or more than :data:`MAX_COMMAND_TIMEOUT`.
+    """
     where = f"{path}: 'tapes.command_timeout'"
     command_timeout = 1800.0 if timeout is None else parse_duration(timeout, where, what="a command_timeout")
     if command_timeout > MAX_COMMAND_TIMEOUT:
         raise ConfigError(f"{where} must be at most 7 days, got {_shown(timeout)}")
-    compare, sessions = compare_settings(doc.get("compare", {}), str(path))
-    return Config(
-        root=root,
-        tapes_dir=tapes_dir,
-        changelog=changelog,
-        path=path,
-        registry=registry,
-        replay_command=values.get("tapes.replay_command"),
-        record_command=values.get("tapes.record_command"),
-        command_timeout=command_timeout,
-        stale_policy=stale,
-        ignore=tuple(values.get("diff.ignore", ())),
-        volatile_defaults=values.get("diff.volatile_defaults", True),
-        redact_keys=tuple(values.get("redact.keys", ())),
-        redact_patterns=tuple(values.get("redact.patterns", ())),
-        tools=tools,
-        fingerprint_ignored=tuple(values.get("fingerprint.ignore", ())),
-        compare=compare,
-        compare_sessions=sessions,
-    )
+    return command_timeout
 
 
 def _check_field_patterns(patterns: list[Any], where: str) -> None:

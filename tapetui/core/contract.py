@@ -1,10 +1,11 @@
 """A recorded call's tool contract against the live tool's: the fingerprint, in the form it was recorded in.
 
 Before a recorded call is replayed, the fingerprint on the tape is compared with the registered tool's
-(DESIGN §3). A tape recorded in fingerprint form 1 is verified in form 1, a newer one in its own form
-(see :mod:`tapetui.core.fingerprint`); a change is explained from the two manifests when the tape holds
-the old one. Fields tapes.toml ignores (``[fingerprint] ignore``) are removed from both manifests before
-they are compared; the stored fingerprint is never touched, so editing that list never turns a tape red.
+(``docs/format.md``, "Verifying an older form"). A tape recorded in fingerprint form 1 is verified in form 1,
+a newer one in its own form (see :mod:`tapetui.core.fingerprint`); a change is explained from the two
+manifests when the tape holds the old one. Fields tapes.toml ignores (``[fingerprint] ignore``) are removed
+from both manifests before they are compared; the stored fingerprint is never touched, so editing that list
+never turns a tape red.
 """
 
 from __future__ import annotations

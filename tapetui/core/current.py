@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from tapetui.core.errors import TapeError
+from tapetui.core.errors import InvalidValue, TapeError
 from tapetui.core.registry import ToolRegistry
 from tapetui.core.tape import Tape
 
@@ -99,7 +99,7 @@ class use_tape:  # noqa: N801 - used like a function: `with use_tape(...)`, `@us
     def __call__(self, fn: F) -> F:
         if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
             # the tape would close when the generator is made, before its body runs: refuse, never record nothing
-            raise TypeError(
+            raise InvalidValue(
                 f"@use_tape cannot wrap the generator function {getattr(fn, '__qualname__', fn)!r}: "
                 "use `with use_tape(...)` inside it"
             )

@@ -9,12 +9,13 @@ from tapetui.core.textsafe import safe_text
 
 __all__ = [
     "ConfigError",
-    "TooDeep",
     "TapeDrift",
+    "InvalidValue",
     "TapeError",
     "TapeMiss",
     "TapeReplayedError",
     "TapeStale",
+    "TooDeep",
     "ToolDriftError",
 ]
 
@@ -30,6 +31,11 @@ class TapeError(Exception):
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*(safe_text(a) if isinstance(a, str) else a for a in args))
+
+
+class InvalidValue(TapeError, TypeError, ValueError):
+    """A public call was given a value it does not take: a mode that does not exist, a value that is not JSON,
+    a generator function to ``@use_tape``. A ``TypeError`` and a ``ValueError`` too, as these errors were."""
 
 
 class TooDeep(TapeError):

@@ -17,7 +17,7 @@ from typing import Any
 
 from tapetui.core.errors import TapeError
 
-__all__ = ["atomic_write", "file_kind", "file_sha256", "fsync_dir", "open_regular", "read_regular"]
+__all__ = ["atomic_write", "file_kind", "file_sha256", "file_stamp", "fsync_dir", "open_regular", "read_regular"]
 
 
 def open_regular(path: Path | str, what: str = "tape") -> int:
@@ -72,6 +72,18 @@ def file_sha256(path: Path | str, *, follow_symlinks: bool = False) -> str | Non
         return None
     finally:
         os.close(fd)
+
+
+def file_stamp(path: Path | str | None) -> tuple[int, int, int] | None:
+    """What tells that a file changed without reading it: ``(inode, size, mtime_ns)``; None when there is none
+    (or no path). A rename over it changes the inode even when size and time are the same."""
+    if path is None:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def file_kind(mode: int) -> str:

@@ -1,4 +1,8 @@
-"""A fill's second source: the calls an earlier fill ran live, from its pending (unreviewed) candidate.
+"""A fill's candidate (:class:`FillCandidate`) and its second source (:class:`Filled`).
+
+A fill replays the golden and runs only what is missing live; what it writes is a candidate for review:
+the session as played, opened at the first miss with the hits and notes so far, then every hit carried
+over (renumbered to its step in this run) and every live call appended.
 
 A fill that was never reviewed, or was killed, already ran its misses live; the next fill replays those
 too, so that a side effect runs once, not at every fill. The calls copied into that candidate from the
@@ -18,7 +22,7 @@ from tapetui.core.errors import TapeError
 from tapetui.core.index import TapeIndex
 from tapetui.core.tapefile import read_index
 
-__all__ = ["Filled"]
+__all__ = ["FillCandidate", "Filled"]
 
 
 _SEQ = re.compile(rb'^(\{"type":"call",)"seq":\d+,')
@@ -78,3 +82,60 @@ class Filled:
 
     def close(self) -> None:
         self.fh.close()
+
+
+class FillCandidate:
+    """What a fill writes, before and after its first miss opens the candidate file.
+
+    Until then nothing is written: the hits (``(run seq, index, from the earlier fill)``) and the note and
+    phase lines among them are held, then become the candidate's first lines (:meth:`opening`). After that,
+    hits are carried straight into it.
+
+    Args:
+        golden / golden_fh: the golden's index and open file.
+        earlier: the earlier fill's calls (the second source), if any.
+        tool_line: the tool line to write before a name's first call line (empty once it is written), for a
+            call of ``index``.
+    """
+
+    __slots__ = ("_golden", "_golden_fh", "_held", "_tool_line", "earlier")
+
+    def __init__(
+        self,
+        golden: TapeIndex,
+        golden_fh: Any,
+        earlier: Filled | None,
+        tool_line: Callable[[str, TapeIndex], bytes],
+    ) -> None:
+        self._golden = golden
+        self._golden_fh = golden_fh
+        self.earlier = earlier
+        self._tool_line = tool_line
+        self._held: list[tuple[int, int, bool] | bytes] = []
+
+    def hold(self, line: bytes) -> None:
+        """A note or phase line before the candidate is open: it goes in with the hits around it."""
+        self._held.append(line)
+
+    def carry(self, writer: Any, seq: int, i: int, earlier: bool = False) -> None:
+        """Recording ``i`` (of the golden, or with ``earlier`` of the earlier fill) served as step ``seq``: held
+        until the candidate opens (``writer`` None), else appended to it."""
+        if writer is None:
+            self._held.append((seq, i, earlier))
+        else:
+            writer.append(self.carried_line(seq, i, earlier))
+
+    def carried_line(self, seq: int, i: int, earlier: bool) -> bytes:
+        """Recording ``i`` renumbered to ``seq``, after its tool line when the candidate has none yet."""
+        if earlier:
+            assert self.earlier is not None
+            index, fh = self.earlier.index, self.earlier.fh
+        else:
+            index, fh = self._golden, self._golden_fh
+        return self._tool_line(index.tools[i], index) + index.renumbered(i, seq, fh)
+
+    def opening(self) -> bytes:
+        """The candidate's first lines after its header: everything held so far (then nothing is held)."""
+        body = b"".join(p if isinstance(p, bytes) else self.carried_line(*p) for p in self._held)
+        self._held = []
+        return body

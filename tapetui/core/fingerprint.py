@@ -21,6 +21,9 @@ with, the live tool's manifest computed in that form: a tape recorded in form 1 
 what those forms do not cover (a docstring that became the default description included).
 A manifest's form-3 fields (``description`` ...) are inert in forms 1 and 2: not hashed, written
 or explained there. :func:`tool_fingerprint` (public API) keeps returning form 1.
+
+What each field is (the forms that hash it, its redaction, how an explanation shows it) is declared once,
+on the field of :class:`~tapetui.core.declared.Contract`; this module reads those declarations.
 """
 
 from __future__ import annotations
@@ -30,15 +33,19 @@ import hashlib
 import inspect
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+from functools import lru_cache
 from typing import Any
 
 import orjson
 
 from tapetui.core.canon import canonical_json
 from tapetui.core.changes import MISSING, Change, format_changes, short
-from tapetui.core.errors import TooDeep
+from tapetui.core.declared import CONTRACT, Contract, Declared
+from tapetui.core.errors import InvalidValue, TooDeep
 from tapetui.core.jsondiff import IgnoreRules, diff_values
+from tapetui.core.manifest_redaction import redact_params, redact_value
+from tapetui.core.paths import prefixed
 from tapetui.core.redact import DEFAULT_REDACTOR, REDACTED, Redactor
 
 __all__ = [
@@ -60,11 +67,7 @@ __all__ = [
 FORMS = (1, 2, 3)
 LATEST_FORM = 3
 # The fields form 3 adds to a manifest (None: the tool does not declare it).
-CONTRACT_FIELDS = ("description", "output_schema", "annotations", "title")
-# Every field of a manifest a tapes.toml `[fingerprint] ignore` pattern may name.
-MANIFEST_FIELDS = ("name", "version", "params", "schema", *CONTRACT_FIELDS)
-# Schema keywords whose values are instances, not structure: redacted when secret-looking.
-_VALUE_KEYWORDS = frozenset({"default", "example", "examples", "const"})
+CONTRACT_FIELDS = tuple(k for k, d in CONTRACT.items() if d.form not in (None, 1))
 # MCP tool annotations: the value that lets a tool do more. It is also each hint's default when absent
 # (the spec assumes the worst), so removing `"readOnlyHint": true` widens as flipping it does.
 _WIDENS = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": True}
@@ -75,8 +78,11 @@ _WIDENS_NOTE = " (widens what the tool may do)"
 class ToolManifest:
     """The inputs of a fingerprint, kept so a reader can say *why* two fingerprints differ.
 
-    ``description``, ``output_schema``, ``annotations`` and ``title`` are part of form 3 only
-    (None: not declared, or not known to the form the manifest is in).
+    Its fields are ``params`` (the function's signature) and the fields of
+    :class:`~tapetui.core.declared.Contract` a fingerprint covers, under the same names (each read,
+    written, redacted and explained as it declares). ``description``, ``output_schema``,
+    ``annotations`` and ``title`` are part of form 3 only (None: not declared, or not known to the
+    form the manifest is in).
     """
 
     name: str
@@ -100,36 +106,45 @@ class ToolManifest:
         if self.form != 1:
             rec["form"] = self.form
         rec.update(params=list(self.params), schema=self.schema, side_effect=side_effect)
-        if self.form >= 3:
-            for k in CONTRACT_FIELDS:
-                v = getattr(self, k)
-                if v is not None:
-                    rec[k] = v
+        for k in _held(self.form):
+            v = getattr(self, k)
+            if k in CONTRACT_FIELDS and v is not None:
+                rec[k] = v
         return rec
 
     @classmethod
     def from_record(cls, rec: dict[str, Any]) -> ToolManifest:
         form = rec.get("form", 1)
         form = form if type(form) is int else 0  # 0: not a form this version knows (the reader says so)
-        params, schema = rec.get("params"), rec.get("schema")
-        contract: dict[str, Any] = {}
-        if form >= 3:
-            description, output_schema, annotations, title = (rec.get(k) for k in CONTRACT_FIELDS)
-            contract = {
-                "description": description if isinstance(description, str) else None,
-                "output_schema": output_schema if isinstance(output_schema, dict) else None,
-                "annotations": annotations if isinstance(annotations, dict) else None,
-                "title": title if isinstance(title, str) else None,
-            }
+        params = rec.get("params")
         return cls(
-            name=str(rec.get("name", "")),
-            version=str(rec.get("version", "")),
             params=tuple(params) if isinstance(params, list) else (),
-            schema=schema if isinstance(schema, dict) else {},
             fingerprint=str(rec.get("fingerprint", "")),
             form=form,
-            **contract,
+            **{k: _read(CONTRACT[k], k, rec) for k in _held(form)},
         )
+
+
+# Every field of a manifest a tapes.toml `[fingerprint] ignore` pattern may name.
+MANIFEST_FIELDS = tuple(f.name for f in fields(ToolManifest) if f.name not in ("fingerprint", "form"))
+
+
+@lru_cache(maxsize=16)
+def _held(form: int) -> tuple[str, ...]:
+    """The Contract fields a form-``form`` manifest holds (form 1's in any form, even one unknown here)."""
+    return tuple(k for k, d in CONTRACT.items() if d.form == 1 or (d.form is not None and form >= d.form))
+
+
+def _read(d: Declared, key: str, rec: dict[str, Any]) -> Any:
+    """A field of a tool line as a manifest holds it; what its kind does not take reads as absent."""
+    if d.kind in ("name", "version"):
+        return str(rec.get(key, ""))
+    value = rec.get(key)
+    if d.kind == "text":
+        return value if isinstance(value, str) else None
+    if d.kind == "schema":
+        return value if isinstance(value, dict) else {}
+    return value if isinstance(value, dict) else None
 
 
 def _annotation(a: Any) -> str | None:
@@ -176,17 +191,11 @@ def _hash(name: str, params: Any, schema: Any, version: str) -> str:
 
 def _hash3(m: ToolManifest) -> str:
     """Form 3: sha256 of the canonical manifest (the form itself included, so no other form's can collide)."""
-    body = {
-        "form": 3,
-        "name": m.name,
-        "version": m.version,
-        "params": list(m.params),
-        "schema": m.schema,
-        "description": m.description,
-        "output_schema": m.output_schema,
-        "annotations": m.annotations,
-        "title": m.title,
-    }
+    body: dict[str, Any] = {"form": 3, "params": list(m.params)}
+    for k in _held(3):
+        v = getattr(m, k)
+        if v is not None or CONTRACT[k].null_hashed:  # a form-1 field is never None
+            body[k] = v
     return hashlib.sha256(canonical_json(body)).hexdigest()[:16]
 
 
@@ -224,26 +233,45 @@ def tool_manifest(
             that :func:`in_form` can make every form from it.
 
     Raises:
-        ValueError: no ``name`` for a contract without a function.
+        InvalidValue (a ValueError): no ``name`` for a contract without a function.
     """
     tool_name = name or (fn.__name__ if fn is not None else "")
     if not tool_name:
-        raise ValueError("a tool contract without a function needs a name")
-    params = _params(fn) if fn is not None else ()
-    schema_c = _json_copy(schema)
-    raw = ToolManifest(
+        raise InvalidValue("a tool contract without a function needs a name")
+    declared = Contract(
         tool_name,
-        str(version),
-        params,
-        schema_c,
-        _hash(tool_name, params, schema_c, str(version)),
-        1,
-        description,
-        _json_copy(output_schema),
-        _json_copy(annotations),
-        title,
+        version,
+        description=description,
+        schema=schema,
+        output_schema=output_schema,
+        annotations=annotations,
+        title=title,
     )
+    raw = contract_manifest(declared, fn)
     return raw if form == 1 else in_form(raw, form, redactor)
+
+
+def contract_manifest(contract: Contract, fn: Callable[..., Any] | None = None) -> ToolManifest:
+    """The form-1 manifest of ``contract`` (checked: see :mod:`tapetui.core.registry`), its params ``fn``'s
+    signature (none without a function); it keeps the later forms' fields, inert, so that :func:`in_form`
+    can make every form from it.
+
+    Raises:
+        ValueError, TypeError: ``fn``'s signature cannot be read (``inspect.signature``).
+    """
+    params = _params(fn) if fn is not None else ()
+    hashed = {k: _copied(CONTRACT[k], getattr(contract, k)) for k in _held(LATEST_FORM)}
+    fp = _hash(hashed["name"], params, hashed["schema"], hashed["version"])
+    return ToolManifest(params=params, fingerprint=fp, form=1, **hashed)
+
+
+def _copied(d: Declared, value: Any) -> Any:
+    """A declared value as a manifest holds it: a version as its str(), a JSON object round-tripped."""
+    if d.kind == "version":
+        return str(value)
+    if d.kind == "schema":
+        return _json_copy({} if value is None else value)
+    return _json_copy(value) if d.kind == "object" else value
 
 
 def tool_fingerprint(fn: Callable[..., Any], schema: dict[str, Any], version: str, name: str | None = None) -> str:
@@ -260,44 +288,30 @@ def in_form(manifest: ToolManifest, form: int, redactor: Redactor | None = None)
     them; a form-1 tool line does not, so a tape's form-1 manifest makes a form-3 one without them).
 
     Raises:
-        ValueError: a form this version does not know, or one that cannot be made from ``manifest``.
+        InvalidValue (a ValueError): a form this version does not know, or one that cannot be made from ``manifest``.
     """
     if form not in FORMS or (form == 1 and manifest.form != 1) or (form == 3 and manifest.form not in (1, 3)):
-        raise ValueError(f"cannot make a form-{form} fingerprint from a form-{manifest.form} manifest")
+        raise InvalidValue(f"cannot make a form-{form} fingerprint from a form-{manifest.form} manifest")
     if form == 1:
         return manifest
     r = redactor or DEFAULT_REDACTOR
-    params, schema = redact_manifest(manifest.params, manifest.schema, r)
-    if form == 2:
-        fp = _hash(manifest.name, params, schema, manifest.version)
-        if (
-            form == manifest.form
-            and fp == manifest.fingerprint
-            and params == manifest.params
-            and schema == manifest.schema
-        ):
-            return manifest
-        return ToolManifest(manifest.name, manifest.version, params, schema, fp, 2)
-    description, output_schema, annotations, title = _redact_contract(manifest, r)
-    out = ToolManifest(
-        manifest.name, manifest.version, params, schema, "", 3, description, output_schema, annotations, title
-    )
-    out = replace(out, fingerprint=_hash3(out))
+    params = redact_params(manifest.params, r)
+    out = ToolManifest(params=params, fingerprint="", form=form, **_redacted(manifest, _held(form), r))
+    out = replace(out, fingerprint=content_fingerprint(out))
     return manifest if out == manifest else out
 
 
-def _redact_contract(
-    m: ToolManifest, r: Redactor
-) -> tuple[str | None, dict[str, Any] | None, dict[str, Any] | None, str | None]:
-    """The form-3 fields with secret-looking values redacted, as form 2 redacts (no text folding)."""
+def _redacted(m: ToolManifest, keys: tuple[str, ...], r: Redactor) -> dict[str, Any]:
+    """The fields ``keys`` of ``m`` with secret-looking values redacted, each by its declared rule (texts
+    through the value rules, no text folding).
+
+    Raises:
+        TooDeep: a manifest nested deeper than Python walks.
+    """
     try:
-        description = None if m.description is None else r.redact_text(m.description)
-        title = None if m.title is None else r.redact_text(m.title)
-        output_schema = None if m.output_schema is None else _schema(m.output_schema, False, r)
-        annotations = None if m.annotations is None else r.redact(m.annotations)
+        return {k: redact_value(CONTRACT[k], getattr(m, k), r) for k in keys}
     except RecursionError:
         raise TooDeep("a tool manifest") from None
-    return description, output_schema, annotations, title
 
 
 # ---- ignoring fields (tapes.toml [fingerprint] ignore) -------------------------------
@@ -338,20 +352,15 @@ def without_ignored(m: ToolManifest, rules: IgnoreRules) -> ToolManifest:
                         if k == "name" or not rules.ignores((*at, k))
                     }
                 )
-        out = ToolManifest(
-            name="" if gone("name") else m.name,
-            version="" if gone("version") else m.version,
-            params=tuple(params),
-            schema={} if gone("schema") else walk(m.schema, ("schema",)),
-            fingerprint="",
-            form=m.form,
-            description=None if gone("description") else m.description,
-            output_schema=None
-            if gone("output_schema") or m.output_schema is None
-            else walk(m.output_schema, ("output_schema",)),
-            annotations=None if gone("annotations") or m.annotations is None else walk(m.annotations, ("annotations",)),
-            title=None if gone("title") else m.title,
-        )
+        kept = {}
+        for k in _held(LATEST_FORM):  # a form-1 manifest's inert fields too, as they are kept
+            v, kind = getattr(m, k), CONTRACT[k].kind
+            if gone(k):  # as a tool line without it reads
+                v = _read(CONTRACT[k], k, {})
+            elif kind in ("schema", "object") and v is not None:
+                v = walk(v, (k,))
+            kept[k] = v
+        out = ToolManifest(params=tuple(params), fingerprint="", form=m.form, **kept)
     except RecursionError:
         raise TooDeep("a tool manifest") from None
     return replace(out, fingerprint=content_fingerprint(out))
@@ -372,24 +381,11 @@ def redact_manifest(
     (``{"type": "string", "minLength": 8}``): only instance values are secret.
     """
     r = redactor or DEFAULT_REDACTOR
+    params_r = redact_params(params, r)
     try:
-        out: list[Any] = []
-        for p in params:
-            if not isinstance(p, dict):  # not what tapetui writes (a hand-edited tape): redacted as data
-                out.append(r.redact(p))
-                continue
-            q = dict(p)
-            secret = isinstance(p.get("name"), str) and r.is_secret_key(p["name"])
-            for k, v in p.items():
-                if k == "default":
-                    q[k] = _instance(v, secret, r)
-                elif k != "name":
-                    q[k] = r.redact(v)
-            out.append(q)
-        schema_r = _schema(schema, False, r)
+        return params_r, redact_value(CONTRACT["schema"], schema, r)
     except RecursionError:
         raise TooDeep("a tool manifest") from None
-    return tuple(out), schema_r if isinstance(schema_r, dict) else schema
 
 
 def redact_manifest_line(line: bytes, redactor: Redactor | None = None) -> bytes:
@@ -415,8 +411,8 @@ def redact_manifest_line(line: bytes, redactor: Redactor | None = None) -> bytes
         contract: dict[str, Any] = {}
         form = rec.get("form")
         if type(form) is int and form >= 3:
-            m = ToolManifest.from_record(rec)
-            for k, v in zip(CONTRACT_FIELDS, _redact_contract(m, r), strict=True):
+            later = _redacted(ToolManifest.from_record(rec), tuple(k for k in CONTRACT_FIELDS if k in _held(form)), r)
+            for k, v in later.items():
                 if v is not None and v != rec.get(k):
                     contract[k] = v
     except (orjson.JSONDecodeError, TooDeep, ValueError):
@@ -426,39 +422,6 @@ def redact_manifest_line(line: bytes, redactor: Redactor | None = None) -> bytes
     rec["params"], rec["schema"] = list(params), schema
     rec.update(contract)
     return orjson.dumps(rec, option=orjson.OPT_APPEND_NEWLINE)
-
-
-def _instance(value: Any, secret: bool, r: Redactor) -> Any:
-    """An instance value (a default, an example): blanked when its name is secret, else redacted."""
-    if secret:
-        if isinstance(value, str):
-            return REDACTED if value else value
-        if isinstance(value, list):
-            return [_instance(v, True, r) for v in value]
-    return r.redact(value)
-
-
-def _schema(node: Any, secret: bool, r: Redactor) -> Any:
-    if isinstance(node, dict):
-        names = r.renamed_keys(node)
-        out: dict[Any, Any] = {}
-        for k, v in node.items():
-            if k in _VALUE_KEYWORDS:
-                out[k] = _instance(v, secret, r)
-            elif k in ("properties", "patternProperties") and isinstance(v, dict):
-                pnames = r.renamed_keys(v)
-                out[k] = {
-                    pnames.get(pk, pk): _schema(pv, secret or (isinstance(pk, str) and r.is_secret_key(pk)), r)
-                    for pk, pv in v.items()
-                }
-            else:
-                out[names.get(k, k)] = _schema(v, secret, r)
-        return out
-    if isinstance(node, list):
-        return [_schema(v, secret, r) for v in node]
-    if isinstance(node, str):
-        return r.redact_text(node)
-    return node
 
 
 # ---- explaining a change ------------------------------------------------------------
@@ -495,50 +458,52 @@ def explain_manifest_change(
 
 
 def _content(m: ToolManifest) -> tuple[Any, ...]:
-    return (m.params, m.schema) + ((m.description, m.output_schema, m.annotations, m.title) if m.form >= 3 else ())
+    """What redaction may hide: params and the redacted fields ``m`` holds."""
+    return (m.params, *(getattr(m, k) for k in _held(m.form) if CONTRACT[k].redact != "none"))
 
 
 def _shown(m: ToolManifest, r: Redactor) -> ToolManifest:
-    params, schema = redact_manifest(m.params, m.schema, r)
-    if m.form < 3:
-        return replace(m, params=params, schema=schema)
-    description, output_schema, annotations, title = _redact_contract(m, r)
-    return replace(
-        m,
-        params=params,
-        schema=schema,
-        description=description,
-        output_schema=output_schema,
-        annotations=annotations,
-        title=title,
-    )
+    return replace(m, params=redact_params(m.params, r), **_redacted(m, _held(m.form), r))
+
+
+_PARAMS_ORDER = 2  # where params come in an explanation, among the fields' declared orders
 
 
 def _explain(old: ToolManifest, new: ToolManifest) -> list[tuple[str, str]]:
-    """``(path, line)`` for each difference; the form-3 fields only when both manifests are form 3."""
+    """``(path, line)`` for each difference, in each field's declared order; a field only when both
+    manifests hold it (the form-3 fields when both are form 3)."""
+    both = [k for k in _held(old.form) if k in _held(new.form)]
     out: list[tuple[str, str]] = []
-    if old.version != new.version:
-        out.append(("version", f"version: {old.version} → {new.version}"))
-    out += _changes("params", diff_values(_params_by_name(old.params), _params_by_name(new.params)))
-    old_order = [p.get("name") for p in old.params if isinstance(p, dict)]
-    new_order = [p.get("name") for p in new.params if isinstance(p, dict)]
+    for _, k in sorted([(CONTRACT[k].order, k) for k in both] + [(_PARAMS_ORDER, "params")]):
+        if k == "params":
+            out += _params_change(old.params, new.params)
+            continue
+        shown = CONTRACT[k].shown
+        a, b = getattr(old, k), getattr(new, k)
+        if shown == "words":
+            out += [(k, line) for line in _text_change(k, a, b)]
+        elif shown == "json":
+            out += _dict_change(k, a, b)
+        elif shown == "hints":
+            out += _annotation_changes(k, a, b)
+        elif a != b:
+            out.append((k, f"{k}: {_shown_text(a)} → {_shown_text(b)}" if shown == "text" else f"{k}: {a} → {b}"))
+    return out
+
+
+def _params_change(old: tuple[dict[str, Any], ...], new: tuple[dict[str, Any], ...]) -> list[tuple[str, str]]:
+    out = _changes("params", diff_values(_params_by_name(old), _params_by_name(new)))
+    old_order = [p.get("name") for p in old if isinstance(p, dict)]
+    new_order = [p.get("name") for p in new if isinstance(p, dict)]
     if old_order != new_order and sorted(map(str, old_order)) == sorted(map(str, new_order)):
         out.append(("params order", f"params order: {old_order} → {new_order}"))
-    out += _changes("schema", diff_values(old.schema, new.schema))
-    if old.form >= 3 and new.form >= 3:
-        out += [("description", line) for line in _text_change("description", old.description, new.description)]
-        if old.title != new.title:
-            out.append(("title", f"title: {_shown_text(old.title)} → {_shown_text(new.title)}"))
-        out += _dict_change("output_schema", old.output_schema, new.output_schema)
-        out += _annotation_changes(old.annotations, new.annotations)
-    if old.name != new.name:
-        out.append(("name", f"name: {old.name} → {new.name}"))
     return out
 
 
 def _changes(prefix: str, changes: list[Change]) -> list[tuple[str, str]]:
     return [
-        (_joined(prefix, c.path), line) for c, line in zip(changes, format_changes(changes, prefix=prefix), strict=True)
+        (prefixed(prefix, c.path), line)
+        for c, line in zip(changes, format_changes(changes, prefix=prefix), strict=True)
     ]
 
 
@@ -586,25 +551,21 @@ def _dict_change(field: str, old: dict[str, Any] | None, new: dict[str, Any] | N
     return _changes(field, diff_values(old, new))
 
 
-def _annotation_changes(old: dict[str, Any] | None, new: dict[str, Any] | None) -> list[tuple[str, str]]:
+def _annotation_changes(field: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> list[tuple[str, str]]:
     """Annotation changes, a flip that lets the tool do more (by MCP's hints) flagged as such."""
     if old is None or new is None:
         if (old is None) == (new is None):
             return []
         if not (old or new):  # null against {}: no hint moved
-            return _changes("annotations", [Change("", old, new)])
+            return _changes(field, [Change("", old, new)])
     a, b = old or {}, new or {}
     out = []
-    for c, line in zip(changes := diff_values(a, b), format_changes(changes, prefix="annotations"), strict=True):
+    for c, line in zip(changes := diff_values(a, b), format_changes(changes, prefix=field), strict=True):
         widen = _WIDENS.get(c.path)
         if widen is not None and a.get(c.path, widen) is not widen and b.get(c.path, widen) is widen:
             line += _WIDENS_NOTE
-        out.append((_joined("annotations", c.path), line))
+        out.append((prefixed(field, c.path), line))
     return out
-
-
-def _joined(prefix: str, path: str) -> str:
-    return prefix + ("" if path.startswith("[") or not path else ".") + path
 
 
 def _params_by_name(params: tuple[dict[str, Any], ...]) -> dict[str, Any]:

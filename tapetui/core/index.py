@@ -159,7 +159,7 @@ class TapeIndex:
     @property
     def key_first(self) -> dict[str, int]:
         """Key → the first call recorded with it. Built on first use: a replay that follows the tape's
-        order never needs it (see ``Tape._take``), and for a million calls it costs most of a second."""
+        order never needs it (see :meth:`Consumed.take`), and for a million calls it costs most of a second."""
         return self._chains()[0]
 
     @property

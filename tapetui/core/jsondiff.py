@@ -14,13 +14,14 @@ from typing import Any
 
 import orjson
 
-from tapetui.core.changes import MISSING, Change, format_path
+from tapetui.core.changes import MISSING, Change
 from tapetui.core.errors import TooDeep
+from tapetui.core.paths import JsonPath, join, split
 
 __all__ = [
     "VOLATILE_DEFAULTS",
     "IgnoreRules",
-    "Path",
+    "JsonPath",
     "diff_parts",
     "diff_values",
     "match_path",
@@ -28,10 +29,6 @@ __all__ = [
     "path_segments",
     "split_pattern",
 ]
-
-Path = tuple[str | int, ...]
-"""A JSON path as its segments: ``("items", 0, "id")``."""
-
 
 # Paths that differ between otherwise identical runs. On by default; tapes.toml
 # `[diff] volatile_defaults = false` turns them off. Diffs apply them to results and notes only, never
@@ -84,12 +81,6 @@ class IgnoreRules:
         return next((p for p, pat in zip(self.patterns, self._compiled, strict=True) if _match(pat, segs)), None)
 
 
-_TOKEN = re.compile(r'\["((?:[^"\\]|\\.)*)"\]|\[([^\]"]*)\]|([^.\[\]"]+)|(\.)')
-
-
-_GLOB = re.compile(r"([*?\[])")
-
-
 def parse_pattern(pattern: str) -> tuple[str, ...]:
     """A path pattern's segments, written as ``check`` prints paths: ``a.b[0]``, ``result["my key"]``
     (a quoted key is one segment, dots and all); a leading ``*`` is ``**``.
@@ -97,55 +88,23 @@ def parse_pattern(pattern: str) -> tuple[str, ...]:
     Raises:
         ValueError: a character out of place (an unclosed bracket or quote), or an empty segment.
     """
-    segs = _segments(pattern, literal=False)
+    segs = split(pattern, glob=True)
     if segs and segs[0] == "*":
         return ("**", *segs[1:])
     return segs
 
 
 def path_segments(path: str) -> tuple[str, ...]:
-    """A concrete path as ``check`` prints it (``args["a.b"][0]``, :func:`~tapetui.core.changes.format_path`)
+    """A concrete path as ``check`` prints it (``args["a.b"][0]``, :func:`tapetui.core.paths.join`)
     back into its literal segments (``("args", "a.b", "0")``), for :meth:`IgnoreRules.ignores` and
-    :func:`match_path`. Read by the same tokens as :func:`parse_pattern`, so a printed path and a rule
-    written like it always agree; unlike a pattern, a quoted key keeps its ``*`` ``?`` ``[`` as they are
-    (it is the key, to be matched), and a leading ``*`` is a key named ``*``.
+    :func:`match_path` (:func:`tapetui.core.paths.split`). Read by the same tokens as :func:`parse_pattern`,
+    so a printed path and a rule written like it always agree; unlike a pattern, a quoted key keeps its
+    ``*`` ``?`` ``[`` as they are (it is the key, to be matched), and a leading ``*`` is a key named ``*``.
 
     Raises:
         ValueError: a character out of place (an unclosed bracket or quote), or an empty segment.
     """
-    return _segments(path, literal=True)
-
-
-def _segments(pattern: str, *, literal: bool) -> tuple[str, ...]:
-    """The segments of a path or pattern; ``literal``: quoted keys as they are, not escaped for fnmatch."""
-    segs: list[str] = []
-    pos, dot = 0, True  # dot: a segment may start here (at the start, or after a dot)
-    while pos < len(pattern):
-        m = _TOKEN.match(pattern, pos)
-        if m is None:
-            raise ValueError(f"cannot read the path from {pattern[pos : pos + 12]!r} on")
-        quoted, bracket, plain, sep = m.groups()
-        if sep is not None:
-            if dot:
-                raise ValueError("an empty segment")
-            dot = True
-        elif plain is not None:
-            if not dot:
-                raise ValueError(f"a dot is missing before {plain!r}")
-            segs.append(plain)
-            dot = False
-        elif quoted is not None:
-            key = orjson.loads(f'"{quoted}"')  # a bad escape: orjson.JSONDecodeError, a ValueError
-            # a quoted key is that key, never a glob: in a pattern its * ? [ are escaped for fnmatch
-            segs.append(key if literal else _GLOB.sub(r"[\1]", key))
-            dot = False
-        else:
-            segs.append(bracket)
-            dot = False
-        pos = m.end()
-    if dot and segs:
-        raise ValueError("an empty segment at the end")
-    return tuple(segs)
+    return split(path)
 
 
 def split_pattern(pattern: str) -> tuple[str, ...]:
@@ -194,7 +153,7 @@ def _same_json(old: Any, new: Any) -> bool:
         return repr(old) == repr(new)  # repr tells True from 1 too; a dict in another key order: deepdiff decides
 
 
-def diff_parts(old: Any, new: Any, ignore: IgnoreRules | None = None) -> list[tuple[Path, Change]]:
+def diff_parts(old: Any, new: Any, ignore: IgnoreRules | None = None) -> list[tuple[JsonPath, Change]]:
     """:func:`diff_values`, each change with its path as segments (for rules that match on them).
 
     Raises:
@@ -206,7 +165,7 @@ def diff_parts(old: Any, new: Any, ignore: IgnoreRules | None = None) -> list[tu
         raise TooDeep("a compared value") from None
 
 
-def _diff(old: Any, new: Any, rules: IgnoreRules) -> list[tuple[Path, Change]]:
+def _diff(old: Any, new: Any, rules: IgnoreRules) -> list[tuple[JsonPath, Change]]:
     if old == new and type(old) is type(new) and _same_json(old, new):
         return []
     if _deeper_than_orjson(old) or _deeper_than_orjson(new):  # deepdiff's time grows with the square of depth
@@ -231,13 +190,13 @@ def _deeper_than_orjson(value: Any) -> bool:
     return False
 
 
-def _deepdiff(old: Any, new: Any, rules: IgnoreRules, at: Path) -> list[tuple[Path, Change]]:
+def _deepdiff(old: Any, new: Any, rules: IgnoreRules, at: JsonPath) -> list[tuple[JsonPath, Change]]:
     """The changes deepdiff finds between two values found at path ``at`` (unsorted)."""
     # deferred: deepdiff takes ~250 ms to import, and a replay that never drifts never needs it
     from deepdiff import DeepDiff
 
     tree = DeepDiff(old, new, view="tree", verbose_level=2, threshold_to_diff_deeper=0)
-    changes: list[tuple[Path, Change]] = []
+    changes: list[tuple[JsonPath, Change]] = []
     for kind, levels in tree.items():
         for level in levels:
             parts = (*at, *level.path(output_format="list"))
@@ -245,7 +204,7 @@ def _deepdiff(old: Any, new: Any, rules: IgnoreRules, at: Path) -> list[tuple[Pa
                 continue
             t1 = MISSING if "added" in kind else level.t1
             t2 = MISSING if "removed" in kind else level.t2
-            changes.append((parts, Change(format_path(parts), t1, t2)))
+            changes.append((parts, Change(join(parts), t1, t2)))
     return changes
 
 
@@ -253,14 +212,14 @@ _DEEPDIFF_DEPTH = 100
 """The deepest values deepdiff is given whole once it ran out of stack (about 400 of Python's 1,000 frames)."""
 
 
-def _diff_deep(old: Any, new: Any, rules: IgnoreRules) -> list[tuple[Path, Change]]:
+def _diff_deep(old: Any, new: Any, rules: IgnoreRules) -> list[tuple[JsonPath, Change]]:
     """The changes between values too deep for deepdiff: their deep parts are walked here, a loop and no
     recursion, through the keys of two objects and the items of two lists of one length, down to where
     both sides are at most :data:`_DEEPDIFF_DEPTH` levels deep, which deepdiff compares. Lists of other
     lengths above that are one change (deepdiff would align their items; it cannot go that deep)."""
     depth = _depths(old, new)
-    changes: list[tuple[Path, Change]] = []
-    todo: list[tuple[Path, Any, Any]] = [((), old, new)]
+    changes: list[tuple[JsonPath, Change]] = []
+    todo: list[tuple[JsonPath, Any, Any]] = [((), old, new)]
     while todo:
         at, a, b = todo.pop()
         if depth.get(id(a), 0) <= _DEEPDIFF_DEPTH and depth.get(id(b), 0) <= _DEEPDIFF_DEPTH:
@@ -271,14 +230,14 @@ def _diff_deep(old: Any, new: Any, rules: IgnoreRules) -> list[tuple[Path, Chang
                 if k in b:
                     todo.append(((*at, k), v, b[k]))
                 elif not rules.ignores((*at, k)):
-                    changes.append(((*at, k), Change(format_path((*at, k)), v, MISSING)))
+                    changes.append(((*at, k), Change(join((*at, k)), v, MISSING)))
             for k, v in b.items():
                 if k not in a and not rules.ignores((*at, k)):
-                    changes.append(((*at, k), Change(format_path((*at, k)), MISSING, v)))
+                    changes.append(((*at, k), Change(join((*at, k)), MISSING, v)))
         elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
             todo += (((*at, i), x, y) for i, (x, y) in enumerate(zip(a, b, strict=True)))
         elif not rules.ignores(at):
-            changes.append((at, Change(format_path(at), a, b)))
+            changes.append((at, Change(join(at), a, b)))
     return changes
 
 

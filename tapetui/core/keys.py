@@ -1,4 +1,7 @@
-"""Call keys: ``"<tool>:" + sha256(canonical JSON of canon(redacted args))[:12]`` (DESIGN §1)."""
+"""Call keys: ``"<tool>:" + sha256(canonical JSON of canon(redacted args))[:12]``.
+
+The form is specified in ``docs/format.md`` ("The call key").
+"""
 
 from __future__ import annotations
 

@@ -26,6 +26,7 @@ from tapetui.core.config import ToolPolicy, ttl_problem
 from tapetui.core.errors import TapeError, TooDeep
 from tapetui.core.fingerprint import LATEST_FORM
 from tapetui.core.keys import key_of_json
+from tapetui.core.paths import first_non_json
 from tapetui.core.recorded_errors import error_record
 from tapetui.core.redact import Redactor
 from tapetui.core.registry import Tool
@@ -34,6 +35,7 @@ from tapetui.core.tapefile import call_line
 __all__ = [
     "LineStamp",
     "LiveCall",
+    "LiveStep",
     "call_args",
     "check_tool_name",
     "line_stamp",
@@ -80,8 +82,9 @@ class LiveCall:
 
 
 def tool_as_written(tool: Tool, redactor: Redactor) -> Tool:
-    """``tool`` with its manifest as a tape written under ``redactor``'s rules holds it: fingerprint form 2,
-    so that no configured secret (``tapes.toml [redact]``) reaches a tool line."""
+    """``tool`` with its manifest as a tape written under ``redactor``'s rules holds it: the latest fingerprint
+    form, each field of its contract redacted by its declared rule (:mod:`tapetui.core.declared`), so that no
+    configured secret (``tapes.toml [redact]``) reaches a tool line. Its contract itself is unchanged."""
     if redactor.is_default:
         return tool  # registration computed this manifest already
     return replace(tool, manifest=tool.manifest_for(LATEST_FORM, redactor))
@@ -306,6 +309,116 @@ def outcome_line(
     return line(None, fallback), True, problem
 
 
+@dataclass(slots=True)
+class LiveStep:
+    """One call about to run live, as :meth:`planned` settled it: with a ``stamp``, everything about its line
+    that can fail is settled before the tool runs; then :meth:`run` (or :meth:`arun`) runs it and
+    :meth:`outcome` builds what it returns and its line. ``Tape`` and re-record both go this way.
+
+    Attributes:
+        fn: what runs: the caller's ``live=`` callable, else None for the tool's own function.
+        passed / redacted / key: the arguments as passed (JSON form), redacted and canonical, and their key.
+        tool: the tool as the tape writes it (:func:`tool_as_written`).
+        stamp: the line's times; None when the call is not written (a replay's ``live`` tool).
+        tool_line: the tool line to write before this call line, when the target has none yet.
+    """
+
+    seq: int
+    name: str
+    args: dict[str, Any]
+    fn: Callable[[], Any] | None
+    passed: Any
+    redacted: Any
+    key: str
+    requested_tool: str | None
+    extra: dict[str, Any] | None
+    tool: Tool
+    stamp: LineStamp | None
+    tool_line: bytes = b""
+
+    @classmethod
+    def planned(
+        cls,
+        *,
+        seq: int,
+        name: str,
+        args: dict[str, Any],
+        tool: Tool,
+        redactor: Redactor,
+        policy: ToolPolicy,
+        recorded_at: datetime | None,
+        requested_tool: str | None = None,
+        extra: dict[str, Any] | None = None,
+        fn: Callable[[], Any] | None = None,
+        call: tuple[Any, str, Any] | None = None,
+    ) -> LiveStep:
+        """A step about to run; ``recorded_at`` None: it is not written. ``call``: its :func:`call_args`, when the
+        caller has them already.
+
+        Raises:
+            TapeError: arguments, a ttl or a name that cannot be recorded (nothing has run).
+        """
+        redacted, key, passed = call if call is not None else call_args(redactor, name, args, seq)
+        stamp = None
+        if recorded_at is not None:
+            stamp = line_stamp(seq, name, tool, policy, recorded_at, key, requested_tool)
+        return cls(seq, name, args, fn, passed, redacted, key, requested_tool, extra, tool, stamp)
+
+    def run(self, timer: Timer = perf_timer) -> tuple[Any, Exception | None, float]:
+        """Run it (sync): ``(result, error, ms)``; see :func:`run_tool`."""
+        if self.fn is None:
+            return run_tool(self.tool, self.args, timer)
+        return run_callable(self.fn, timer)
+
+    async def arun(self, timer: Timer = perf_timer) -> tuple[Any, Exception | None, float]:
+        """Run it on the caller's event loop: an awaitable result is awaited there, with no thread hop; a sync
+        function runs inline. What it raises (an ``Exception``) is returned as the error; a cancellation or an
+        interrupt propagates."""
+        fn = self.fn
+        if fn is None:
+            tool_fn, kwargs = self.tool.fn, self.args
+            assert tool_fn is not None  # planned for a tool without a function is refused by its caller
+            fn = lambda: tool_fn(**kwargs)  # noqa: E731
+        start = timer()
+        error: Exception | None = None
+        try:
+            result = fn()
+            if inspect.isawaitable(result):
+                result = await result
+        except Exception as e:  # recorded, then raised again
+            result, error = None, e
+        return result, error, round((timer() - start) * 1000, 3)
+
+    def outcome(
+        self, result: Any, error: Exception | None, ms: float, redactor: Redactor, codec: Codec | None
+    ) -> LiveCall:
+        """What the call returns and, when it is written, its line (see :class:`LiveCall`). Never raises for the
+        outcome: what cannot be recorded becomes the line's error and ``problem`` says why."""
+        value: Any = None
+        data: Any = None
+        unrecordable = ""
+        if error is None:
+            data, value, unrecordable = result_form(result, codec)
+        if self.stamp is None:
+            return LiveCall(b"", self.key, value, error, ms, error is not None, unrecordable)
+        line, recorded_error, problem = outcome_line(
+            seq=self.seq,
+            name=self.name,
+            tool=self.tool,
+            key=self.key,
+            args_json=stored_args(redactor, self.passed, self.redacted),
+            stamp=self.stamp,
+            ms=ms,
+            result=data,
+            error=error,
+            redactor=redactor,
+            requested_tool=self.requested_tool,
+            extra=self.extra,
+            unrecordable=unrecordable,
+        )
+        return LiveCall(line, self.key, value, error, ms, recorded_error, problem)
+
+
 def record_live(
     tool: Tool,
     args: dict[str, Any],
@@ -329,56 +442,28 @@ def record_live(
     Raises:
         TapeError: before the tool runs, for arguments, a ttl or a name that cannot be recorded.
     """
-    written = tool_as_written(tool, redactor)
-    redacted, key, passed = call_args(redactor, tool.name, args, seq)
-    stamp = line_stamp(
+    step = LiveStep.planned(
         seq=seq,
         name=tool.name,
-        tool=written,
+        args=args,
+        tool=tool_as_written(tool, redactor),
+        redactor=redactor,
         policy=policy,
         recorded_at=clock(),
-        key=key,
-        requested_tool=requested_tool,
-    )
-    result, error, ms = run_tool(written, args, timer)
-    data, value, unrecordable = (None, None, "") if error is not None else result_form(result, codec_for(tool.returns))
-    line, recorded_error, problem = outcome_line(
-        seq=seq,
-        name=tool.name,
-        tool=written,
-        key=key,
-        args_json=stored_args(redactor, passed, redacted),
-        stamp=stamp,
-        ms=ms,
-        result=data,
-        error=error,
-        redactor=redactor,
         requested_tool=requested_tool,
         extra=extra,
-        unrecordable=unrecordable,
     )
-    return LiveCall(line, key, value, error, ms, recorded_error, problem)
+    result, error, ms = step.run(timer)
+    return step.outcome(result, error, ms, redactor, codec_for(tool.returns))
 
 
 def _unserialisable(value: Any, path: str = "result") -> tuple[str, str] | None:
     """The first path in ``value`` holding something JSON cannot, and its type name."""
-    if isinstance(value, (str, int, float, bool)) or value is None:
+    found = first_non_json(value, path)
+    if found is None:
         return None
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if not isinstance(k, str):
-                return f"{path} key {k!r}", type(k).__name__
-            found = _unserialisable(v, f"{path}.{k}")
-            if found:
-                return found
-        return None
-    if isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            found = _unserialisable(v, f"{path}[{i}]")
-            if found:
-                return found
-        return None
-    return path, type(value).__name__
+    where = f"{found.path} key {found.value!r}" if found.key else found.path
+    return where, type(found.value).__name__
 
 
 def _unrecordable(e: Exception, error: BaseException | None, result: Any) -> str:

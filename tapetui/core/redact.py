@@ -166,18 +166,6 @@ def _may_hold_default_secret(text: str) -> bool:
     return len(text) >= _PROBE_MIN and _PROBE.search(text) is not None
 
 
-def _rule_may_match(i: int, text: str, folded: str | None = None) -> bool:
-    """False only when default rule ``i`` cannot match ``text`` (``folded``: ``_fold(text)``, if known)."""
-    exact, any_case, probe = _GATES[i]
-    if any(n in text for n in exact):
-        return True
-    if any_case:
-        folded = _fold(text) if folded is None else folded
-        if any(n in folded for n in any_case):
-            return True
-    return probe and len(text) >= _PROBE_MIN and _PROBE.search(text) is not None
-
-
 def _may_hold_secret_key(text: str) -> bool:
     """False only when no dict key in JSON ``text`` can be secret by the default key words.
 

@@ -8,15 +8,17 @@ import inspect
 import math
 import typing
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar, Unpack
 
 from tapetui.core.config import ttl_problem
+from tapetui.core.declared import CONTRACT, Contract, ContractFields, Kind
 from tapetui.core.errors import TapeError
-from tapetui.core.fingerprint import LATEST_FORM, ToolManifest, in_form, tool_manifest
+from tapetui.core.fingerprint import LATEST_FORM, ToolManifest, contract_manifest, in_form
+from tapetui.core.paths import first_non_json
 from tapetui.core.redact import Redactor
 
-__all__ = ["Tool", "ToolRegistry", "make_contract"]
+__all__ = ["Contract", "Tool", "ToolRegistry", "make_contract"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -33,6 +35,9 @@ class Tool:
     ``fingerprint`` is its fingerprint. ``raw_manifest`` (form 1, values verbatim: never written
     anywhere) makes every form: it verifies tapes recorded in form 1 and is what
     :func:`tapetui.tool_fingerprint` hashes. See :mod:`tapetui.core.fingerprint`.
+
+    The fields of its :attr:`contract` (:class:`~tapetui.core.declared.Contract`) are attributes of the
+    same names, checked (``schema`` ``{}`` when undeclared, ``version`` a string, ``ttl`` a float).
 
     Attributes:
         fn: the function, or None for a contract registered without one (:meth:`ToolRegistry.contract`).
@@ -61,6 +66,11 @@ class Tool:
     def fingerprint(self) -> str:
         return self.manifest.fingerprint
 
+    @property
+    def contract(self) -> Contract:
+        """What the tool declares, as checked at registration."""
+        return Contract(**{k: getattr(self, k) for k in CONTRACT})
+
     def manifest_for(self, form: int = LATEST_FORM, redactor: Redactor | None = None) -> ToolManifest:
         """This tool's manifest in fingerprint form ``form``, forms 2 and 3 redacted by ``redactor``'s rules.
 
@@ -84,41 +94,30 @@ class Tool:
 
 
 def make_contract(
-    name: str,
-    *,
-    schema: dict[str, Any] | None = None,
-    description: str | None = None,
-    version: str = "0",
-    output_schema: dict[str, Any] | None = None,
-    annotations: dict[str, Any] | None = None,
-    title: str | None = None,
-    side_effect: bool = False,
-    ttl: float | None = None,
-    returns: Any = None,
+    name: str | Contract,
+    **fields: Unpack[ContractFields],
 ) -> Tool:
     """A tool contract from a framework's own definition, without a Python function (not registered).
 
     Its manifest has no params: only what the model sees (name, description, schemas, annotations,
-    title) and the pinned version. Keywords as :meth:`ToolRegistry.contract`.
+    title) and the pinned version. Keywords as :meth:`ToolRegistry.contract`; or ``name`` is a
+    :class:`~tapetui.core.declared.Contract` declaring it all, and no keyword is given.
 
     Raises:
-        TapeError: a value that is not what the keyword takes (see :meth:`ToolRegistry.register`).
+        TapeError: a value that is not what the keyword takes (see :meth:`ToolRegistry.register`);
+            a Contract and keywords.
     """
-    if not isinstance(name, str) or not name:
-        raise TapeError(f"a tool contract needs a name (a non-empty string), got {name!r}")
-    return _build(
-        None,
-        name,
-        schema=schema,
-        version=version,
-        side_effect=side_effect,
-        ttl=ttl,
-        description=description,
-        output_schema=output_schema,
-        annotations=annotations,
-        title=title,
-        returns=returns,
-    )
+    declared = Contract.of(name, fields)
+    if not isinstance(declared.name, str) or not declared.name:
+        raise TapeError(f"a tool contract needs a name (a non-empty string), got {declared.name!r}")
+    return _build(None, declared)
+
+
+class ToolFields(ContractFields, total=False):
+    """The keywords of :meth:`ToolRegistry.register` (and its decorator form): a contract's, and its ``name``
+    (the function's by default)."""
+
+    name: str | None
 
 
 class ToolRegistry:
@@ -174,60 +173,42 @@ class ToolRegistry:
             raise TapeError(f"{fn!r} has no usable __name__: pass name=")
         if tool_name in self._tools:
             raise TapeError(f"tool {tool_name!r} is already registered")
-        tool = _build(
-            fn,
+        declared = Contract(
             tool_name,
-            schema=schema,
-            version=version,
-            side_effect=side_effect,
-            ttl=ttl,
+            version,
             description=_docstring(fn) if description is None else description,
+            schema=schema,
             output_schema=output_schema,
             annotations=annotations,
             title=title,
+            side_effect=side_effect,
+            ttl=ttl,
             returns=_return_type(fn) if returns is _FROM_FN else returns,
         )
+        tool = _build(fn, declared)
         self._tools[tool_name] = tool
         return tool
 
     def contract(
         self,
-        name: str,
-        *,
-        schema: dict[str, Any] | None = None,
-        description: str | None = None,
-        version: str = "0",
-        output_schema: dict[str, Any] | None = None,
-        annotations: dict[str, Any] | None = None,
-        title: str | None = None,
-        side_effect: bool = False,
-        ttl: float | None = None,
-        returns: Any = None,
+        name: str | Contract,
+        **fields: Unpack[ContractFields],
     ) -> Tool:
         """Register a tool's contract from a framework's own definition, without a Python function.
 
         The tape checks it as any tool (its fingerprint covers what the model sees, with no params:
-        there is no signature); to run it live, pass the call's ``live=``.
+        there is no signature); to run it live, pass the call's ``live=``. ``name`` may be a
+        :class:`~tapetui.core.declared.Contract` declaring it all (then no keyword is given).
 
         Raises:
             TapeError: a tool of that name is already registered, or a value that is not what its
-                keyword takes (see :meth:`register`).
+                keyword takes (see :meth:`register`); a Contract and keywords.
         """
-        if isinstance(name, str) and name in self._tools:
-            raise TapeError(f"tool {name!r} is already registered")
-        tool = make_contract(
-            name,
-            schema=schema,
-            description=description,
-            version=version,
-            output_schema=output_schema,
-            annotations=annotations,
-            title=title,
-            side_effect=side_effect,
-            ttl=ttl,
-            returns=returns,
-        )
-        self._tools[name] = tool
+        declared = Contract.of(name, fields)
+        if isinstance(declared.name, str) and declared.name in self._tools:
+            raise TapeError(f"tool {declared.name!r} is already registered")
+        tool = make_contract(declared)
+        self._tools[tool.name] = tool
         return tool
 
     def put(self, tool: Tool) -> Tool:
@@ -235,36 +216,11 @@ class ToolRegistry:
         self._tools[tool.name] = tool
         return tool
 
-    def tool(
-        self,
-        *,
-        schema: dict[str, Any] | None = None,
-        version: str = "0",
-        side_effect: bool = False,
-        name: str | None = None,
-        ttl: float | None = None,
-        description: str | None = None,
-        output_schema: dict[str, Any] | None = None,
-        annotations: dict[str, Any] | None = None,
-        title: str | None = None,
-        returns: Any = _FROM_FN,
-    ) -> Callable[[F], F]:
-        """Decorator form of :meth:`register`; returns the function unchanged."""
+    def tool(self, **fields: Unpack[ToolFields]) -> Callable[[F], F]:
+        """Decorator form of :meth:`register` (the same keywords); returns the function unchanged."""
 
         def deco(fn: F) -> F:
-            self.register(
-                fn,
-                schema=schema,
-                version=version,
-                side_effect=side_effect,
-                name=name,
-                ttl=ttl,
-                description=description,
-                output_schema=output_schema,
-                annotations=annotations,
-                title=title,
-                returns=returns,
-            )
+            self.register(fn, **fields)
             return fn
 
         return deco
@@ -290,69 +246,62 @@ class ToolRegistry:
 
 
 # ---- building a tool ----------------------------------------------------------------
-def _build(
-    fn: Callable[..., Any] | None,
-    name: str,
-    *,
-    schema: Any,
-    version: Any,
-    side_effect: bool,
-    ttl: Any,
-    description: Any,
-    output_schema: Any,
-    annotations: Any,
-    title: Any,
-    returns: Any,
-) -> Tool:
-    """A checked :class:`Tool` (its manifests computed); nothing registered."""
-    schema = {} if schema is None else schema
-    _check_dict(name, "schema", schema)
-    if output_schema is not None:
-        _check_dict(name, "output_schema", output_schema)
-    if annotations is not None:
-        _check_dict(name, "annotations", annotations)
-    for key, text in (("description", description), ("title", title)):
-        if text is not None:
-            bad = _text_problem(text) if isinstance(text, str) else f"must be a string, got {type(text).__name__}"
-            if bad:
-                raise TapeError(f"tool {name!r}: {key} {bad}")
-    if ttl is not None:
-        problem = ttl_problem(ttl)  # finite, positive, at most 100 years: checked here, not mid-recording
-        if problem:
-            raise TapeError(f"tool {name!r}: {problem}")
-        ttl = float(ttl)
+def _build(fn: Callable[..., Any] | None, declared: Contract) -> Tool:
+    """A checked :class:`Tool` (its manifests computed) of ``fn`` and what ``declared`` says; nothing registered."""
+    contract = _checked(declared)
     try:
-        raw = tool_manifest(
-            fn,
-            schema,
-            str(version),
-            name,
-            description=description,
-            output_schema=output_schema,
-            annotations=annotations,
-            title=title,
-        )
+        raw = contract_manifest(contract, fn)
     except (ValueError, TypeError) as e:  # inspect.signature: a builtin without one
         raise TapeError(
-            f"tool {name!r}: cannot read the signature of {fn!r} ({e}); register it with "
+            f"tool {contract.name!r}: cannot read the signature of {fn!r} ({e}); register it with "
             f"registry.contract(...) and run it with live="
         ) from None
     return Tool(
-        name,
-        fn,
-        schema,
-        str(version),
-        bool(side_effect),
-        ttl,
-        in_form(raw, LATEST_FORM),
-        raw,
-        description,
-        output_schema,
-        annotations,
-        title,
-        returns,
-        _is_async(fn) if fn is not None else False,
+        fn=fn,
+        manifest=in_form(raw, LATEST_FORM),
+        raw_manifest=raw,
+        is_async=_is_async(fn) if fn is not None else False,
+        **{k: getattr(contract, k) for k in CONTRACT},
     )
+
+
+# the order a contract's values are checked in (the first problem is the one reported)
+_CHECKED: tuple[Kind, ...] = ("schema", "object", "text", "seconds", "version", "flag")
+
+
+def _checked(c: Contract) -> Contract:
+    """``c`` with each value checked by its declared kind, as a :class:`Tool` holds it (``schema`` ``{}``
+    when None, ``version`` a string, ``side_effect`` a bool, ``ttl`` a float).
+
+    Raises:
+        TapeError: the first value that is not what its kind takes.
+    """
+    fixed: dict[str, Any] = {}
+    for kind in _CHECKED:
+        for k in (k for k, d in CONTRACT.items() if d.kind == kind):
+            fixed[k] = _value(c.name, k, kind, getattr(c, k))
+    return replace(c, **fixed)
+
+
+def _value(name: str, key: str, kind: Kind, value: Any) -> Any:
+    """``value`` as a tool holds a value of ``kind``; a TapeError naming tool ``name`` when it is not one."""
+    if kind == "version":
+        return str(value)
+    if kind == "flag":
+        return bool(value)
+    if kind == "schema" or (kind == "object" and value is not None):
+        value = {} if value is None else value
+        _check_dict(name, key, value)
+    elif kind == "text" and value is not None:
+        bad = _text_problem(value) if isinstance(value, str) else f"must be a string, got {type(value).__name__}"
+        if bad:
+            raise TapeError(f"tool {name!r}: {key} {bad}")
+    elif kind == "seconds" and value is not None:
+        problem = ttl_problem(value)  # finite, positive, at most 100 years: checked here, not mid-recording
+        if problem:
+            raise TapeError(f"tool {name!r}: {problem}")
+        return float(value)
+    return value
 
 
 def _check_dict(tool: str, key: str, value: Any) -> None:
@@ -368,28 +317,26 @@ def _check_dict(tool: str, key: str, value: Any) -> None:
 
 
 def _json_problem(value: Any, path: str) -> str | None:
-    if value is None or isinstance(value, (bool, int)):
+    found = first_non_json(value, path, leaf=_json_leaf)
+    if found is None:
         return None
+    at, bad = found.path, found.value
+    if found.key:
+        return f"{at} has a key {bad!r} that is not a string"
+    if isinstance(bad, str):
+        return f"{at} {_text_problem(bad)}"
+    if isinstance(bad, float):
+        return f"{at} is {bad!r}, not a JSON number"
+    return f"{at} is a {type(bad).__name__}, not a JSON value"
+
+
+def _json_leaf(value: Any) -> bool:
+    """Whether a value that is not a container is JSON a manifest takes: valid UTF-8 text, a finite number."""
     if isinstance(value, str):
-        bad = _text_problem(value)
-        return f"{path} {bad}" if bad else None
+        return not _text_problem(value)
     if isinstance(value, float):
-        return None if math.isfinite(value) else f"{path} is {value!r}, not a JSON number"
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if not isinstance(k, str):
-                return f"{path} has a key {k!r} that is not a string"
-            inner = _json_problem(v, f"{path}.{k}")
-            if inner:
-                return inner
-        return None
-    if isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            inner = _json_problem(v, f"{path}[{i}]")
-            if inner:
-                return inner
-        return None
-    return f"{path} is a {type(value).__name__}, not a JSON value"
+        return math.isfinite(value)
+    return value is None or isinstance(value, (bool, int))
 
 
 def _text_problem(text: str) -> str:

@@ -37,7 +37,7 @@ __all__ = [
     "torn_path",
 ]
 
-FORMAT_VERSION = 1  # the tape format (DESIGN §2): the ``v`` of a session header
+FORMAT_VERSION = 1  # the tape format (docs/format.md, "The session header"): the ``v`` of a session header
 _CHUNK = 16 * 1024 * 1024
 # The longest line a reader keeps: a longer complete line is a TapeError naming it, and a longer tail
 # without a newline is a torn tail reported by its size, never held in memory (a hostile file of gigabytes

@@ -54,6 +54,7 @@ from typing import Any, overload
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from tapetui.core.errors import InvalidValue
 from tapetui.core.tape import Tape
 from tapetui.integrations._common import resolve_tape
 
@@ -104,7 +105,7 @@ def taped(tool_or_tools: BaseTool | Sequence[BaseTool], tape: Tape | None = None
 
 def _taped(tool: Any, tape: Tape | None) -> BaseTool:
     if not isinstance(tool, BaseTool):
-        raise TypeError(f"taped() takes LangChain BaseTool objects, not {type(tool).__name__}")
+        raise InvalidValue(f"taped() takes LangChain BaseTool objects, not {type(tool).__name__}")
     copied = tool.model_copy()
     cls = type(copied)
     # The class's own methods, bound to the copy (a tool taped before has its patches in the instance dict).

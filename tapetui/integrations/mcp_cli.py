@@ -57,6 +57,7 @@ from tapetui.integrations.mcp import (
     tool_contract,
     wire,
 )
+from tapetui.review.lookup import tape_file
 
 __all__ = ["CallCheck", "ToolCheck", "VerifyReport", "find_tape", "replay_server", "serve", "verify"]
 
@@ -67,21 +68,13 @@ _SERVER_NAME = "tapetui-replay"
 
 
 def find_tape(name: str, tapes_dir: Path) -> Path:
-    """A tape given as a path (``.jsonl`` may be left out), else as a session name in the tapes folder.
+    """A tape given as a path (``.jsonl`` may be left out), else as a session name in the tapes folder, which it
+    must not lead out of: the command line's lookup (:func:`tapetui.review.lookup.tape_file`).
 
     Raises:
-        TapeError: neither exists (the message names what was looked for).
+        TapeError: neither exists, or the name leads out of the tapes folder (the message says which).
     """
-    p = Path(name)
-    tries = [p] if p.suffix else [p, p.with_suffix(".jsonl")]
-    if not p.is_absolute():
-        tries += [tapes_dir / t for t in tries]
-    for t in tries:
-        if t.is_file():
-            return t
-        if t.exists():
-            raise TapeError(f"{t}: not a tape (it is not a regular file)")
-    raise TapeError(f"{name}: no such tape (looked for {p} and in the tapes folder {tapes_dir})")
+    return tape_file(tapes_dir, name)
 
 
 # ---- serve ------------------------------------------------------------------------------

@@ -61,6 +61,7 @@ from agents import FunctionTool, ItemHelpers, Tool, ToolOutputFileContent, ToolO
 from agents import default_tool_error_function as _default_error_text
 from agents.tool_context import ToolContext
 
+from tapetui.core.errors import InvalidValue
 from tapetui.core.tape import Tape
 from tapetui.integrations._common import resolve_tape
 
@@ -96,7 +97,7 @@ def taped(tools: FunctionTool | Sequence[Tool], tape: Tape | None = None) -> Fun
 
 def _taped(given: Any, tape: Tape | None) -> FunctionTool:
     if not isinstance(given, FunctionTool):
-        raise TypeError(
+        raise InvalidValue(
             f"taped() takes the SDK's FunctionTool objects, not {type(given).__name__}: a hosted tool runs on "
             "OpenAI's side and cannot be taped; leave it out of taped(...)"
         )

@@ -21,18 +21,32 @@ from tapetui.core.files import read_regular
 from tapetui.core.fingerprint import ToolManifest, explain_manifest_change, in_form, without_ignored
 from tapetui.core.index import CallRecord, TapeIndex
 from tapetui.core.jsondiff import IgnoreRules
+from tapetui.core.paths import prefixed
 from tapetui.core.store import refuse_links_out, session_name
 from tapetui.core.tapefile import read_index
 from tapetui.review.verdicts import Verdict, new_capabilities, phase_of, sequence_distance, verdict
 
-__all__ = ["Comparison", "HooksArg", "LoadedTape", "NoteDiff", "RowLevel", "StepDiff", "StepKind", "compare", "load"]
+__all__ = [
+    "Comparison",
+    "HooksArg",
+    "LoadedTape",
+    "NoteDiff",
+    "RowLevel",
+    "StepDiff",
+    "StepKind",
+    "capability_line",
+    "compare",
+    "load",
+    "pair_notes",
+]
 
 StepKind = Literal["same", "changed", "tolerated", "replaced", "added", "skipped"]
 """How one aligned position of two sessions differs (see :class:`StepDiff`)."""
 
-RowLevel = Literal["pass", "fail", "excused", "differs"]
-"""How a line of a comparison reads: a dimension's verdict (``pass``/``fail``), a difference a rule
-excused (or a sequence change within its mode and threshold), or a plain difference."""
+RowLevel = Literal["pass", "fail", "capability", "excused", "differs"]
+"""How a line of a comparison reads: a dimension's verdict (``pass``/``fail``), a tool the golden never used
+(``capability``), a difference a rule excused (or a sequence change within its mode and threshold), or a plain
+difference. The fronts style a line by it, never by its text."""
 
 HooksArg = Hooks | None | Literal["auto"]
 """``compare``'s ``hooks``: the hooks to run, None to run none, ``"auto"`` to import the ones tapes.toml
@@ -164,18 +178,19 @@ class StepDiff:
             "expires_at": None if self.expiry is None else {"old": self.expiry[0], "new": self.expiry[1]},
             "outcome": self.outcome,
             "excused": [e.to_json(side) for side, e in self.excused],
-            "remarks": [{"path": _side_path(side, c.path), "text": t} for side, c, t in self.remarks],
+            "remarks": [{"path": prefixed(side, c.path), "text": t} for side, c, t in self.remarks],
             "errors": list(self.errors),
         }
+
+
+def capability_line(tool: str) -> str:
+    """The line of a comparison that names a tool the new run used and the golden never did."""
+    return f"[NEW TOOL] {tool}: used by the new run, never by the golden (a new capability: audit it)"
 
 
 def excused_lines(excused: Iterable[tuple[str, Excuse]]) -> list[str]:
     """``result.price  101.2 → 101.25  — within tolerance ±0.1``: differences a rule excused."""
     return [f"{line}  — {e.text}" for side, e in excused for line in format_changes([e.change], prefix=side)]
-
-
-def _side_path(side: str, path: str) -> str:
-    return side + ("" if not path or path.startswith("[") else ".") + path
 
 
 def _change_json(c: Change) -> dict[str, Any]:
@@ -236,9 +251,9 @@ class NoteDiff:
             "old": None if self.old is MISSING else self.old,
             "new": None if self.new is MISSING else self.new,
             "present": {"old": self.old is not MISSING, "new": self.new is not MISSING},
-            "changes": [_change_json(c) | {"path": _side_path(side, c.path)} for c in self.judged.changes],
+            "changes": [_change_json(c) | {"path": prefixed(side, c.path)} for c in self.judged.changes],
             "excused": [e.to_json(side) for e in self.judged.excused],
-            "remarks": [{"path": _side_path(side, c.path), "text": t} for c, t in self.judged.remarks],
+            "remarks": [{"path": prefixed(side, c.path), "text": t} for c, t in self.judged.remarks],
             "errors": list(self.judged.errors),
         }
 
@@ -294,19 +309,18 @@ class Comparison:
     def verdict(self, dimension: str) -> Verdict | None:
         return next((v for v in self.verdicts if v.dimension == dimension), None)
 
-    def lines(self) -> list[str]:
-        return [text for text, _ in self.rows()]
+    def lines(self, *, capabilities: bool = True) -> list[str]:
+        return [text for text, _ in self.rows(capabilities=capabilities)]
 
-    def rows(self) -> list[tuple[str, RowLevel]]:
+    def rows(self, *, capabilities: bool = True) -> list[tuple[str, RowLevel]]:
         """Every line of the comparison with its :data:`RowLevel`: the verdicts first (when anything differs),
-        new capabilities, sequences, contracts, then each differing step and note."""
+        new capabilities (unless ``capabilities`` is false: a caller that reports them on their own, from
+        :attr:`new_capabilities`), sequences, contracts, then each differing step and note."""
         out: list[tuple[str, RowLevel]] = (
             [(v.line(), "pass" if v.passed else "fail") for v in self.verdicts] if not self.clean else []
         )
-        out += [
-            (f"[NEW TOOL] {t}: used by the new run, never by the golden (a new capability: audit it)", "fail")
-            for t in self.new_capabilities
-        ]
+        if capabilities:
+            out += [(capability_line(t), "capability") for t in self.new_capabilities]
         tools = self.verdict("tools")
         if self.edit_distance:
             how = f"edit distance {self.edit_distance}"
@@ -398,15 +412,9 @@ def compare(
     )
     old_tools = tuple(c.tool for c in g.calls)
     new_tools = tuple(c.tool for c in o.calls)
-    contracts: dict[str, tuple[str, str, tuple[str, ...]]] = {}
     lines: dict[int, dict[str, ToolManifest]] = {}  # every tool line of each tape, read when first needed
     same = _same_contract(g, o, config, lines)
-    for tool in sorted(set(old_tools) & set(new_tools)):
-        gm, om = g.manifests.get(tool), o.manifests.get(tool)
-        old_fp = gm.fingerprint if gm else next(c.fingerprint for c in g.calls if c.tool == tool)
-        new_fp = om.fingerprint if om else next(c.fingerprint for c in o.calls if c.tool == tool)
-        if not same(tool, old_fp, new_fp):
-            contracts[tool] = (old_fp, new_fp, tuple(_explain(tool, gm, om, config)))
+    contracts = _contracts(g, o, config, same)
     old_phases = _phases(g)
     new_phases = _phases(o)
     if settings.sequence == "strict":
@@ -415,24 +423,7 @@ def compare(
         steps = _paired(g, o, old_phases if settings.sequence == "phases" else None, new_phases, ctx, contracts, same)
     notes = tuple(_notes(g, o, ctx))
     old_req, new_req = _requested(g.calls), _requested(o.calls)
-    mode = settings.sequence
-    verdicts = (
-        verdict("tools", settings, sequence_distance(mode, old_tools, new_tools, old_phases, new_phases)),
-        replace(
-            verdict("requested", settings, sequence_distance(mode, old_req, new_req, old_phases, new_phases)),
-            # without a requested_tool anywhere the requested sequence is the executed one: judged once, as tools
-            judged=any(c.requested_tool for c in (*g.calls, *o.calls)),
-        ),
-        _side_verdict("arguments", settings, steps, "args"),
-        _side_verdict("results", settings, steps, "result"),
-        verdict(
-            "notes",
-            settings,
-            sum(n.failing - len(n.judged.errors) for n in notes),
-            sum(len(n.judged.excused) for n in notes),
-            sum(len(n.judged.errors) for n in notes),
-        ),
-    )
+    verdicts = _verdicts(settings, g, o, (old_phases, new_phases), steps, notes)
     return Comparison(
         golden=g.path,
         other=o.path,
@@ -449,6 +440,51 @@ def compare(
         # a tool the model asked for counts too: the harness may have run another in its place
         new_capabilities=tuple(new_capabilities((*old_tools, *old_req), (*new_tools, *new_req))),
         settings=settings,
+    )
+
+
+def _contracts(
+    g: LoadedTape, o: LoadedTape, config: Config | None, same: Callable[[str, str, str], bool]
+) -> dict[str, tuple[str, str, tuple[str, ...]]]:
+    """``tool → (old fingerprint, new fingerprint, why)`` of each tool both tapes use whose contract changed."""
+    contracts: dict[str, tuple[str, str, tuple[str, ...]]] = {}
+    for tool in sorted({c.tool for c in g.calls} & {c.tool for c in o.calls}):
+        gm, om = g.manifests.get(tool), o.manifests.get(tool)
+        old_fp = gm.fingerprint if gm else next(c.fingerprint for c in g.calls if c.tool == tool)
+        new_fp = om.fingerprint if om else next(c.fingerprint for c in o.calls if c.tool == tool)
+        if not same(tool, old_fp, new_fp):
+            contracts[tool] = (old_fp, new_fp, tuple(_explain(tool, gm, om, config)))
+    return contracts
+
+
+def _verdicts(
+    settings: CompareSettings,
+    g: LoadedTape,
+    o: LoadedTape,
+    phases: tuple[list[str | None], list[str | None]],
+    steps: list[StepDiff],
+    notes: tuple[NoteDiff, ...],
+) -> tuple[Verdict, ...]:
+    """One verdict per dimension (see :mod:`tapetui.review.verdicts`); ``phases``: each call's, old and new."""
+    mode = settings.sequence
+    old_tools, new_tools = [c.tool for c in g.calls], [c.tool for c in o.calls]
+    old_req, new_req = _requested(g.calls), _requested(o.calls)
+    return (
+        verdict("tools", settings, sequence_distance(mode, old_tools, new_tools, *phases)),
+        replace(
+            verdict("requested", settings, sequence_distance(mode, old_req, new_req, *phases)),
+            # without a requested_tool anywhere the requested sequence is the executed one: judged once, as tools
+            judged=any(c.requested_tool for c in (*g.calls, *o.calls)),
+        ),
+        _side_verdict("arguments", settings, steps, "args"),
+        _side_verdict("results", settings, steps, "result"),
+        verdict(
+            "notes",
+            settings,
+            sum(n.failing - len(n.judged.errors) for n in notes),
+            sum(len(n.judged.excused) for n in notes),
+            sum(len(n.judged.errors) for n in notes),
+        ),
     )
 
 
@@ -588,29 +624,39 @@ def _step_order(s: StepDiff) -> float:
     return s.old.seq if s.old is not None else (s.new.seq - 0.5 if s.new is not None else 0.0)
 
 
+def pair_notes(old: Iterable[tuple[str, Any]], new: Iterable[tuple[str, Any]]) -> list[tuple[str, int, Any, Any]]:
+    """Two sessions' notes (``(kind, value)`` in the order written) paired by kind and position among the notes
+    of that kind: ``(kind, index, old value, new value)``, :data:`MISSING` for the side that has no such note.
+    The golden's kinds come first (in the order first written), then the kinds only the new session has."""
+    by_kind: tuple[dict[str, list[Any]], dict[str, list[Any]]] = ({}, {})
+    for side, notes in zip(by_kind, (old, new), strict=True):
+        for kind, value in notes:
+            side.setdefault(kind, []).append(value)
+    a_of, b_of = by_kind
+    out: list[tuple[str, int, Any, Any]] = []
+    for kind in [*a_of, *(k for k in b_of if k not in a_of)]:
+        a, b = a_of.get(kind, []), b_of.get(kind, [])
+        out += [
+            (kind, i, a[i] if i < len(a) else MISSING, b[i] if i < len(b) else MISSING)
+            for i in range(max(len(a), len(b)))
+        ]
+    return out
+
+
 def _notes(g: LoadedTape, o: LoadedTape, ctx: _Judge) -> list[NoteDiff]:
-    """Notes compared by kind and position among the notes of that kind."""
-    old: dict[str, list[Any]] = {}
-    new: dict[str, list[Any]] = {}
-    for n in g.index.notes:
-        old.setdefault(n.kind, []).append(n.value)
-    for n in o.index.notes:
-        new.setdefault(n.kind, []).append(n.value)
+    """Notes compared as :func:`pair_notes` pairs them."""
     out: list[NoteDiff] = []
-    for kind in [*old, *(k for k in new if k not in old)]:
-        a, b = old.get(kind, []), new.get(kind, [])
-        for i in range(max(len(a), len(b))):
-            va = a[i] if i < len(a) else MISSING
-            vb = b[i] if i < len(b) else MISSING
-            side = f"note.{kind}"
-            if va is MISSING or vb is MISSING:
-                judged = Judged((Change("", va, vb),))
-            else:
-                try:
-                    judged = ctx.side(side, va, vb, None)
-                except TooDeep:
-                    raise TooDeep(f"{g.path} and {o.path}: note {kind!r}") from None
-            out.append(NoteDiff(kind, i, va, vb, judged))
+    for kind, i, va, vb in pair_notes(
+        ((n.kind, n.value) for n in g.index.notes), ((n.kind, n.value) for n in o.index.notes)
+    ):
+        if va is MISSING or vb is MISSING:
+            judged = Judged((Change("", va, vb),))
+        else:
+            try:
+                judged = ctx.side(f"note.{kind}", va, vb, None)
+            except TooDeep:
+                raise TooDeep(f"{g.path} and {o.path}: note {kind!r}") from None
+        out.append(NoteDiff(kind, i, va, vb, judged))
     return out
 
 

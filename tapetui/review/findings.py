@@ -14,14 +14,15 @@ from typing import Any, Literal
 
 from tapetui.core.canon import canon
 from tapetui.core.changes import MISSING, Change, format_changes
-from tapetui.core.comparators import CompareSettings, Hooks
+from tapetui.core.comparators import CompareSettings, Hooks, Judged
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
-from tapetui.core.files import file_sha256
+from tapetui.core.files import file_sha256, file_stamp
 from tapetui.core.index import TapeIndex
 from tapetui.core.jsondiff import IgnoreRules, path_segments
 from tapetui.core.locks import reading
-from tapetui.core.runlog import CALL_EVENTS, EXECUTED_EVENTS, RunLogReader, event_problem
+from tapetui.core.paths import prefixed
+from tapetui.core.runlog import RunLogReader
 from tapetui.core.store import (
     candidate_path,
     iter_goldens,
@@ -31,7 +32,27 @@ from tapetui.core.store import (
     session_name,
 )
 from tapetui.core.tapefile import read_index
-from tapetui.review.comparison import Comparison, HooksArg, LoadedTape, compare, load
+from tapetui.review.comparison import (
+    Comparison,
+    HooksArg,
+    LoadedTape,
+    RowLevel,
+    capability_line,
+    compare,
+    load,
+    pair_notes,
+)
+from tapetui.review.facts import (
+    REPLAY_ERRORS,
+    ContractChange,
+    Drift,
+    EndError,
+    Miss,
+    RunFacts,
+    Stale,
+    ToleratedHit,
+    collect_run,
+)
 from tapetui.review.journal import recover
 from tapetui.review.parking import is_parked, parked_dir
 from tapetui.review.verdicts import Verdict, new_capabilities, phase_of, sequence_distance, verdict
@@ -87,6 +108,7 @@ class Finding:
     tool: str | None = None
     data: dict[str, Any] = field(default_factory=dict)
     warning: bool = False  # shown, but does not fail check
+    level: RowLevel | None = None  # a line of a candidate's comparison: its row's level (a verdict's pass/fail)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -97,9 +119,6 @@ class Finding:
             "warning": self.warning,
             **self.data,
         }
-
-
-_REPLAY_ERRORS = ("TapeDrift", "TapeMiss", "ToolDriftError", "TapeStale")
 
 
 def compare_run(
@@ -144,252 +163,249 @@ def judge_run(
     as written (the volatile defaults never hide an argument: it makes the call's key), and each difference
     that excuses is listed as a warning; a tolerated hit is judged again by value under today's rules.
 
+    The run's facts are read in one pass (:func:`~tapetui.review.facts.collect_run`); the rules below
+    turn them into findings, in this order: the tool sequence, what each event reports (in run order),
+    why the run stopped, unused steps, new capabilities, notes.
+
     Raises:
         TapeError: a malformed event, naming the run log and its line.
         ConfigError: a hook tapes.toml names cannot be imported.
     """
-    arg_ignore = config.replay_ignore() if config else IgnoreRules(volatile=False)
     settings = config.compare_for(session_name(golden.path, config.tapes_dir)) if config else CompareSettings()
-    run_notes: list[tuple[str, Any]] = []
-    executed_phases: list[str | None] = []  # the phase each executed call ran in (events come in run order)
-    current_phase: str | None = None
-    missed: set[tuple[Any, Any]] = set()  # (seq, tool) of each miss: a fill answers it live under the same seq
-    where = str(log) if log is not None else "run log"
+    facts = collect_run(events, checked=checked, where=str(log) if log is not None else "run log")
+    out, hidden = event_findings(facts, golden, settings, config)
+    out += no_end_findings(facts)
+    out = stop_findings(facts, out, hidden)
+    tools_v = tools_verdict(facts, golden, settings)
+    out += unused_findings(facts, settings.sequence, loose=facts.judged and tools_v.passed)
+    out[:0] = tools_findings(facts, golden, tools_v)
+    out += capability_findings(golden, facts)
+    notes, notes_v = note_findings([(n.kind, n.value) for n in golden.notes], facts.notes, settings, config, hooks)
+    out += notes
+    return out, run_verdicts(facts, settings, out, tools_v, notes_v)
+
+
+# ---- the rules: a run's facts → findings and verdicts --------------------------------
+def event_findings(
+    facts: RunFacts, golden: TapeIndex, settings: CompareSettings, config: Config | None
+) -> tuple[list[Finding], Finding | None]:
+    """What each reported fact of the run says, in run order, and the last finding when it is a drift only
+    in ignored paths (the run may have stopped there: :func:`stop_findings` says so in its words)."""
+    arg_ignore = config.replay_ignore() if config else IgnoreRules(volatile=False)
     out: list[Finding] = []
-    executed: list[str] = []
-    unused: list[dict[str, Any]] = []
-    end: dict[str, Any] | None = None
-    last_seq: int | None = None
-    last_tool: str | None = None
-    hidden_at: int | None = None  # index in ``out`` of the finding for the last drift whose paths are all ignored
-    for n, ev in enumerate(events, 1):
-        problem = None if checked else event_problem(ev)
-        if problem is None and ev.get("event") == "invalid":
-            problem = str(ev.get("problem") or "invalid event")
-        if problem is not None:
-            line = ev.get("line") if type(ev) is dict else None
-            raise TapeError(f"{where}:{line}: {problem}" if type(line) is int else f"{where}: event {n}: {problem}")
-        kind, seq, tool = ev.get("event"), ev.get("seq"), ev.get("tool")
-        executes = kind in EXECUTED_EVENTS or (kind == "fingerprint" and not ev.get("allowed"))
-        if kind == "miss":
-            missed.add((seq, tool))
-        elif kind in ("live", "record") and (seq, tool) in missed:
-            executes = False  # a fill's miss, then the live call that answered it: one call, not two
-        if executes and isinstance(tool, str):
-            executed.append(tool)
-            executed_phases.append(current_phase)
-        if kind in CALL_EVENTS and seq is not None:
-            last_seq, last_tool = seq, tool
-        if kind == "drift":
-            changes = [Change(p, o, n) for p, o, n in ev.get("changes") or []]
-            ignored_by = [_ignored_by(arg_ignore, c.path) for c in changes]
-            shown = [c for c, pat in zip(changes, ignored_by, strict=True) if pat is None]
-            data = {"recorded_key": ev.get("recorded_key"), "key": ev.get("key")}
-            if not shown:
-                # The call key still differed (ignore rules only hide paths from diffs): the replay raised here.
-                paths = ", ".join(_arg_paths(changes)) or "no path shown"
-                hidden_at = len(out)
-                out.append(
-                    Finding(
-                        "drift",
-                        f"{tool}  step {seq}  drift only in ignored paths ({paths}); they are "
-                        "still part of the call key, so the replay raised TapeDrift",
-                        seq,
-                        tool,
-                        {**data, "ignored_paths": _arg_paths(changes)},
-                    )
-                )
-                continue
-            hidden_at = None
-            for line in format_changes(shown, prefix="args"):
-                out.append(Finding("drift", f"{tool}  step {seq}  {line}", seq, tool, data))
-            # what the user's [diff] ignore excuses is listed too, never dropped: a warning (the drift fails above)
-            for c, pat in zip(changes, ignored_by, strict=True):
-                if pat is not None:
-                    (line,) = format_changes([c], prefix="args")
-                    text = f"{tool}  step {seq}  {line}  — ignored by [diff] ignore {pat!r}"
-                    out.append(Finding("drift", text, seq, tool, {**data, "ignored_by": pat}, warning=True))
-        elif kind == "miss":
-            near = ev.get("nearest")
-            detail = "; ".join(format_changes([Change(p, o, n) for p, o, n in ev.get("changes") or []], "args"))
-            why = f" ({ev['reason']})" if ev.get("reason") else ""
-            text = f"{tool}  step {seq}  miss{why}: {ev.get('key')} not on tape" + (
-                (f"; nearest is step {near}: {detail}" if detail else f"; recorded at step {near}")
-                if near
-                else f"; no recorded {tool} call"
-            )
-            out.append(Finding("miss", text, seq, tool, {"key": ev.get("key")}))
-        elif kind == "fingerprint" and not ev.get("allowed"):
-            out.append(
-                Finding(
-                    "fingerprint",
-                    f"{tool}  step {seq}  [CONTRACT] fingerprint {ev.get('recorded')} → {ev.get('live')}",
-                    seq,
-                    tool,
-                )
-            )
-            out += [
-                Finding("fingerprint", f"{tool}  step {seq}  [CONTRACT] {line}", seq, tool)
-                for line in ev.get("explanation") or []
-            ]
-        elif kind == "unused":
-            unused.append(ev)
-        elif kind == "hit" and ev.get("tolerated"):
-            items = [t for t in ev["tolerated"] if isinstance(t, dict)]
-            excused = "; ".join(f"{t.get('path')} ({t.get('text')})" for t in items)
-            # the run was judged under the rules of its day: judged again by value, under today's
-            gone = _no_longer_excused(ev, golden, settings, config)
-            unknown = gone is None  # an older run log: the values are not there to judge
-            if gone is None:
-                gone = [str(t.get("path")) for t in items]
-            if not gone:
-                why = ""
-            elif unknown:
-                why = (
-                    f"; the run log does not hold the call's arguments (an older tapetui wrote it), so whether "
-                    f"tapes.toml still excuses {', '.join(gone)} is not known: run the replay again"
-                )
-            else:
-                why = f"; no rule of tapes.toml excuses {', '.join(gone)} now: run the replay again"
-            out.append(
-                Finding(
-                    "tolerated",
-                    f"{tool}  step {seq}  served as a tolerated hit: {excused}{why}",
-                    seq,
-                    tool,
-                    {"tolerated": ev["tolerated"], "recorded_key": ev.get("recorded_key"), "no_longer_excused": gone},
-                    warning=not gone,
-                )
-            )
-        elif kind == "note":
-            run_notes.append((str(ev.get("kind")), ev.get("value")))
-        elif kind == "phase":
-            current_phase = str(ev.get("name"))
-        elif kind == "stale":
-            out.append(
-                Finding(
-                    "stale",
-                    f"{tool}  step {seq}  expired at {ev.get('expires_at')} (stale policy {ev.get('policy')})",
-                    seq,
-                    tool,
-                    warning=ev.get("policy") == "warn",
-                )
-            )
-        elif kind == "end":
-            end = ev
-            err = ev.get("error")
-            if err is not None and err.get("type") not in _REPLAY_ERRORS:  # an error object is an error, even {}
-                out.append(
-                    Finding(
-                        "error",
-                        f"run ended with {err.get('type') or 'an error'}: {_first_line(err.get('message'))}",
-                        data={"error": err.get("type")},
-                    )
-                )
-    if end is None:
-        out.append(
-            Finding(
-                "error",
-                f"run log has no end: the replay was killed or is still running ({len(events)} events)",
-                data={"events": len(events)},
-            )
+    hidden: Finding | None = None  # the finding of the last drift whose paths are all ignored
+    for fact in facts.reported:
+        if isinstance(fact, Drift):
+            found = drift_findings(fact, arg_ignore)
+            hidden = found[0] if "ignored_paths" in found[0].data else None
+            out += found
+        elif isinstance(fact, Miss):
+            out.append(miss_finding(fact))
+        elif isinstance(fact, ContractChange):
+            out += contract_findings(fact)
+        elif isinstance(fact, ToleratedHit):
+            out.append(tolerated_finding(fact, golden, settings, config))
+        elif isinstance(fact, Stale):
+            out.append(stale_finding(fact))
+        elif not fact.by_replay:  # the replay's own errors: the findings above say why (see stop_findings)
+            out.append(end_error_finding(fact))
+    return out, (hidden if out and out[-1] is hidden else None)
+
+
+def drift_findings(d: Drift, arg_ignore: IgnoreRules) -> list[Finding]:
+    """A drift's changed argument paths; what the user's ``[diff] ignore`` excuses is listed too, never
+    dropped: a warning (the drift fails on the others). A drift only in ignored paths is one finding: the
+    call key still differed (ignore rules only hide paths from diffs), so the replay raised there."""
+    tool, seq = d.tool, d.seq
+    ignored_by = [_ignored_by(arg_ignore, c.path) for c in d.changes]
+    shown = [c for c, pat in zip(d.changes, ignored_by, strict=True) if pat is None]
+    data = {"recorded_key": d.recorded_key, "key": d.key}
+    if not shown:
+        paths = _arg_paths(d.changes)
+        text = (
+            f"{tool}  step {seq}  drift only in ignored paths ({', '.join(paths) or 'no path shown'}); they are "
+            "still part of the call key, so the replay raised TapeDrift"
         )
-    err = end.get("error") if end is not None else None
-    if err is not None and err.get("type") in _REPLAY_ERRORS:
-        etype = err["type"]
-        if etype == "TapeDrift" and hidden_at is not None and hidden_at == len(out) - 1:
-            old = out[hidden_at]  # the run stopped at that drift: say so in its words
-            out[hidden_at] = Finding(
-                "drift",
-                f"{old.tool}  step {old.seq}  run ended with TapeDrift at step {old.seq}; "
-                f"the changed paths are ignored in diffs but still part of the call key "
-                f"({', '.join(old.data['ignored_paths']) or 'no path shown'})",
-                old.seq,
-                old.tool,
-                {**old.data, "error": etype},
-            )
-        elif not any(not f.warning for f in out):  # nothing above says why the run stopped
-            at = f" at step {last_seq}" if last_seq is not None else ""
-            out.append(
-                Finding(
-                    "error",
-                    f"run ended with {etype}{at}: {_first_line(err.get('message'))}",
-                    last_seq,
-                    last_tool,
-                    {"error": etype},
-                )
-            )
-    stopped_by: dict[str, Any] | None = end.get("error") if end is not None else None
-    stopped = stopped_by is not None
-    recorded = list(golden.tools)
-    mode = settings.sequence
-    golden_phases = [(p.name, p.after) for p in golden.phases]
-    dist = sequence_distance(
-        mode,
-        recorded,
-        executed,
-        phase_of(list(golden.seqs), golden_phases) if golden_phases else None,
-        executed_phases if current_phase is not None else None,
+        return [Finding("drift", text, seq, tool, {**data, "ignored_paths": paths})]
+    out = [Finding("drift", f"{tool}  step {seq}  {line}", seq, tool, data) for line in format_changes(shown, "args")]
+    for c, pat in zip(d.changes, ignored_by, strict=True):
+        if pat is not None:
+            (line,) = format_changes([c], prefix="args")
+            text = f"{tool}  step {seq}  {line}  — ignored by [diff] ignore {pat!r}"
+            out.append(Finding("drift", text, seq, tool, {**data, "ignored_by": pat}, warning=True))
+    return out
+
+
+def miss_finding(m: Miss) -> Finding:
+    """A call not on the tape, and the nearest recorded call (how its arguments differ)."""
+    detail = "; ".join(format_changes(m.changes, "args"))
+    why = f" ({m.reason})" if m.reason else ""
+    text = f"{m.tool}  step {m.seq}  miss{why}: {m.key} not on tape" + (
+        (f"; nearest is step {m.nearest}: {detail}" if detail else f"; recorded at step {m.nearest}")
+        if m.nearest
+        else f"; no recorded {m.tool} call"
     )
-    # golden steps the run left out are part of the sequence: within its mode and threshold, a warning
-    judged = end is not None and not stopped  # the sequence of a run that stopped (or has no end) is not judged
-    tools_v = verdict("tools", settings, dist)
-    loose = judged and tools_v.passed
-    if stopped_by is not None and unused:
-        # The run stopped at a drift or miss: the steps after it were not reached, not skipped.
-        steps = ", ".join(str(e.get("seq")) for e in unused)
-        out.append(
-            Finding(
-                "unused",
-                f"run stopped at step {len(executed)} ({stopped_by.get('type')}); step(s) {steps} not reached",
-                data={"steps": [e.get("seq") for e in unused]},
-            )
+    return Finding("miss", text, m.seq, m.tool, {"key": m.key})
+
+
+def contract_findings(c: ContractChange) -> list[Finding]:
+    """A changed contract: the two fingerprints, then why they differ, a line each."""
+    head = f"{c.tool}  step {c.seq}  [CONTRACT]"
+    return [Finding("fingerprint", f"{head} fingerprint {c.recorded} → {c.live}", c.seq, c.tool)] + [
+        Finding("fingerprint", f"{head} {line}", c.seq, c.tool) for line in c.explanation
+    ]
+
+
+def tolerated_finding(h: ToleratedHit, golden: TapeIndex, settings: CompareSettings, config: Config | None) -> Finding:
+    """A tolerated hit: a warning naming what excused it, unless tapes.toml no longer excuses it (the run was
+    judged under the rules of its day: it is judged again by value, under today's) or that is not known."""
+    excused = "; ".join(f"{t.get('path')} ({t.get('text')})" for t in h.items)
+    gone = _no_longer_excused(h, golden, settings, config)
+    unknown = gone is None  # an older run log: the values are not there to judge
+    if gone is None:
+        gone = [str(t.get("path")) for t in h.items]
+    if not gone:
+        why = ""
+    elif unknown:
+        why = (
+            f"; the run log does not hold the call's arguments (an older tapetui wrote it), so whether "
+            f"tapes.toml still excuses {', '.join(gone)} is not known: run the replay again"
         )
     else:
-        out += [
+        why = f"; no rule of tapes.toml excuses {', '.join(gone)} now: run the replay again"
+    return Finding(
+        "tolerated",
+        f"{h.tool}  step {h.seq}  served as a tolerated hit: {excused}{why}",
+        h.seq,
+        h.tool,
+        {"tolerated": h.tolerated, "recorded_key": h.recorded_key, "no_longer_excused": gone},
+        warning=not gone,
+    )
+
+
+def stale_finding(s: Stale) -> Finding:
+    """An expired entry was replayed: a warning under the ``warn`` policy."""
+    text = f"{s.tool}  step {s.seq}  expired at {s.expires_at} (stale policy {s.policy})"
+    return Finding("stale", text, s.seq, s.tool, warning=s.policy == "warn")
+
+
+def end_error_finding(e: EndError) -> Finding:
+    """The run ended in an error of its own (not one the replay raised)."""
+    text = f"run ended with {e.type or 'an error'}: {_first_line(e.error.get('message'))}"
+    return Finding("error", text, data={"error": e.type})
+
+
+def no_end_findings(facts: RunFacts) -> list[Finding]:
+    """A run log with no ``end``: the replay was killed, or is still running."""
+    if facts.end is not None:
+        return []
+    text = f"run log has no end: the replay was killed or is still running ({facts.events} events)"
+    return [Finding("error", text, data={"events": facts.events})]
+
+
+def stop_findings(facts: RunFacts, found: list[Finding], hidden: Finding | None) -> list[Finding]:
+    """``found`` with why the run stopped, when the replay raised: a run that stopped at a drift only in ignored
+    paths (``hidden``, the last finding) says so in that drift's words; else, when nothing in ``found`` says
+    why, an error at the last call."""
+    err = facts.stopped_by
+    if err is None or err.get("type") not in REPLAY_ERRORS:
+        return found
+    etype = err["type"]
+    if etype == "TapeDrift" and hidden is not None:
+        text = (
+            f"{hidden.tool}  step {hidden.seq}  run ended with TapeDrift at step {hidden.seq}; "
+            f"the changed paths are ignored in diffs but still part of the call key "
+            f"({', '.join(hidden.data['ignored_paths']) or 'no path shown'})"
+        )
+        return [*found[:-1], Finding("drift", text, hidden.seq, hidden.tool, {**hidden.data, "error": etype})]
+    if any(not f.warning for f in found):  # something above says why the run stopped
+        return found
+    at = f" at step {facts.last_seq}" if facts.last_seq is not None else ""
+    text = f"run ended with {etype}{at}: {_first_line(err.get('message'))}"
+    return [*found, Finding("error", text, facts.last_seq, facts.last_tool, {"error": etype})]
+
+
+def tools_verdict(facts: RunFacts, golden: TapeIndex, settings: CompareSettings) -> Verdict:
+    """The executed sequence against the golden's, matched in the session's sequence mode (within a phase in
+    ``phases`` mode, when both wrote phase lines)."""
+    golden_phases = [(p.name, p.after) for p in golden.phases]
+    dist = sequence_distance(
+        settings.sequence,
+        list(golden.tools),
+        list(facts.executed),
+        phase_of(list(golden.seqs), golden_phases) if golden_phases else None,
+        list(facts.phases) if facts.phased else None,
+    )
+    return verdict("tools", settings, dist)
+
+
+def tools_findings(facts: RunFacts, golden: TapeIndex, tools_v: Verdict) -> list[Finding]:
+    """A changed executed sequence (a warning within its mode's threshold). Not judged for a run that stopped
+    or has no end; in a mode other than ``strict``, a changed order within the mode is shown too."""
+    recorded, executed = list(golden.tools), list(facts.executed)
+    dist, mode = tools_v.value, tools_v.mode or "strict"
+    if recorded == executed or not facts.judged or not (dist or mode != "strict"):
+        return []
+    how = f"edit distance {dist}" if mode == "strict" else f"{mode} order: {dist} edit{'' if dist == 1 else 's'}"
+    text = (
+        f"[TOOLS] executed sequence changed ({how}"
+        + (f", within max {tools_v.threshold}" if tools_v.passed else "")
+        + f"): {recorded} → {executed}"
+    )
+    data = {"edit_distance": dist, "mode": mode, "threshold": tools_v.threshold}
+    return [Finding("tools", text, data=data, warning=tools_v.passed)]
+
+
+def unused_findings(facts: RunFacts, mode: str, *, loose: bool) -> list[Finding]:
+    """Recorded steps the run never called (a warning when the sequence passed in its mode: ``loose``);
+    after a run that stopped, one finding: the steps after where it stopped were not reached, not skipped."""
+    if facts.stopped_by is not None and facts.unused:
+        steps = ", ".join(str(e.get("seq")) for e in facts.unused)
+        return [
             Finding(
                 "unused",
-                f"{e.get('tool')}  step {e.get('seq')}  unused: recorded but never called"
-                + (f" (within the {mode} sequence threshold)" if loose else ""),
-                e.get("seq"),
-                e.get("tool"),
-                warning=loose,
+                f"run stopped at step {len(facts.executed)} ({facts.stopped_by.get('type')}); step(s) {steps} "
+                "not reached",
+                data={"steps": [e.get("seq") for e in facts.unused]},
             )
-            for e in unused
         ]
-    if recorded != executed and judged and (dist or mode != "strict"):
-        how = "edit distance" if mode == "strict" else f"{mode} order: {dist} edit{'' if dist == 1 else 's'}"
-        out.insert(
-            0,
-            Finding(
-                "tools",
-                f"[TOOLS] executed sequence changed ({how if mode != 'strict' else f'{how} {dist}'}"
-                + (f", within max {tools_v.threshold}" if tools_v.passed else "")
-                + f"): {recorded} → {executed}",
-                data={"edit_distance": dist, "mode": mode, "threshold": tools_v.threshold},
-                warning=tools_v.passed,
-            ),
+    within = f" (within the {mode} sequence threshold)" if loose else ""
+    return [
+        Finding(
+            "unused",
+            f"{e.get('tool')}  step {e.get('seq')}  unused: recorded but never called{within}",
+            e.get("seq"),
+            e.get("tool"),
+            warning=loose,
         )
-    out += [
+        for e in facts.unused
+    ]
+
+
+def capability_findings(golden: TapeIndex, facts: RunFacts) -> list[Finding]:
+    """Each tool the run called that the golden never did: a new capability to audit."""
+    return [
         Finding(
             "capability", f"[NEW TOOL] {t}: called in this run, never recorded in the golden (a new capability)", tool=t
         )
-        for t in new_capabilities(recorded, executed)
+        for t in new_capabilities(list(golden.tools), list(facts.executed))
     ]
-    golden_notes = [(n.kind, n.value) for n in golden.notes]
-    note_findings, notes_v = _note_findings(golden_notes, run_notes, settings, config, hooks)
-    out += note_findings
-    # a miss is a call the golden lacks: the sequence's; a drift's path [diff] ignore excuses is a warning
-    drifted = sum(1 for f in out if f.kind == "drift" and not f.warning)
-    excused_args = sum(1 for f in out if f.kind == "tolerated" or (f.kind == "drift" and f.warning))
-    # a run log judges what a run can change: the tools it ran, the arguments it passed, its notes (a replay's
-    # results come from the tape, and its events do not name the tool the model asked for)
-    verdicts = (
-        *((tools_v,) if judged else ()),
+
+
+def run_verdicts(
+    facts: RunFacts, settings: CompareSettings, found: list[Finding], tools_v: Verdict, notes_v: Verdict
+) -> tuple[Verdict, ...]:
+    """A run log judges what a run can change: the tools it ran (not for a run that stopped), the arguments
+    it passed, its notes (a replay's results come from the tape, and its events do not name the tool the
+    model asked for). A miss is a call the golden lacks: the sequence's; a drift's path ``[diff] ignore``
+    excuses, and a tolerated hit, are excused arguments."""
+    drifted = sum(1 for f in found if f.kind == "drift" and not f.warning)
+    excused_args = sum(1 for f in found if f.kind == "tolerated" or (f.kind == "drift" and f.warning))
+    return (
+        *((tools_v,) if facts.judged else ()),
         verdict("arguments", settings, drifted, excused_args),
         notes_v,
     )
-    return out, verdicts
 
 
 def _ignored_by(ignore: IgnoreRules, path: str) -> str | None:
@@ -402,14 +418,14 @@ def _ignored_by(ignore: IgnoreRules, path: str) -> str | None:
 
 
 def _no_longer_excused(
-    ev: dict[str, Any], golden: TapeIndex, settings: CompareSettings, config: Config | None
+    h: ToleratedHit, golden: TapeIndex, settings: CompareSettings, config: Config | None
 ) -> list[str] | None:
     """The argument paths of a tolerated hit that the rules as they are now do not excuse, judged by value as a
     replay judges them: the golden's recording (its step, which must still hold the recorded key) against the
     arguments the run logged, under ``[compare.rules]`` and ``[diff] ignore`` as written, no hook run. ``[]``:
     still excused. None: not known — a run log an older tapetui wrote holds no arguments, or the recording is
     gone — so a caller excuses nothing (a rule is judged by the values it excuses, never by its text)."""
-    live, step, key, tool = ev.get("args"), ev.get("step"), ev.get("recorded_key"), ev.get("tool")
+    live, step, key, tool = h.args, h.step, h.recorded_key, h.tool
     if live is None or not isinstance(key, str) or not isinstance(tool, str):
         return None
     i = golden.at_seq(step) if type(step) is int else None
@@ -418,60 +434,45 @@ def _no_longer_excused(
     if i is None:
         return None
     if config is None:  # no tapes.toml: no rule excuses anything
-        return [str(t.get("path")) for t in ev["tolerated"] if isinstance(t, dict)]
+        return [str(t.get("path")) for t in h.items]
     try:
         recorded = canon(config.redactor().redact(golden.record(i).args))
         judged = settings.rules.judge("args", recorded, live, tool=tool, hooks=None, ignore=config.replay_ignore())
     except TapeError:  # the golden changed under the check, or nested too deeply: not known
         return None
     # a change a hook could not judge (a replay runs none) is among the changes: unexcused
-    return _arg_paths(list(judged.changes))
+    return _arg_paths(judged.changes)
 
 
-def _note_findings(
-    golden: list[tuple[str, Any]],
-    run: list[tuple[str, Any]],
+def note_findings(
+    golden: Iterable[tuple[str, Any]],
+    run: Iterable[tuple[str, Any]],
     settings: CompareSettings,
     config: Config | None,
     hooks: HooksArg,
 ) -> tuple[list[Finding], Verdict]:
-    """The run's notes against the golden's, by kind and position among the notes of that kind."""
-    if not golden and not run:
+    """The run's notes against the golden's, paired by :func:`~tapetui.review.comparison.pair_notes` (by kind
+    and position among the notes of that kind); within ``max_note_changes`` each is shown as a warning."""
+    pairs = pair_notes(golden, run)
+    if not pairs:
         return [], verdict("notes", settings, 0)
     if hooks == "auto":
         hooks = Hooks.lazy(settings, config.root if config else None) if settings.rules.needs_hooks() else None
-    rules = settings.rules
     ignore = config.ignore_rules() if config else IgnoreRules()
-    old: dict[str, list[Any]] = {}
-    new: dict[str, list[Any]] = {}
-    for k, v in golden:
-        old.setdefault(k, []).append(v)
-    for k, v in run:
-        new.setdefault(k, []).append(v)
     out: list[Finding] = []
     failing = excused = errors = 0
-    for kind in [*old, *(k for k in new if k not in old)]:
-        a, b = old.get(kind, []), new.get(kind, [])
-        for i in range(max(len(a), len(b))):
-            label = f"note.{kind}" + (f" #{i + 1}" if i else "")
-            if i >= len(b):
-                out.append(Finding("note", f"{label}  (removed) the run wrote no such note"))
-                failing += 1
-                continue
-            if i >= len(a):
-                out.append(Finding("note", format_changes([Change("", MISSING, b[i])], prefix=label)[0]))
-                failing += 1
-                continue
-            j = rules.judge(f"note.{kind}", a[i], b[i], hooks=hooks, ignore=ignore)
-            why = {id(c): t for c, t in j.remarks}
-            for c, line in zip(j.changes, format_changes(j.changes, prefix=f"note.{kind}"), strict=True):
-                out.append(Finding("note", line + (f"  ({why[id(c)]})" if id(c) in why else "")))
-            out += [Finding("note", f"{label}  [ERROR] {e}") for e in j.errors]
-            out += [
-                Finding("note", f"{line}  — {e.text}", warning=True)
-                for e in j.excused
-                for line in format_changes([e.change], prefix=f"note.{kind}")
-            ]
+    for kind, i, a, b in pairs:
+        side = f"note.{kind}"
+        label = side + (f" #{i + 1}" if i else "")
+        if b is MISSING:
+            out.append(Finding("note", f"{label}  (removed) the run wrote no such note"))
+            failing += 1
+        elif a is MISSING:
+            out.append(Finding("note", format_changes([Change("", MISSING, b)], prefix=label)[0]))
+            failing += 1
+        else:
+            j = settings.rules.judge(side, a, b, hooks=hooks, ignore=ignore)
+            out += _judged_note_findings(side, label, j)
             failing += len(j.changes)
             excused += len(j.excused)
             errors += len(j.errors)
@@ -481,8 +482,25 @@ def _note_findings(
     return out, v
 
 
-def _arg_paths(changes: list[Change]) -> list[str]:
-    return [("args" + ("" if c.path.startswith("[") else ".") + c.path) if c.path else "args" for c in changes]
+def _judged_note_findings(side: str, label: str, j: Judged) -> list[Finding]:
+    """A note present in both runs, judged: its changes (with a rule's remark), errors, then what rules excused."""
+    why = {id(c): t for c, t in j.remarks}
+    out = [
+        Finding("note", line + (f"  ({why[id(c)]})" if id(c) in why else ""))
+        for c, line in zip(j.changes, format_changes(j.changes, prefix=side), strict=True)
+    ]
+    out += [Finding("note", f"{label}  [ERROR] {e}") for e in j.errors]
+    out += [
+        Finding("note", f"{line}  — {e.text}", warning=True)
+        for e in j.excused
+        for line in format_changes([e.change], prefix=side)
+    ]
+    return out
+
+
+def _arg_paths(changes: Iterable[Change]) -> list[str]:
+    """Each change's path under ``args``, joined as ``check`` prints paths."""
+    return [prefixed("args", c.path) for c in changes]
 
 
 def _first_line(text: Any) -> str:
@@ -554,14 +572,8 @@ def check_session(golden: Path, config: Config) -> SessionReport:
 
 
 def _stamp(golden: Path) -> tuple[tuple[int, int, int] | None, ...]:
-    out: list[tuple[int, int, int] | None] = []
-    for p in (golden, candidate_path(golden), runlog_path(golden)):
-        try:
-            st = os.stat(p)
-            out.append((st.st_ino, st.st_size, st.st_mtime_ns))
-        except OSError:
-            out.append(None)
-    return tuple(out)
+    """The session's three files' stamps: a check of it is stale when one of them changes."""
+    return tuple(file_stamp(p) for p in (golden, candidate_path(golden), runlog_path(golden)))
 
 
 def _check_session_once(golden: Path, config: Config) -> SessionReport:
@@ -645,7 +657,7 @@ def candidate_findings(cmp: Comparison, name: str) -> list[Finding]:
         )
         text = f"pending candidate {name}: {what}" + ("" if cmp.clean else within)
         return [Finding("pending", text, data=data, warning=True)] + [
-            Finding("candidate", line, warning=True) for line in cmp.lines()
+            Finding("candidate", line, warning=True, level=level) for line, level in cmp.rows()
         ]
     if cmp.passed:  # no [compare] for the session: a pending candidate waits for review, and fails check
         what = "identical to the golden" if cmp.clean else f"{n} step(s) differ"
@@ -653,7 +665,9 @@ def candidate_findings(cmp: Comparison, name: str) -> list[Finding]:
             f"pending candidate {name}: {what}; it waits for review (accept or reject it: without [compare] for "
             "this session a pending candidate fails check)"
         )
-        return [Finding("pending", text, data=data)] + [Finding("candidate", line) for line in cmp.lines()]
+        return [Finding("pending", text, data=data)] + [
+            Finding("candidate", line, level=level) for line, level in cmp.rows()
+        ]
     failing = ", ".join(v.dimension for v in cmp.failing)
     out = [
         Finding(
@@ -662,12 +676,8 @@ def candidate_findings(cmp: Comparison, name: str) -> list[Finding]:
             data=data,
         )
     ]
-    out += [
-        Finding("capability", line, tool=line.split()[2].rstrip(":"))
-        for line in cmp.lines()
-        if line.startswith("[NEW TOOL]")
-    ]
-    out += [Finding("candidate", line) for line in cmp.lines() if not line.startswith("[NEW TOOL]")]
+    out += [Finding("capability", capability_line(t), tool=t) for t in cmp.new_capabilities]
+    out += [Finding("candidate", line, level=level) for line, level in cmp.rows(capabilities=False)]
     return out
 
 

@@ -40,7 +40,7 @@ from tapetui.core.files import atomic_write, file_sha256, fsync_dir
 from tapetui.core.locks import session_lock, try_park_lock, try_session_lock
 from tapetui.core.store import candidate_path, golden_of, journal_path, runlog_path, session_name
 from tapetui.review.changelog import Entry, append_entry, has_entry
-from tapetui.review.parking import is_parked, recover_parked, unpark
+from tapetui.review.parking import LeftInPlace, is_parked, recover_parked, unpark
 
 __all__ = ["commit", "new_entry", "recover", "session", "tmp_of", "write_new"]
 
@@ -278,7 +278,7 @@ def _recover_session(config: Config, golden: Path, *, strict: bool = False) -> l
         if problem is not None:
             if strict:
                 raise TapeError(problem)
-            notes.append(problem)
+            notes.append(LeftInPlace(problem))
     tmp = tmp_of(golden)
     if not os.path.lexists(jp) and os.path.lexists(tmp):
         tmp.unlink()
@@ -296,7 +296,7 @@ def recover(config: Config) -> list[str]:
     this finds in a session it could lock belongs to a process that died.
 
     Returns:
-        One line per repair (or per problem left in place), for the caller to show.
+        One line per repair, for the caller to show; a problem left in place is a :class:`LeftInPlace`.
     """
     notes: list[str] = []
     root = config.tapes_dir
@@ -324,5 +324,5 @@ def recover(config: Config) -> list[str]:
                     continue
                 notes += _recover_session(config, golden)
         except (TapeError, OSError) as e:
-            notes.append(f"{golden}: cannot recover: {e}")
+            notes.append(LeftInPlace(f"{golden}: cannot recover: {e}"))
     return notes

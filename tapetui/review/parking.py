@@ -48,7 +48,25 @@ from tapetui.core.files import STATE_DIR, atomic_write, file_sha256, fsync_dir, 
 from tapetui.core.locks import park_lock, session_lock, try_park_lock, try_session_lock
 from tapetui.core.store import candidate_path, inside, rotate_candidate, runlog_path, session_name
 
-__all__ = ["PARKED_DIR", "PARKED_JOURNAL", "is_parked", "parked", "parked_dir", "recover_parked", "unpark"]
+__all__ = [
+    "PARKED_DIR",
+    "PARKED_JOURNAL",
+    "LeftInPlace",
+    "is_parked",
+    "parked",
+    "parked_dir",
+    "recover_parked",
+    "unpark",
+]
+
+
+class LeftInPlace(str):
+    """A line ``recover`` reports that is a problem it could not repair: what it found is left in place for a
+    person (``tapetui recover`` prints it as an error and exits 2). Every other line is a repair done, or a
+    session left for the process that holds it."""
+
+    __slots__ = ()
+
 
 PARKED_DIR = Path(STATE_DIR) / "parked"
 PARKED_JOURNAL = "parked.json"
@@ -305,7 +323,7 @@ def recover_parked(config: Config) -> list[str]:
                         continue
                     notes += [f"{n} (after an interrupted check --samples)" for n in unpark(config, golden)]
         except (TapeError, OSError) as e:
-            notes.append(f"{golden}: cannot put back its parked candidate: {e}")
+            notes.append(LeftInPlace(f"{golden}: cannot put back its parked candidate: {e}"))
     with contextlib.suppress(OSError):  # a kill between making it and a session's folder in it: empty
         top.rmdir()
     return notes

@@ -1,8 +1,10 @@
 """The review app: a session tree, a detail pane with diffs, and a live run log.
 
-``app.py`` composes the screen and binds the keys. The run logs are read and the folder watched by the
-feed (``feed.py``); the review actions and their undo stack live in the controller (``controller.py``);
-what is known of a session, and the filter, come from the review layer (``tapetui.review.sessions``).
+``app.py`` composes the screen and binds the keys (``keys.py``). The run logs are read and the folder watched
+by the feed (``feed.py``); the review actions and their undo stack live in the controller (``controller.py``);
+what the detail pane shows is read in a worker (``detailmodel.py``); which comparison hooks may run, J
+(``hooks.py``); what is known of a session, and the filter, come from the review layer
+(``tapetui.review.sessions``).
 """
 
 from __future__ import annotations
@@ -32,9 +34,12 @@ from tapetui.review.history import HistoryRecord
 from tapetui.review.sessions import Session, StepSummary, current, goldens, has_candidate, matches, parse_filter
 from tapetui.review.sessions import session_of as new_session
 from tapetui.tui.controller import ReviewController
+from tapetui.tui.detailmodel import DetailInputs, session_detail, step_detail, subject_of
 from tapetui.tui.feed import Feed
+from tapetui.tui.hooks import HookKey, HookPermissions
+from tapetui.tui.keys import KEYS
 from tapetui.tui.messages import ConfigFileChanged, FilesChanged, RunEvents, SummariesReady
-from tapetui.tui.model import comparison_rows, hooks_text, needed_hooks, step_rows, suggested_rule
+from tapetui.tui.prompts import accept_what, reject_question, rerecord_question, undo_question
 from tapetui.tui.screens.confirm import ConfirmScreen
 from tapetui.tui.screens.help import COMMAND_HELP, HelpScreen
 from tapetui.tui.screens.rationale import Accepting, RationaleScreen
@@ -44,44 +49,12 @@ from tapetui.tui.widgets.runlog_pane import RunLogPane
 from tapetui.tui.widgets.session_tree import FolderRef, MoreRef, SessionTree, StepRef
 
 
-def _subject(data: Any) -> tuple[Any, ...]:
-    """What the detail pane shows for a row's data (its ``subject``): ("session", golden), ("step", golden, seq)."""
-    if isinstance(data, Session):
-        return ("session", data.golden)
-    if isinstance(data, StepRef):
-        return ("step", data.session.golden, data.seq)
-    return ()
-
-
 class TapeApp(App[None]):
     """``tapetui [DIR]``: browse tapes, watch replays, review drift, accept baselines."""
 
     CSS_PATH = "app.tcss"
     TITLE = "tapetui"
-    BINDINGS = [
-        Binding("q", "quit", "Quit"),
-        Binding("question_mark", "help", "Help"),
-        Binding("slash", "filter", "Filter"),
-        Binding("n", "next_review", "Next"),
-        Binding("N", "prev_review", "Previous session to review", show=False),
-        Binding("s", "skip", "Skip this session (n and N pass it by)", show=False),
-        Binding("a", "accept", "Accept"),
-        Binding("A", "accept_all", "Accept all marked", show=False),
-        Binding("r", "reject", "Reject"),
-        Binding("R", "rerecord", "Re-record"),
-        Binding("x", "expire", "Expire"),
-        Binding("X", "expire_all", "Expire all time-sensitive", show=False),
-        Binding("p", "replay", "Replay"),
-        Binding("J", "allow_hooks", "Run hooks"),  # shown only where tapes.toml names hooks for the session
-        Binding("J", "no_hooks", "Run hooks", show=False),  # elsewhere J says why there is nothing to run
-        Binding("F", "follow", "Follow"),
-        Binding("t", "toggle_unified", "Unified or side-by-side diff", show=False),
-        Binding("right_square_bracket", "next_change", "Next change", show=False),
-        Binding("left_square_bracket", "prev_change", "Previous change", show=False),
-        Binding("space", "mark", "Mark session", show=False),  # the tree binds space to it as well (its own wins)
-        Binding("u", "undo", "Undo"),
-        Binding("escape", "back", "Back", show=False),
-    ]
+    BINDINGS = KEYS
 
     def __init__(self, config: Config, *, watch: bool = True) -> None:
         super().__init__()
@@ -97,11 +70,8 @@ class TapeApp(App[None]):
         self._errors_scanning = False  # status:error is reading tapes for recorded errors
         self._filter_anchor: Session | None = None  # the session selected when / was pressed
         self._footer_allows: tuple[bool | None, ...] = ()
-        # Comparison hooks a person allowed (J), by the (similarity, judge) hooks a session's settings name;
-        # until then the app runs none (opening a folder never imports a user's code). Hooks of this config:
-        self._allowed_hooks: set[tuple[str | None, str | None]] = set()
+        self.comparison_hooks = HookPermissions(self)  # the ones a person allowed (J): until then none runs
         self.skipped: set[Path] = set()  # sessions `s` left for later: n and N pass them by in this sitting
-        self._hooks: dict[tuple[str | None, str | None], Hooks] = {}
 
     # ---- layout -----------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -228,7 +198,7 @@ class TapeApp(App[None]):
             if self.live_session is None or self.live_session == golden:
                 pane.add_events(s.name, events, reset)
                 if pane.follow:
-                    self._follow_step(s, events)
+                    tree.follow_step(s, events)
         tree.refresh_folders(touched)
         if self._cursor()[0] in touched and any(e.get("event") == "end" for _, es, _ in msg.updates for e in es):
             self._refresh_selected()  # a run just ended: the detail shows its outcome, not the run before it
@@ -270,19 +240,6 @@ class TapeApp(App[None]):
         self._refresh_selected()
         self._refresh_footer()
 
-    def _follow_step(self, s: Session, events: list[dict[str, Any]]) -> None:
-        seqs = [e.get("step", e.get("seq")) for e in events if isinstance(e.get("seq"), int)]
-        tree = self.session_tree
-        if not seqs or not tree.shows(s):
-            return
-        node = tree.reveal(s)
-        node.expand()
-        tree.build_steps(node)
-        for child in node.children:
-            if isinstance(child.data, StepRef) and child.data.seq == seqs[-1]:
-                tree.go_to(child)
-                break
-
     # ---- what the controller hands back (on the main thread) ---------------------------------
     def show_error(self, e: BaseException) -> None:
         self.notify(safe_text(str(e)), severity="error", markup=False, timeout=8)
@@ -311,24 +268,29 @@ class TapeApp(App[None]):
         self.config = config
         self.controller.config = config
         self.feed.config = config
-        self._hooks.clear()  # built for the old settings; the allowed modules stay allowed
+        self.comparison_hooks.config_changed()
 
     def hooks_for(self, s: Session) -> tuple[Hooks | None, str | None]:
-        """The comparison hooks to run for ``s`` (None until a person allowed them with J), and else what the
-        detail pane says about the hooks its settings name (None when they name none)."""
-        settings = self.config.compare_for(s.name)
-        if not settings.rules.needs_hooks():
-            return None, None
-        key = (settings.similarity_hook, settings.judge_hook)
-        if key in self._allowed_hooks:
-            hooks = self._hooks.get(key)
-            if hooks is None:
-                hooks = self._hooks[key] = Hooks.lazy(settings, self.config.root)
-            return hooks, None
-        needed = needed_hooks(settings)
-        if not needed:
-            return None, None
-        return None, f"comparison hooks not run: press J to import {hooks_text(needed)}"
+        """The comparison hooks to run for ``s``, and else what the detail pane says of them (see hooks.py)."""
+        return self.comparison_hooks.for_session(s)
+
+    @property
+    def _allowed_hooks(self) -> set[HookKey]:
+        return self.comparison_hooks.allowed
+
+    def hooks_imported(self) -> None:
+        """J imported comparison hooks: the footer and the detail follow (compared again, with the hooks)."""
+        self._refresh_footer()
+        self._refresh_selected()
+
+    def confirm(self, title: str, body: str, then: Callable[[], None]) -> None:
+        """Ask ``title`` on a yes/no screen saying ``body``; ``then`` runs on yes."""
+
+        def answered(ok: bool | None) -> None:
+            if ok:
+                then()
+
+        self.push_screen(ConfirmScreen(title, body), answered)
 
     @work(thread=True, group="write")
     def _check_outdated(self, s: Session) -> None:
@@ -379,75 +341,39 @@ class TapeApp(App[None]):
         if isinstance(data, Session):
             with_log = with_log and self.live_session != data.golden
             self.live_session = data.golden
-            self._session_detail(data, self._detail_token, with_log, self.config, *self.hooks_for(data))
+            self._session_detail(data, self._detail_token, with_log, DetailInputs(self.config, *self.hooks_for(data)))
         elif isinstance(data, StepRef):
             self.live_session = data.session.golden
-            self._step_detail(data, self._detail_token, self.config, *self.hooks_for(data.session))
+            self._step_detail(data, self._detail_token, DetailInputs(self.config, *self.hooks_for(data.session)))
         elif isinstance(data, FolderRef):
             self.detail.show_folder(str(data.rel), self.session_tree.sessions_under(data.rel))
 
     # a description of their own: @work would describe a worker by the repr() of its arguments (a Config)
     @work(thread=True, exclusive=True, group="detail", description="a session's detail")
-    def _session_detail(
-        self, s: Session, token: int, with_log: bool, config: Config, hooks: Hooks | None, hooks_note: str | None
-    ) -> None:
+    def _session_detail(self, s: Session, token: int, with_log: bool, inputs: DetailInputs) -> None:
         try:
-            idx = s.index()
-            cmp = s.comparison(config, hooks) if s.pending and s.golden.exists() else None
-            events = s.run_events()
-            notes: list[str] = []
-            verdicts: tuple[review.Verdict, ...] = ()
-            if s.summary.ended and s.summary.mode != "record":  # a recording replays nothing: no run verdicts
-                # hooks: None unless allowed (the default "auto" would import what tapes.toml names)
-                findings, verdicts = review.judge_run(idx, events, config, hooks=hooks)
-                notes = [f.text for f in findings]
-                if s.summary.outdated:
-                    verdicts = ()  # about an earlier golden: the row above says so
-            args = (s, idx.header, len(idx), cmp, notes)
-            rows = comparison_rows(cmp) if cmp is not None else None  # in the worker: reads every change
-            suggestion = suggested_rule(cmp)
-            if with_log:
-                self.call_from_thread(self._if_current, token, lambda: self.run_log.show_run(s.name, events))
+            d = session_detail(s, inputs)  # in the worker: reads the files, formats every change
         except TapeError as e:
-            message = str(e)  # `e` is unbound once the except block ends; the lambda runs later
-            self.call_from_thread(self._if_current, token, lambda: self.detail.show_error(message))
+            self._detail_failed(token, e)
             self.call_from_thread(self.session_tree.refresh_session, s)
             return
-        self.call_from_thread(
-            self._if_current,
-            token,
-            lambda: self.detail.show_session(
-                *args, rows, verdicts=verdicts, hooks_note=hooks_note, suggestion=suggestion
-            ),
-        )
+        if with_log:
+            self.call_from_thread(self._if_current, token, lambda: self.run_log.show_run(s.name, d.events))
+        self.call_from_thread(self._if_current, token, lambda: self.detail.show_session(d))
 
     @work(thread=True, exclusive=True, group="detail", description="a step's detail")
-    def _step_detail(
-        self, ref: StepRef, token: int, config: Config, hooks: Hooks | None, hooks_note: str | None
-    ) -> None:
-        s = ref.session
+    def _step_detail(self, ref: StepRef, token: int, inputs: DetailInputs) -> None:
         try:
-            rec = s.record(ref.index)
-            sd = None
-            if s.pending and s.golden.exists():
-                cmp = s.comparison(config, hooks)
-                sd = next((d for d in cmp.steps if d.old is not None and d.old.seq == ref.seq and d.differs), None)
-            ev = s.summary.drift_events.get(ref.seq)
-            contract = list(sd.fingerprint) if sd is not None and sd.fingerprint else []
-            rows = step_rows(sd) if sd is not None else None  # in the worker: reads every change
-            note = hooks_note if sd is not None else None  # what a step shows depends on hooks only if it differs
-            suggestion = suggested_rule(None, sd) if sd is not None else None
-            if ev is not None and ev.get("event") == "fingerprint":
-                contract = [f"fingerprint {ev.get('recorded')} → {ev.get('live')}", *(ev.get("explanation") or [])]
+            d = step_detail(ref, inputs)  # in the worker, as a session's
         except TapeError as e:
-            message = str(e)  # `e` is unbound once the except block ends; the lambda runs later
-            self.call_from_thread(self._if_current, token, lambda: self.detail.show_error(message))
+            self._detail_failed(token, e)
             return
-        self.call_from_thread(
-            self._if_current,
-            token,
-            lambda: self.detail.show_step(s, rec, sd, ev, contract, rows, hooks_note=note, suggestion=suggestion),
-        )
+        self.call_from_thread(self._if_current, token, lambda: self.detail.show_step(d))
+
+    def _detail_failed(self, token: int, e: TapeError) -> None:
+        """From a detail worker: the pane says why, unless the cursor moved on meanwhile."""
+        message = str(e)
+        self.call_from_thread(self._if_current, token, lambda: self.detail.show_error(message))
 
     def _if_current(self, token: int, fn: Callable[[], None]) -> None:
         if token == self._detail_token:
@@ -478,7 +404,7 @@ class TapeApp(App[None]):
         if action in ("toggle_unified", "next_change", "prev_change"):
             return True if self.detail.diffs else None
         if action in ("allow_hooks", "no_hooks"):  # J: hidden unless the session's settings name hooks not allowed yet
-            hooks = s is not None and self.hooks_for(s)[1] is not None
+            hooks = self.comparison_hooks.offered(s)
             return hooks if action == "allow_hooks" else not hooks
         return True
 
@@ -518,7 +444,7 @@ class TapeApp(App[None]):
                 tree.go_to(tree.reveal(anchor))
             elif node is None:
                 tree.cursor_line = 0  # highlighted: its detail follows
-            elif not self.detail.subject or self.detail.subject != _subject(node.data):
+            elif not self.detail.subject or self.detail.subject != subject_of(node.data):
                 # the row under the cursor is another one now (the filter moved it, on the same line: no
                 # highlight event) or the pane still holds a message: the pane follows the cursor, and p with it
                 self.show_detail(node.data, with_log=True)
@@ -621,14 +547,9 @@ class TapeApp(App[None]):
                 markup=False,
             )
             return
-        what = (
-            f"{s.name}: step {step.seq} ({step.tool}) from the candidate"
-            if step is not None
-            else f"{s.name}: the whole candidate"
-        )
+        what = accept_what(s, step)
         steps = [step.seq] if step is not None else None
-        shown = ("step", s.golden, step.seq) if step is not None else ("session", s.golden)
-        suggestion = self.detail.suggested_rule if self.detail.subject == shown else None
+        suggestion = self.detail.suggested_rule if self.detail.subject == subject_of(step or s) else None
 
         def accept(got: Accepting | None) -> None:
             if got is not None:
@@ -657,16 +578,7 @@ class TapeApp(App[None]):
         s, _ = self._cursor()
         if s is None or not s.pending:
             return
-        body = (
-            f"The pending candidate of {s.name} will be discarded, with a changelog entry naming what it "
-            f"changed. u (or tapetui undo {s.name}) brings it back."
-        )
-
-        def reject(ok: bool | None) -> None:
-            if ok:
-                self.controller.reject(s)
-
-        self.push_screen(ConfirmScreen("Reject this candidate?", body), reject)
+        self.confirm(*reject_question(s), lambda: self.controller.reject(s))
 
     def action_expire(self) -> None:
         s, step = self._cursor()
@@ -691,16 +603,7 @@ class TapeApp(App[None]):
         self.controller.ask_undo(s, self._confirm_undo)
 
     def _confirm_undo(self, s: Session, target: HistoryRecord) -> None:
-        body = (
-            f"The {target.action} of {s.name} (changelog entry {target.id}, {target.when}) will be reverted: "
-            "the golden and candidate get back the bytes they had before it, with a changelog entry of its own."
-        )
-
-        def undo(ok: bool | None) -> None:
-            if ok:
-                self.controller.undo(s, target)
-
-        self.push_screen(ConfirmScreen(f"Undo the {target.action} of {s.name}?", body), undo)
+        self.confirm(*undo_question(s, target), lambda: self.controller.undo(s, target))
 
     def action_rerecord(self) -> None:
         s, step = self._cursor()
@@ -711,89 +614,15 @@ class TapeApp(App[None]):
         except TapeError as e:
             self.show_error(e)
             return
-        body = (
-            f"Step {rec.seq} ({rec.tool}) will run live with its recorded arguments.\n"
-            f"tapetui will import the registry {self.config.registry or '(none configured)'} "
-            f"from {self.config.root} to do it."
-        )
-        if rec.side_effect:
-            body += f"\n\n{rec.tool} HAS SIDE EFFECTS: it will really run."
-
-        def rerecord(ok: bool | None) -> None:
-            if ok:
-                self.controller.rerecord(s, rec.seq)
-
-        self.push_screen(ConfirmScreen("Re-record this step?", body), rerecord)
+        self.confirm(*rerecord_question(self.config, rec), lambda: self.controller.rerecord(s, rec.seq))
 
     def action_allow_hooks(self) -> None:
-        """J: import the comparison hooks tapes.toml names for this session, after asking (as R asks before it
-        imports the registry), and compare the session again with them."""
-        s, _ = self._cursor()
-        if s is None:
-            return
-        settings = self.config.compare_for(s.name)
-        needed = needed_hooks(settings)
-        key = (settings.similarity_hook, settings.judge_hook)
-        if not needed or key in self._allowed_hooks:
-            self.notify(
-                "No comparison hooks to import for this session."
-                if not needed
-                else "Its comparison hooks are imported already.",
-                markup=False,
-            )
-            return
-        body = (
-            f"Comparing {s.name} under tapes.toml's [compare] rules calls a function of your own:\n"
-            + "\n".join(f"  compare.{k} = {spec}" for k, spec in needed)
-            + f"\n\ntapetui will import {hooks_text(needed)} from {self.config.root} to do it: "
-            "the module's code runs in this app."
-        )
-        config = self.config
-
-        def allow(ok: bool | None) -> None:
-            if ok:
-                self._import_hooks(config, s.name, key, needed)
-
-        self.push_screen(ConfirmScreen("Import the comparison hooks?", body), allow)
+        """J: import the comparison hooks tapes.toml names for this session, after asking (see hooks.py)."""
+        self.comparison_hooks.ask(self._cursor()[0])
 
     def action_no_hooks(self) -> None:
         """J where there is nothing to import: say why, instead of doing nothing."""
-        s, _ = self._cursor()
-        if s is None:
-            self.notify("J imports the comparison hooks of the session under the cursor: move to a session.")
-            return
-        settings = self.config.compare_for(s.name)
-        self.notify(
-            safe_text(
-                f"Its comparison hooks are imported already: {s.name} is compared with them."
-                if needed_hooks(settings)
-                else f"No comparison hooks for {s.name}: tapes.toml names no similarity or judge hook its rules use."
-            ),
-            markup=False,
-        )
-
-    @work(thread=True, exclusive=True, group="hooks", description="importing comparison hooks")
-    def _import_hooks(
-        self, config: Config, name: str, key: tuple[str | None, str | None], needed: list[tuple[str, str]]
-    ) -> None:
-        hooks = Hooks.lazy(config.compare_for(name), config.root)
-        try:
-            for k, _ in needed:  # imported now, so that a module that cannot be imported is said here, once
-                getattr(hooks, k)
-        except TapeError as e:  # ConfigError: names tapes.toml, the key and why; no traceback
-            self.call_from_thread(self.show_error, e)
-            return
-        self.call_from_thread(self._hooks_allowed, config, key, hooks, needed)
-
-    def _hooks_allowed(
-        self, config: Config, key: tuple[str | None, str | None], hooks: Hooks, needed: list[tuple[str, str]]
-    ) -> None:
-        self._allowed_hooks.add(key)
-        if config is self.config:
-            self._hooks[key] = hooks
-        self.notify(safe_text(f"Imported {hooks_text(needed)}; comparing with the hooks from now on."), markup=False)
-        self._refresh_footer()
-        self._refresh_selected()  # compared again, in the detail worker, with the hooks
+        self.comparison_hooks.explain(self._cursor()[0])
 
     def action_replay(self) -> None:
         s, _ = self._cursor()

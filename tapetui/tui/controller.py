@@ -12,39 +12,21 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from textual.notifications import SeverityLevel
-
 import tapetui.review as review
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
 from tapetui.core.textsafe import safe_text
 from tapetui.review.history import HistoryRecord
 from tapetui.review.sessions import Session
+from tapetui.tui.host import WorkerHost
 
 ActionKind = Literal["accept", "reject", "expire"]
-NEW_SESSION = "accept (new session)"  # the history's name for the accept that made a golden: no undo reverts it
 
 
-class Host(Protocol):
+class Host(WorkerHost, Protocol):
     """What the controller needs of the app."""
 
     sessions: dict[Path, Session]
-
-    def run_worker(self, work: Callable[[], None], *, thread: bool = ..., group: str = ...) -> Any: ...
-
-    def call_from_thread(self, callback: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...
-
-    def notify(
-        self,
-        message: str,
-        *,
-        title: str = ...,
-        severity: SeverityLevel = ...,
-        timeout: float | None = ...,
-        markup: bool = ...,
-    ) -> None: ...
-
-    def show_error(self, e: BaseException) -> None: ...
 
     def session_changed(self, s: Session, message: str) -> None: ...
 

@@ -9,7 +9,6 @@ neither touches the app's state.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 from textual.app import App
 
 from tapetui.core.config import Config
+from tapetui.core.files import file_stamp
 from tapetui.core.store import golden_of
 from tapetui.review.sessions import RunLogs, StepSummary, current, has_candidate
 from tapetui.tui.messages import ConfigFileChanged, FilesChanged, RunEvents, SummariesReady
@@ -82,14 +82,14 @@ class Feed:
 
         tapes_dir = self.config.tapes_dir
         toml = self.config.path
-        seen = _stamp(toml)
+        seen = file_stamp(toml)
         for changes in watch(
             tapes_dir, stop_event=self.stopping, debounce=25, step=10, rust_timeout=200, yield_on_timeout=True
         ):
             self.watching.set()  # the first yield, even an empty one, proves the watch is in place
             # tapes.toml lives in the project folder, which is not watched (it holds .venv, .git...): a stat per
             # wake-up (at least every 200 ms) sees it replaced or edited
-            now = _stamp(toml)
+            now = file_stamp(toml)
             if now != seen and toml is not None:
                 seen = now
                 self.app.post_message(ConfigFileChanged(toml))
@@ -113,16 +113,6 @@ class Feed:
                 updates.append((g, events, reset))
         if updates:
             self.app.post_message(RunEvents(updates))
-
-
-def _stamp(path: Path | None) -> tuple[int, int, int] | None:
-    if path is None:
-        return None
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def _hidden(path: Path, tapes_dir: Path) -> bool:

@@ -10,6 +10,7 @@ from typing import Any
 
 from tapetui.core.changes import MISSING, Change
 from tapetui.core.comparators import CompareSettings, Excuse, Judged
+from tapetui.core.paths import prefixed
 from tapetui.review import Comparison, NoteDiff, RowLevel, StepDiff, suggest_rule
 from tapetui.review.textdiff import common_prefix
 
@@ -74,11 +75,6 @@ def step_rows(sd: StepDiff) -> list[Row]:
     return _clipped_step(sd).rows()
 
 
-def step_lines(sd: StepDiff) -> list[str]:
-    """``sd.lines()``, the same text, quick for megabyte strings (see _clip)."""
-    return [text for text, _ in step_rows(sd)]
-
-
 def comparison_rows(cmp: Comparison) -> list[Row]:
     """``cmp.rows()``: the verdicts first, then what differs; the same text, quick for megabyte strings."""
     clipped = replace(
@@ -89,17 +85,7 @@ def comparison_rows(cmp: Comparison) -> list[Row]:
     return clipped.rows()
 
 
-def comparison_lines(cmp: Comparison) -> list[str]:
-    """``cmp.lines()``, the same text, quick for megabyte strings (see _clip)."""
-    return [text for text, _ in comparison_rows(cmp)]
-
-
 # ---- a rule to offer when accepting ----------------------------------------------------------------
-def side_path(side: str, path: str) -> str:
-    """``result`` + ``price`` → ``result.price``; ``args`` + ``[0]`` → ``args[0]``."""
-    return side + ("" if not path or path.startswith("[") else ".") + path
-
-
 def _first_change(sd: StepDiff) -> tuple[str, Change] | None:
     if sd.arg_changes:
         return "args", sd.arg_changes[0]
@@ -124,7 +110,7 @@ def suggested_rule(cmp: Comparison | None, sd: StepDiff | None = None) -> str | 
     if found is None:
         return None
     side, c = found
-    return suggest_rule(side_path(side, c.path), _plain(c.old), _plain(c.new), tool)
+    return suggest_rule(prefixed(side, c.path), _plain(c.old), _plain(c.new), tool)
 
 
 def _plain(v: Any) -> Any:

@@ -21,8 +21,9 @@ from tapetui.core.config import Config
 from tapetui.core.index import CallRecord
 from tapetui.core.runlog import describe_counts
 from tapetui.core.textsafe import safe_json_text, safe_text
-from tapetui.review import Comparison, RowLevel, StepDiff, Verdict
+from tapetui.review import RowLevel, Verdict
 from tapetui.review.sessions import Session
+from tapetui.tui.detailmodel import SessionDetail, StepDetail
 from tapetui.tui.model import Row, comparison_rows, step_rows
 from tapetui.tui.widgets import diff_view
 from tapetui.tui.widgets.diff_view import DiffResult, size_text
@@ -49,7 +50,13 @@ def lines_text(lines: list[str], style: str = "") -> Text:
     return Text("\n".join(safe_text(line, newlines=False) for line in lines), style)
 
 
-ROW_STYLES: dict[RowLevel, str] = {"pass": "green", "fail": "red", "excused": "cyan", "differs": ""}
+ROW_STYLES: dict[RowLevel, str] = {
+    "pass": "green",
+    "fail": "red",
+    "capability": "bold red",
+    "excused": "cyan",
+    "differs": "",
+}
 """How each level of a comparison's row is drawn: a verdict that passed, one that failed, a difference a
 rule excused (its text names the comparator: ``— within tolerance ±0.01``), a plain difference."""
 
@@ -62,8 +69,6 @@ def rows_text(rows: Sequence[Row], differs: str = "") -> Text:
         if i:
             out.append("\n")
         style = differs if level == "differs" else ROW_STYLES[level]
-        if level == "fail" and line.startswith("[NEW TOOL]"):
-            style = "bold red"
         out.append(safe_text(line, newlines=False), style)
     return out
 
@@ -210,29 +215,12 @@ class DetailView(VerticalScroll):
         self.show(kv_table(rows), Text("\nenter opens the folder · n goes to the next item to review", "dim"))
 
     # ---- a session --------------------------------------------------------------
-    def show_session(
-        self,
-        s: Session,
-        header: dict[str, Any] | None,
-        steps: int,
-        cmp: Comparison | None,
-        notes: list[str],
-        cmp_rows: list[Row] | None = None,
-        *,
-        verdicts: Sequence[Verdict] = (),
-        hooks_note: str | None = None,
-        suggestion: str | None = None,
-    ) -> None:
-        """Args:
-        cmp_rows: ``cmp.rows()`` when the caller computed them already (in a worker).
-        notes: what the last run log says went wrong; ``verdicts``: that run's verdict per dimension
-            (a run that is current: not one that predates the golden).
-        hooks_note: why comparison hooks did not run, and how to let them.
-        suggestion: a rule that would excuse the first difference (offered when accepting).
-        """
+    def show_session(self, d: SessionDetail) -> None:
+        """A session's detail, as read in a worker (:func:`tapetui.tui.detailmodel.session_detail`)."""
         self._step_shown = False  # an overview: its own rows come first, whatever the pane's height
+        s, header, cmp, notes, verdicts = d.session, d.header, d.comparison, d.notes, d.verdicts
         sm = s.summary
-        rows: list[tuple[str, Any]] = [("session", s.name), ("tape", s.golden.name), ("steps", steps)]
+        rows: list[tuple[str, Any]] = [("session", s.name), ("tape", s.golden.name), ("steps", d.steps)]
         if header:
             for k, v in sorted((header.get("labels") or {}).items()):
                 rows.append((f"label {k}", v))
@@ -258,8 +246,8 @@ class DetailView(VerticalScroll):
                 ("older candidates", f"{len(older)} displaced by newer recordings, kept in {older[0].parent.name}/")
             )
         parts: list[RenderableType] = [kv_table(rows)]
-        if hooks_note:
-            parts.append(Text(safe_text(hooks_note), "yellow"))
+        if d.hooks_note:
+            parts.append(Text(safe_text(d.hooks_note), "yellow"))
         if notes or verdicts:
             failed = bool(notes) or any(not v.passed for v in verdicts)
             parts.append(Rule("run log", style="red" if failed else "green"))
@@ -269,9 +257,9 @@ class DetailView(VerticalScroll):
                 parts.append(lines_text(notes, "red"))
         self.show(*parts)
         self.subject = ("session", s.golden)
-        self.suggested_rule = suggestion
+        self.suggested_rule = d.suggestion
         if cmp is not None:
-            shown = comparison_rows(cmp) if cmp_rows is None else cmp_rows
+            shown = comparison_rows(cmp) if d.rows is None else d.rows
             self._tail = [
                 Rule("candidate vs golden", style="magenta"),
                 rows_text(shown) if shown else Text("no differences"),
@@ -286,21 +274,10 @@ class DetailView(VerticalScroll):
             self._start_diffs()
 
     # ---- a step -----------------------------------------------------------------
-    def show_step(
-        self,
-        s: Session,
-        rec: CallRecord,
-        sd: StepDiff | None,
-        drift: dict[str, Any] | None,
-        contract: list[str],
-        sd_rows: list[Row] | None = None,
-        *,
-        hooks_note: str | None = None,
-        suggestion: str | None = None,
-    ) -> None:
-        """``sd_rows``: ``sd.rows()`` when the caller computed them already (in a worker); ``hooks_note`` and
-        ``suggestion`` as for :meth:`show_session`."""
+    def show_step(self, d: StepDetail) -> None:
+        """A step's detail, as read in a worker (:func:`tapetui.tui.detailmodel.step_detail`)."""
         self._step_shown = True
+        s, rec, sd, drift = d.session, d.record, d.diff, d.drift
         status = s.summary.status.get(rec.seq, "")
         rows: list[tuple[str, Any]] = [
             (
@@ -328,10 +305,10 @@ class DetailView(VerticalScroll):
                 )
             )
         parts: list[RenderableType] = [kv_table(rows)]
-        if contract:
-            parts += [Rule("contract changed", style="red"), lines_text(contract, "yellow")]
-        if hooks_note:
-            parts.append(Text(safe_text(hooks_note), "yellow"))
+        if d.contract:
+            parts += [Rule("contract changed", style="red"), lines_text(d.contract, "yellow")]
+        if d.hooks_note:
+            parts.append(Text(safe_text(d.hooks_note), "yellow"))
         rest: list[RenderableType] = [
             Rule("arguments"),
             json_block(rec.args),
@@ -340,11 +317,11 @@ class DetailView(VerticalScroll):
         ]
         self.show(*parts, rest=rest)
         self.subject = ("step", s.golden, rec.seq)
-        self.suggested_rule = suggestion
+        self.suggested_rule = d.suggestion
         if sd is not None and sd.old is not None and sd.new is not None:
             self._tail = [
                 Rule(Text(safe_text(f"candidate differs ({sd.kind})", newlines=False)), style="magenta"),
-                rows_text(step_rows(sd) if sd_rows is None else sd_rows, "magenta"),
+                rows_text(step_rows(sd) if d.rows is None else d.rows, "magenta"),
             ]
             if sd.arg_changes:
                 self._wanted.append(("arguments: recorded | candidate", sd.old.args, sd.new.args))

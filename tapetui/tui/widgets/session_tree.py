@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rich.style import Style
 from rich.text import Text
@@ -291,6 +292,19 @@ class SessionTree(Tree[NodeData]):
     def shows(self, s: Session) -> bool:
         """Whether ``s`` is in the tree (built or not yet), i.e. not filtered out."""
         return s.golden in self._folder_of
+
+    def follow_step(self, s: Session, events: list[dict[str, Any]]) -> None:
+        """F (follow): the cursor on the newest step of ``s`` its run-log ``events`` name, while ``s`` is shown."""
+        seqs = [e.get("step", e.get("seq")) for e in events if isinstance(e.get("seq"), int)]
+        if not seqs or not self.shows(s):
+            return
+        node = self.reveal(s)
+        node.expand()
+        self.build_steps(node)
+        for child in node.children:
+            if isinstance(child.data, StepRef) and child.data.seq == seqs[-1]:
+                self.go_to(child)
+                break
 
     def reveal(self, s: Session) -> TreeNode[NodeData]:
         """The node of session ``s``, opening its folders and loading pages until it exists."""
