@@ -208,3 +208,13 @@ def test_contract_change_explains_a_changed_tool() -> None:
     assert any("maximum" in line and "500 → 200" in line for line in change.explanation)
     with pytest.raises(TapeError, match="fingerprint form 9"):
         contract_change(before, before.fingerprint, form=9, old=None, redactor=r, where="t:1")
+
+
+def test_a_shortened_string_keeps_both_its_quotes() -> None:
+    from tapetui.core.changes import short
+
+    old, new = "Agents call tools. " * 10 + "old end.", "Agents call tools. " * 10 + "new end."
+    for text in (short(old, 40), short(old, 40, around=new), short("x" * 30 + '\\"' + "y" * 30, 40)):
+        assert text.startswith('"') and text.endswith('"') and "…" in text, text
+    assert "old end" in short(old, 40, around=new)  # the window is at the change
+    assert short("short", 40) == '"short"'

@@ -257,6 +257,7 @@ def test_without_colour_markers_are_bold_not_grey() -> None:
 
     assert _mono("bold magenta", True) == "bold" and _mono("bold red", True) == "bold"
     assert _mono("dim", True) == "" and _mono("bold red", False) == "bold red"
+    assert _mono("green", True) == ""  # a hit is plain: bold is left to what asks for review
 
 
 async def test_no_color_tree_rows_have_no_grey_markers(sample_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -281,3 +282,49 @@ async def test_the_live_run_log_draws_no_sideways_scrollbar(sample_dir: Path) ->
         await wait_for(pilot, lambda: bool(app.session_tree.session_nodes), "the tree")
         assert app.run_log.styles.scrollbar_size_horizontal == 0
         await wait_for(pilot, lambda: idle(app), "settled")
+
+
+# ---- 3: every row of a narrow tree is laid out alike; a state keeps its word where it fits ------------------
+async def test_every_session_row_of_a_narrow_tree_is_laid_out_alike_and_a_wide_one_in_full(sample_dir: Path) -> None:
+    def rows(app) -> dict[str, str]:  # type: ignore[no-untyped-def]
+        out = {}
+        for line in _visible(app).splitlines():
+            cells = line.split("│")
+            m = re.match(r"[▶▼] (\w+)(.*)", cells[1]) if len(cells) > 1 else None
+            if m:
+                out[m[1]] = m[2].rstrip()
+        return out
+
+    app = app_for(sample_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: "✓3" in rows(app).get("stale_quote", ""), "the tree and its counts")
+        narrow = rows(app)
+    # what needs review first, one space apart, whether the full row would have fitted or not
+    assert narrow["contract_change"] == " ● ⚡1 ∅1 ✓2" and narrow["stale_quote"] == " ?1 ∅1 ✓3", narrow
+    assert narrow["new_tool"].startswith(" ● pending"), narrow  # the whole name fits beside the word: kept
+    app = app_for(sample_dir)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_for(pilot, lambda: "✓3" in rows(app).get("stale_quote", ""), "the tree and its counts")
+        wide = rows(app)
+    assert wide["contract_change"] == "  ✓2  ⚡1  ∅1  ● pending" and wide["stale_quote"] == "  ✓3  ?1  ∅1", wide
+
+
+# ---- 7: NO_COLOR keeps a diff readable -------------------------------------------------------------------
+def test_without_colour_a_diff_marks_changes_in_reverse_video_not_in_two_greys() -> None:
+    import io
+
+    from rich.console import Console
+
+    from tapetui.tui.widgets.diff_view import build_diff
+
+    d = build_diff({"max_words": 120, "text": "same"}, {"max_words": 80, "text": "same"})
+    for unified in (False, True):
+        console = Console(file=io.StringIO(), width=80, color_system="truecolor")
+        segments = list(console.render(d.render(unified, mono=True)))
+        styled = [s for s in segments if s.style is not None and s.text.strip()]
+        assert all(s.style.bgcolor is None and s.style.color is None for s in styled)  # no colour at all
+        assert {s.text for s in styled if s.style.reverse} >= {"12", "8"}  # what changed stands out
+        if not unified:
+            assert any(s.text.strip() == "recorded" and s.style.underline for s in styled)
+    coloured = list(Console(file=io.StringIO(), width=80, color_system="truecolor").render(d.render(False)))
+    assert any(s.style is not None and s.style.bgcolor is not None for s in coloured)  # with colour: as before

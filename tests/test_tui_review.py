@@ -281,6 +281,23 @@ async def test_a_failed_replay_says_its_cause(sample_dir: Path) -> None:
 
 
 @pytest.mark.slow
+async def test_a_passed_replay_says_what_it_did_in_words(sample_dir: Path) -> None:
+    """The toast says the run's steps per status (the run log's end), not the command's raw stats line."""
+    python_here(sample_dir / "tapes.toml")
+    app = app_for(sample_dir)
+    async with app.run_test(size=SIZE) as pilot:
+        await goto_session(pilot, app, "clean")
+        await pilot.press("p")
+
+        def said() -> str:
+            return "\n".join(n.message for n in app._notifications if "Replay of clean" in n.message)
+
+        await wait_for(pilot, lambda: "passed" in said(), "the replay ended")
+        assert "Replay of clean passed: 4 hits, 0 misses, 0 drift, 0 stale, 0 unused" in said()
+        assert "tape_hits=" not in said() and "statuses=" not in said()
+
+
+@pytest.mark.slow
 async def test_follow_shows_the_following_indicator(sample_dir: Path) -> None:
     app = app_for(sample_dir)
     async with app.run_test(size=SIZE) as pilot:

@@ -38,6 +38,7 @@ def test_select_is_the_apps_filter_without_the_app(sample_dir: Path) -> None:
     assert names(select(cfg, "status:miss")) == ["miss_extra_doc", "new_tool", "stale_quote"]
     assert names(select(cfg, "status:error")) == ["error_missing_doc"]  # the tape recorded an error
     assert names(select(cfg, "tool:quote_price")) == ["stale_quote"]
+    assert names(select(cfg, "tool:send_email")) == ["new_tool"]  # a tool only its pending candidate calls
     assert names(select(cfg, "  DRIFT ")) == ["drift_summarize"]  # a part of a name, any case
     assert len(select(cfg, "")) == len(select(cfg, None)) == 8
     assert names(select(cfg, None, pending_only=True)) == pending

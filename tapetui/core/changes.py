@@ -58,14 +58,23 @@ def short(value: Any, width: int = 60, around: str | None = None) -> str:
     start = 0
     if cut:  # the window shows where the value was cut, or a person sees only brackets and no marker
         start = max(0, text.find(_DEEPER_JSON) - width // 3)
-    elif around is not None and isinstance(value, str):
-        other = orjson.dumps(around).decode()
-        start = next(
-            (i for i, (a, b) in enumerate(zip(text, other, strict=False)) if a != b), min(len(text), len(other))
-        )
-        start = max(0, start - width // 3)
+    elif isinstance(value, str):
+        return _string_window(text, width, around)
     piece = text[start : start + width]
     return ("…" if start else "") + piece + ("…" if start + width < len(text) else "")
+
+
+def _string_window(text: str, width: int, around: str | None) -> str:
+    """A long JSON string shortened inside its quotes (``"…at the change…"``), so that both quotes always show;
+    with ``around`` the window starts a little before the first difference."""
+    inner, room = text[1:-1], max(width - 2, 8)
+    start = 0
+    if around is not None:
+        other = orjson.dumps(around).decode()[1:-1]
+        first = next((i for i, (a, b) in enumerate(zip(inner, other, strict=False)) if a != b), None)
+        start = max(0, (min(len(inner), len(other)) if first is None else first) - room // 3)
+    piece = inner[start : start + room].rstrip("\\")  # never end on half an escape: it would hide the quote
+    return '"' + ("…" if start else "") + piece + ("…" if start + room < len(inner) else "") + '"'
 
 
 SHOWN_DEPTH = 254

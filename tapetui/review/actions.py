@@ -224,11 +224,16 @@ def _discarded(config: Config, golden: Path, cand: Path) -> tuple[list[str], lis
     except TapeError as e:
         return [f"{head} (it could not be compared: {e})"], []
     changed = cmp.changed_steps
-    keys = [
-        f"step {s.seq} {s.tool} ({s.kind}): key {s.old.key if s.old else '-'} → {s.new.key if s.new else '-'}"
-        for s in changed
-    ]
-    return [head, *keys], [s.seq for s in changed if s.old]
+    contracts = [f"tool {tool}: fingerprint {old} → {new}" for tool, (old, new, _) in sorted(cmp.contracts.items())]
+    return [head, *contracts, *(_step_change(s) for s in changed)], [s.seq for s in changed if s.old]
+
+
+def _step_change(s: StepDiff) -> str:
+    """A discarded step's change, for a reject's entry: its key and, when it moved, its fingerprint."""
+    line = f"step {s.seq} {s.tool} ({s.kind}): key {s.old.key if s.old else '-'} → {s.new.key if s.new else '-'}"
+    if s.old is not None and s.new is not None and s.old.fingerprint != s.new.fingerprint:
+        line += f", fingerprint {s.old.fingerprint} → {s.new.fingerprint}"
+    return line
 
 
 def expire(

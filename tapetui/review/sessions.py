@@ -164,6 +164,7 @@ class Session:
     loaded: bool = False  # summary and pending were read
     marked: bool = False  # chosen for a batch action (the app's space key)
     _idx: tuple[tuple[int, int], TapeIndex] | None = field(default=None, repr=False)
+    _cand_tools: tuple[tuple[int, int], frozenset[str]] | None = field(default=None, repr=False)
     _cmp: tuple[tuple[Any, ...], Comparison] | None = field(default=None, repr=False)
     recorded_error: bool | None = None  # a call of the tape recorded an error (None: not looked at yet)
     _err_stamp: tuple[int, int] | None = field(default=None, repr=False)
@@ -213,6 +214,27 @@ class Session:
         self.error = None
         self._idx = (stamp, idx)
         return idx
+
+    def tools(self) -> frozenset[str]:
+        """Every tool the session calls: the golden's and, while one waits for review, its candidate's (a new
+        tool is often only there). The candidate is read again only when it changed.
+
+        Raises:
+            TapeError: the golden cannot be read.
+        """
+        tools = frozenset(self.index().tools)
+        cand = candidate_path(self.golden)
+        if not self.golden.exists() or not cand.exists():
+            return tools
+        try:
+            if self.tapes_dir is not None:
+                refuse_links_out(self.tapes_dir, cand)
+            stamp = _stamp(cand)
+            if self._cand_tools is None or self._cand_tools[0] != stamp:
+                self._cand_tools = (stamp, frozenset(read_index(cand).tools))
+        except (TapeError, OSError):  # an unreadable candidate is check's and the detail's to report
+            return tools
+        return tools | self._cand_tools[1]
 
     def record(self, index: int) -> CallRecord:
         """Call ``index`` of the tape, decoded."""
@@ -365,7 +387,7 @@ def parse_filter(text: str | None) -> Filter:
 
 
 def matches(filt: Filter | str, s: Session) -> bool:
-    """Whether session ``s`` passes the filter. ``tool:`` reads the tape's index (cached);
+    """Whether session ``s`` passes the filter. ``tool:`` reads the tape's index and its pending candidate's (cached);
     ``status:error`` counts a recorded error only once ``s.scan_recorded_error()`` has run."""
     f = parse_filter(filt) if isinstance(filt, str) else filt
     if f.kind == "all":
@@ -375,7 +397,7 @@ def matches(filt: Filter | str, s: Session) -> bool:
         return want in s.statuses or (want == "error" and bool(s.error or s.recorded_error))
     if f.kind == "tool":
         try:
-            return f.value in {t.lower() for t in s.index().tools}
+            return f.value in {t.lower() for t in s.tools()}
         except TapeError:
             return False
     return f.value in s.name.lower()

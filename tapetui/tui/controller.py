@@ -15,6 +15,8 @@ from typing import Any, Literal, Protocol
 import tapetui.review as review
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
+from tapetui.core.runlog import end_counts, read_run_log
+from tapetui.core.store import runlog_path
 from tapetui.core.textsafe import safe_text
 from tapetui.review.history import HistoryRecord
 from tapetui.review.sessions import Session
@@ -213,10 +215,9 @@ class ReviewController:
         said = review.quoted_output(
             proc.stdout, proc.stderr, self.config.redactor(), lines=1 if proc.returncode == 0 else 8
         )
-        if proc.returncode == 0:
-            self._later(
-                self.host.notify, f"Replay of {safe_text(s.name, newlines=False)} exited 0: {said}", markup=False
-            )
+        if proc.returncode == 0:  # what the run did, as the run log's end says it (the command's own last line else)
+            done = _run_log_counts(s.golden) or said
+            self._later(self.host.notify, f"Replay of {safe_text(s.name, newlines=False)} passed: {done}", markup=False)
         else:  # the cause, not only the last line: a failure's message often spans several
             self._later(
                 self.host.notify,
@@ -225,3 +226,14 @@ class ReviewController:
                 markup=False,
                 timeout=15,
             )
+
+
+def _run_log_counts(golden: Path) -> str | None:
+    """The last run's steps per status in words (``4 hits, 0 misses, …``) from its run log's ``end``, or None."""
+    try:
+        events = read_run_log(runlog_path(golden))
+    except TapeError:
+        return None
+    end = events[-1] if events and events[-1].get("event") == "end" else None
+    stats = end.get("stats") if end is not None else None
+    return end_counts(stats) if isinstance(stats, dict) else None

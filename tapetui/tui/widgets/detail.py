@@ -414,7 +414,7 @@ class DetailView(VerticalScroll):
                     style="bold",
                 )
             )
-            parts.append(d.render(self.unified))
+            parts.append(d.render(self.unified, mono=bool(getattr(self.app, "no_color", False))))
         self._update_part(self.diff_body, parts)
         self.call_after_refresh(self._say_more)
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console, Group, RenderableType
+from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
@@ -250,16 +251,20 @@ class DiffResult:
         self._offsets[key] = got = (blocks, y)
         return got
 
-    def render(self, unified: bool) -> RenderableType:
+    def render(self, unified: bool, *, mono: bool = False) -> RenderableType:
+        """The diff; ``mono`` (NO_COLOR): without colours, a changed character in reverse video and the headings
+        underlined, since a monochrome terminal shows red and green backgrounds as two dark greys."""
+        m = _mono_text if mono else _same
         if unified:
-            rows = self.unified[:MAX_ROWS]
+            rows = [m(line) for line in self.unified[:MAX_ROWS]]
             body: RenderableType = Group(*rows) if rows else Text("(empty)")
         else:
             table = Table(expand=True, box=None, show_edge=False, pad_edge=False, padding=(0, 1))
-            table.add_column("recorded", ratio=1, overflow="fold", header_style="bold red")
-            table.add_column("new", ratio=1, overflow="fold", header_style="bold green")
+            heads = ("bold underline", "bold underline") if mono else ("bold red", "bold green")
+            table.add_column("recorded", ratio=1, overflow="fold", header_style=heads[0])
+            table.add_column("new", ratio=1, overflow="fold", header_style=heads[1])
             for left, right in self.rows:
-                table.add_row(left, right)
+                table.add_row(m(left), m(right))
             body = table
         parts: list[RenderableType] = []
         if self.note:
@@ -268,6 +273,24 @@ class DiffResult:
         if self.truncated:
             parts.append(Text(f"(only the first {MAX_ROWS:,} rows are shown; {self.truncated:,} more)", "italic dim"))
         return parts[0] if len(parts) == 1 else Group(*parts)
+
+
+def _same(t: Text) -> Text:
+    return t
+
+
+def _mono_style(style: str | Style) -> Style:
+    """A diff style without colour: a changed character (bold on a coloured background) in bold reverse video;
+    a changed line's background dropped (its ``-``/``+`` or its column says it)."""
+    st = Style.parse(style) if isinstance(style, str) else style
+    return Style(bold=st.bold, italic=st.italic, dim=st.dim, reverse=bool(st.bgcolor is not None and st.bold) or None)
+
+
+def _mono_text(t: Text) -> Text:
+    out = Text(t.plain, style=_mono_style(t.style) if t.style else "", end=t.end, overflow=t.overflow)
+    for span in t.spans:
+        out.stylize(_mono_style(span.style), span.start, span.end)
+    return out
 
 
 def _json_size(value: Any) -> int:

@@ -63,29 +63,37 @@ _COUNT_STYLE = {
     "error": "red",
 }
 MIN_NAME = 8  # cells of a session's name a compact row keeps before it cuts the name
+WIDE_TREE = 48  # a tree narrower than this (80 columns: about 30) lays every session row out compact
 
 
 def _mono(style: str, mono: bool) -> str:
-    """Without colour (NO_COLOR) a marker is bold at full contrast: a colour turned grey would be nearly
-    invisible on the dark background (magenta and red are dark greys)."""
+    """Without colour (NO_COLOR) a marker that asks for review is bold at full contrast (a colour turned grey
+    would be nearly invisible on the dark background: magenta and red are dark greys); a hit (green) and an
+    unused step (dim) are plain, so that bold still tells what to look at."""
     if not mono or not style:
         return style
-    return "" if style == "dim" else "bold"
+    return "" if style in ("dim", "green") else "bold"
 
 
-def session_label(s: Session, width: int | None = None, *, mono: bool = False) -> Text:
+def session_label(s: Session, width: int | None = None, *, mono: bool = False, compact: bool = False) -> Text:
     """The session's row: name, step counts, ``● pending``, ``▶ running``, ``⟲ rerun``.
 
     Given the ``width`` the row has, a label that does not fit is made compact, always in the same layout: the
     name, the states as glyphs (``●`` ``▶`` ``⟲``), then the counts, what needs review first (``⚡ ≠ ? ⌛`` before
     ``∅ ✓``); the name is cut (to :data:`MIN_NAME` cells) before a state or a review count is, and what still
-    does not fit ends in an ellipsis. ``mono``: no colour (markers bold instead).
+    does not fit ends in an ellipsis; a state keeps its word (``⟲ rerun``) where the whole name fits beside
+    it. ``compact``: that layout whether or not the full one fits (a narrow tree lays every row out alike).
+    ``mono``: no colour (markers bold instead).
     """
     full = _session_label(s, mono)
-    if width is None or width <= 0 or full.cell_len <= width:
+    if not compact and (width is None or width <= 0 or full.cell_len <= width):
         return full
-    tail = _compact_tail(s, mono)
     name = _name_text(s, mono)
+    tail = _compact_tail(s, mono, words=True)
+    if width is None or width <= 0:
+        return Text.assemble(name, tail)
+    if name.cell_len + tail.cell_len > width:
+        tail = _compact_tail(s, mono, words=False)
     room = max(MIN_NAME, width - tail.cell_len)
     if name.cell_len > room:
         name.truncate(room, overflow="ellipsis")
@@ -122,14 +130,14 @@ def _count_parts(s: Session, order: tuple[str, ...], mono: bool) -> list[tuple[s
     return parts
 
 
-def _compact_tail(s: Session, mono: bool) -> Text:
+def _compact_tail(s: Session, mono: bool, *, words: bool) -> Text:
     t = Text()
     if s.error:
         t.append(f" {GLYPH['unreadable']}", _mono("bold red", mono))
         return t
     for text, style in _state_parts(s):
         t.append(" ")
-        t.append(text.split(" ", 1)[0], _mono(style, mono))
+        t.append(text if words else text.split(" ", 1)[0], _mono(style, mono))
     for text, style in _count_parts(s, _COMPACT_ORDER, mono):
         t.append(" ")
         t.append(text, style)
@@ -456,9 +464,13 @@ class SessionTree(Tree[NodeData]):
             parent = parent.parent
         avail = width - depth * self.guide_depth - (len(self.ICON_NODE) if node.allow_expand else 0)
         label = node._label
-        if label.cell_len <= avail:
+        narrow = width < WIDE_TREE and isinstance(node.data, Session)  # every session row in the compact layout
+        if label.cell_len <= avail and not narrow:
             return super().render_label(node, base_style, style)
-        fitted = session_label(node.data, avail, mono=self.mono) if isinstance(node.data, Session) else label.copy()
+        if isinstance(node.data, Session):
+            fitted = session_label(node.data, avail, mono=self.mono, compact=narrow)
+        else:
+            fitted = label.copy()
         fitted.truncate(max(avail, 1), overflow="ellipsis")
         fitted.stylize(style)
         prefix = (
