@@ -27,8 +27,10 @@ from pathlib import Path
 
 import orjson
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: hand-made tapes from tests.builders
 from tapetui.core.keys import key_of
-from tapetui.core.tapefile import call_line, dump_line
+from tapetui.core.tapefile import dump_line
+from tests import builders  # noqa: E402
 
 RULES = """
 [compare.rules]
@@ -82,18 +84,7 @@ def generate(d: Path, sessions: int, steps: int) -> None:
 
 
 def _call(seq: int, tool: str, args: dict[str, object], result: object) -> bytes:
-    return call_line(
-        seq=seq,
-        tool=tool,
-        key=key_of(tool, args),
-        fingerprint="0123456789abcdef",
-        side_effect=False,
-        ms=1.0,
-        expires_at=None,
-        recorded_at="2026-01-01T00:00:00Z",
-        args=args,
-        result=result,
-    )
+    return builders.call_line(seq=seq, tool=tool, args=args, result=result)
 
 
 def generate_compared(d: Path, sessions: int, steps: int) -> None:

@@ -24,6 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: hand-made tapes from tests.builders
+from tests import builders  # noqa: E402
+
 WRITER = r"""
 import sys, time
 from pathlib import Path
@@ -53,25 +56,14 @@ def rss_mb() -> float:
 
 
 def make_sessions(d: Path, runs: int) -> list[Path]:
-    from tapetui.core.tapefile import call_line, dump_line
+    from tapetui.core.tapefile import dump_line
 
     out = []
     for r in range(runs):
         g = d / f"run{r:02d}.jsonl"
         lines = [dump_line({"type": "session", "v": 1})]
         lines += [
-            call_line(
-                seq=i + 1,
-                tool="fetch",
-                key=f"fetch:{i:012d}",
-                fingerprint="0" * 16,
-                side_effect=False,
-                ms=1.0,
-                expires_at=None,
-                recorded_at="2026-01-01T00:00:00Z",
-                args={"i": i},
-                result={"ok": i},
-            )
+            builders.call_line(seq=i + 1, tool="fetch", args={"i": i}, result={"ok": i}, key=f"fetch:{i:012d}")
             for i in range(20)
         ]
         g.write_bytes(b"".join(lines))

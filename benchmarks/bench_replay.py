@@ -26,7 +26,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: hand-made tapes from tests.builders
 from tapetui import Tape, ToolRegistry
+from tests import builders  # noqa: E402
 
 
 def registry() -> ToolRegistry:
@@ -137,11 +139,10 @@ print(dt, peak, dt_keys, peak_keys)
 
 
 def make_big(path: Path, n: int) -> None:
-    from tapetui.core.tapefile import call_line, dump_line
+    from tapetui.core.tapefile import dump_line
 
     reg = registry()
     tool = reg["lookup"]
-    from tapetui.core.keys import key_of
 
     with open(path, "wb") as fh:
         fh.write(dump_line({"type": "session", "v": 1}))
@@ -149,18 +150,10 @@ def make_big(path: Path, n: int) -> None:
         buf = []
         for i in range(n):
             args = {"page": i, "query": f"q{i}"}
+            result = {"query": f"q{i}", "hits": [{"id": i, "title": "result"}]}
             buf.append(
-                call_line(
-                    seq=i + 1,
-                    tool="lookup",
-                    key=key_of("lookup", args),
-                    fingerprint=tool.fingerprint,
-                    side_effect=False,
-                    ms=1.25,
-                    expires_at=None,
-                    recorded_at="2026-01-01T00:00:00Z",
-                    args=args,
-                    result={"query": f"q{i}", "hits": [{"id": i, "title": "result"}]},
+                builders.call_line(
+                    seq=i + 1, tool="lookup", args=args, result=result, fingerprint=tool.fingerprint, ms=1.25
                 )
             )
             if len(buf) == 10000:

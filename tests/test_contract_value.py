@@ -228,3 +228,13 @@ def test_the_sample_tapes_tool_lines_keep_their_fingerprints() -> None:
                 assert in_form(m, m.form) == m
             seen += 1
     assert seen
+
+
+def test_an_unknown_contract_keyword_names_the_field_not_an_internal_class(tmp_path: Path) -> None:
+    from tapetui import InvalidValue, Tape, ToolRegistry
+
+    with Tape(tmp_path / "t.jsonl", "record", run_log=False) as tape:
+        for declare in (ToolRegistry().contract, tape.contract):
+            with pytest.raises(InvalidValue, match="has no field 'bogus'") as e:
+                declare("x", bogus=1)  # type: ignore[call-arg]
+            assert isinstance(e.value, TypeError) and "Contract.__init__" not in str(e.value)

@@ -125,6 +125,10 @@ def test_unused_steps_after_a_stop_were_not_reached() -> None:
     stopped = RunFacts(events=4, executed=("a",), unused=unused, end={"event": "end", "error": {"type": "TapeMiss"}})
     (f,) = unused_findings(stopped, "strict", loose=False)
     assert f.text == "run stopped at step 1 (TapeMiss); step(s) 3, 4 not reached"
+    # a contract change raises at step 3 before its recording is used: step 3 was reached, only 4 was not
+    at_three = RunFacts(events=4, executed=("a", "b", "c"), unused=unused, end={"event": "end", "error": {"type": "X"}})
+    (f,) = unused_findings(at_three, "strict", loose=False)
+    assert f.text == "run stopped at step 3 (X); step(s) 4 not reached" and f.data == {"steps": [4]}
     clean = RunFacts(events=4, executed=("a",), unused=unused, end=END_OK)
     found = unused_findings(clean, "subset", loose=True)
     assert [(f.seq, f.warning) for f in found] == [(3, True), (4, True)]

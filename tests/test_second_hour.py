@@ -122,7 +122,12 @@ def test_reject_on_the_command_line_is_logged(sample_dir: Path) -> None:
     cfg = load_config(sample_dir / "tapes.toml")
     entries = review.pending  # the review API stays importable
     assert entries is not None
-    assert "candidate contract_change.candidate.jsonl discarded" in cfg.changelog.read_text()
+    log = cfg.changelog.read_text()
+    assert "candidate contract_change.candidate.jsonl discarded" in log
+    # what it discarded is the contract change: named with its fingerprints, no key "changed" to itself
+    assert "- tool summarize: fingerprint 5acb883fd5c8e752 → cf3ef94c97773c11" in log
+    assert "- step 3 summarize (changed): fingerprint 5acb883fd5c8e752 → cf3ef94c97773c11" in log
+    assert "summarize:ff76f5a3c2b0 → summarize:ff76f5a3c2b0" not in log
 
 
 # ---- 8: ] moves on through a coarsened diff -------------------------------------------------------------------
@@ -328,3 +333,31 @@ def test_without_colour_a_diff_marks_changes_in_reverse_video_not_in_two_greys()
             assert any(s.text.strip() == "recorded" and s.style.underline for s in styled)
     coloured = list(Console(file=io.StringIO(), width=80, color_system="truecolor").render(d.render(False)))
     assert any(s.style is not None and s.style.bgcolor is not None for s in coloured)  # with colour: as before
+
+
+def test_a_compact_row_drops_the_word_pending_before_rerun_and_puts_off_tape_misses_first(sample_dir: Path) -> None:
+    from tapetui.review.sessions import read_session
+    from tapetui.tui.widgets.session_tree import session_label
+
+    cfg = load_config(sample_dir / "tapes.toml")
+    s = read_session(cfg, cfg.tapes_dir / "drift_summarize.jsonl")
+    s.summary.outdated = True  # an accept since its last run: ⟲ rerun
+    assert session_label(s, 34, compact=True).plain == "drift_summarize ● ⟲ rerun ≠1 ∅1 ✓2"
+    assert session_label(s, 42, compact=True).plain == "drift_summarize ● pending ⟲ rerun ≠1 ∅1 ✓2"
+    assert session_label(s, 28, compact=True).plain == "drift_summarize ● ⟲ ≠1 ∅1 ✓2"  # no room: glyphs
+    n = read_session(cfg, cfg.tapes_dir / "new_tool.jsonl")
+    assert session_label(n, 28, compact=True).plain == "new_tool ● pending ?+1 ✓4"
+
+
+# ---- 3: the pane says how to scroll it, and after Tab how to get back -----------------------------------------
+@pytest.mark.slow
+async def test_the_detail_pane_says_how_to_scroll_and_after_tab_how_to_return(sample_dir: Path) -> None:
+    app = app_for(sample_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await goto_session(pilot, app, "contract_change")
+        await wait_for(pilot, lambda: "Tab, then ↓ or PgDn" in str(app.detail.border_subtitle), "the hint")
+        await pilot.press("tab")
+        await wait_for(pilot, lambda: app.detail.has_focus, "the pane has the keys")
+        await wait_for(pilot, lambda: "shift+Tab: the tree" in str(app.detail.border_subtitle), "the way back")
+        await pilot.press("shift+tab")
+        await wait_for(pilot, lambda: "Tab, then ↓ or PgDn" in str(app.detail.border_subtitle), "the hint again")

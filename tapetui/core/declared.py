@@ -24,7 +24,7 @@ from types import MappingProxyType
 from typing import Any, Literal, TypedDict
 
 from tapetui.core.canon import canonical_json
-from tapetui.core.errors import TapeError
+from tapetui.core.errors import InvalidValue, TapeError
 
 __all__ = ["CONTRACT", "Contract", "ContractFields", "Declared"]
 
@@ -148,7 +148,12 @@ class Contract:
 
         Raises:
             TapeError: both a Contract and keywords.
+            InvalidValue: a keyword that is no field of a contract (a ``TypeError`` too, as Python's own).
         """
+        unknown = [k for k in keywords if k not in CONTRACT or k == "name"]
+        if unknown:
+            fields = ", ".join(k for k in CONTRACT if k != "name")
+            raise InvalidValue(f"a tool contract has no field {unknown[0]!r} (its fields: {fields})")
         if not isinstance(name, Contract):
             return cls(name, **keywords)
         given = [k for k, v in keywords.items() if not _is_default(k, v)]

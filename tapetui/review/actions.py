@@ -230,10 +230,13 @@ def _discarded(config: Config, golden: Path, cand: Path) -> tuple[list[str], lis
 
 def _step_change(s: StepDiff) -> str:
     """A discarded step's change, for a reject's entry: its key and, when it moved, its fingerprint."""
-    line = f"step {s.seq} {s.tool} ({s.kind}): key {s.old.key if s.old else '-'} → {s.new.key if s.new else '-'}"
-    if s.old is not None and s.new is not None and s.old.fingerprint != s.new.fingerprint:
-        line += f", fingerprint {s.old.fingerprint} → {s.new.fingerprint}"
-    return line
+    old, new = s.old, s.new
+    changes = []
+    if old is None or new is None or old.key != new.key:
+        changes.append(f"key {old.key if old else '-'} → {new.key if new else '-'}")
+    if old is not None and new is not None and old.fingerprint != new.fingerprint:
+        changes.append(f"fingerprint {old.fingerprint} → {new.fingerprint}")
+    return f"step {s.seq} {s.tool} ({s.kind}): " + (", ".join(changes) or "its result or error")
 
 
 def expire(

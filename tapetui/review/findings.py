@@ -360,15 +360,13 @@ def unused_findings(facts: RunFacts, mode: str, *, loose: bool) -> list[Finding]
     """Recorded steps the run never called (a warning when the sequence passed in its mode: ``loose``);
     after a run that stopped, one finding: the steps after where it stopped were not reached, not skipped."""
     if facts.stopped_by is not None and facts.unused:
-        steps = ", ".join(str(e.get("seq")) for e in facts.unused)
-        return [
-            Finding(
-                "unused",
-                f"run stopped at step {len(facts.executed)} ({facts.stopped_by.get('type')}); step(s) {steps} "
-                "not reached",
-                data={"steps": [e.get("seq") for e in facts.unused]},
-            )
-        ]
+        at = len(facts.executed)
+        # the step it stopped at was reached (a contract change raises before its recording is used)
+        after = [e.get("seq") for e in facts.unused if e.get("seq") != at]
+        text = f"run stopped at step {at} ({facts.stopped_by.get('type')})"
+        if after:
+            text += f"; step(s) {', '.join(str(s) for s in after)} not reached"
+        return [Finding("unused", text, data={"steps": after})]
     within = f" (within the {mode} sequence threshold)" if loose else ""
     return [
         Finding(

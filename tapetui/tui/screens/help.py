@@ -75,7 +75,7 @@ GLANCE = "\n".join(
         [f"{GLYPH[k]} {k}" for k in ("hit", "drift", "contract", "miss", "stale", "unused")],
         [f"{GLYPH['error']} error", f"{GLYPH['']} not replayed", f"{GLYPH['pending']} pending"],
         [f"{GLYPH['running']} running", f"{GLYPH['rerun']} rerun", f"{GLYPH['unreadable']} unreadable"]
-        + [f"{GLYPH['marked']} marked"],
+        + [f"{GLYPH['marked']} marked", "▶ ▼ closed/open"],
     )
 )
 

@@ -46,8 +46,17 @@ def json_block(value: Any) -> RenderableType:
     )
 
 
-def lines_text(lines: list[str], style: str = "") -> Text:
-    return Text("\n".join(safe_text(line, newlines=False) for line in lines), style)
+def lines_text(lines: list[str], style: str = "", *, mono: bool = False) -> Text:
+    return Text("\n".join(safe_text(line, newlines=False) for line in lines), mono_style(style, mono))
+
+
+def mono_style(style: str, mono: bool) -> str:
+    """``style`` as a terminal without colour (NO_COLOR) shows it: what asks for attention (red, yellow,
+    magenta) bold at full contrast, since a monochrome terminal turns those colours into dark greys; a pass
+    (green), an excuse (cyan) or a dim line plain."""
+    if not mono or not style:
+        return style
+    return "" if style in ("green", "cyan", "dim") else "bold"
 
 
 ROW_STYLES: dict[RowLevel, str] = {
@@ -61,7 +70,7 @@ ROW_STYLES: dict[RowLevel, str] = {
 rule excused (its text names the comparator: ``— within tolerance ±0.01``), a plain difference."""
 
 
-def rows_text(rows: Sequence[Row], differs: str = "") -> Text:
+def rows_text(rows: Sequence[Row], differs: str = "", *, mono: bool = False) -> Text:
     """Rows of a comparison, one a line, styled by level (``differs`` for a plain difference); a new
     capability stands out in bold. The text is literal: markup in a value from a tape is shown as written."""
     out = Text()
@@ -69,7 +78,7 @@ def rows_text(rows: Sequence[Row], differs: str = "") -> Text:
         if i:
             out.append("\n")
         style = differs if level == "differs" else ROW_STYLES[level]
-        out.append(safe_text(line, newlines=False), style)
+        out.append(safe_text(line, newlines=False), mono_style(style, mono))
     return out
 
 
@@ -123,6 +132,11 @@ class DetailView(VerticalScroll):
     DetailView > Static { width: 1fr; }
     """
 
+    @property
+    def mono(self) -> bool:
+        """The app runs without colour (NO_COLOR): findings bold instead of red (see :func:`mono_style`)."""
+        return self.is_attached and bool(getattr(self.app, "no_color", False))
+
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
         # Three parts, each redrawn only when it changes: a diff arriving from its worker (or t) does
@@ -153,6 +167,7 @@ class DetailView(VerticalScroll):
 
     # ---- "more below": on a short pane (80×24) the part that matters may be below the fold ----------------
     MORE = "more below: Tab, then ↓ or PgDn"
+    MORE_FOCUSED = "more below: ↓ or PgDn · shift+Tab: the tree"
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
@@ -161,10 +176,17 @@ class DetailView(VerticalScroll):
     def on_resize(self) -> None:
         self.call_after_refresh(self._say_more)
 
+    def on_focus(self) -> None:
+        self.call_after_refresh(self._say_more)
+
+    def on_blur(self) -> None:
+        self.call_after_refresh(self._say_more)
+
     def _say_more(self) -> None:
         """The pane's lower border says how to scroll while something is below the fold (and, with a diff, ])."""
         below = self.max_scroll_y > 0 and self.scroll_y < self.max_scroll_y
-        more = (self.MORE + (" · ] next change" if self.diffs else "")) if below else ""
+        how = self.MORE_FOCUSED if self.has_focus else self.MORE  # after Tab the keys are the pane's already
+        more = (how + (" · ] next change" if self.diffs else "")) if below else ""
         if str(self.border_subtitle or "") != more:
             self.border_subtitle = more
 
@@ -252,9 +274,9 @@ class DetailView(VerticalScroll):
             failed = bool(notes) or any(not v.passed for v in verdicts)
             parts.append(Rule("run log", style="red" if failed else "green"))
             if verdicts:
-                parts.append(rows_text(verdict_rows(verdicts)))
+                parts.append(rows_text(verdict_rows(verdicts), mono=self.mono))
             if notes:
-                parts.append(lines_text(notes, "red"))
+                parts.append(lines_text(notes, "red", mono=self.mono))
         self.show(*parts)
         self.subject = ("session", s.golden)
         self.suggested_rule = d.suggestion
@@ -262,7 +284,7 @@ class DetailView(VerticalScroll):
             shown = comparison_rows(cmp) if d.rows is None else d.rows
             self._tail = [
                 Rule("candidate vs golden", style="magenta"),
-                rows_text(shown) if shown else Text("no differences"),
+                rows_text(shown, mono=self.mono) if shown else Text("no differences"),
             ]
             for sd in cmp.changed_steps:
                 if sd.old is not None and sd.new is not None and sd.kind == "changed":
@@ -306,7 +328,7 @@ class DetailView(VerticalScroll):
             )
         parts: list[RenderableType] = [kv_table(rows)]
         if d.contract:
-            parts += [Rule("contract changed", style="red"), lines_text(d.contract, "yellow")]
+            parts += [Rule("contract changed", style="red"), lines_text(d.contract, "yellow", mono=self.mono)]
         if d.hooks_note:
             parts.append(Text(safe_text(d.hooks_note), "yellow"))
         rest: list[RenderableType] = [
@@ -321,7 +343,7 @@ class DetailView(VerticalScroll):
         if sd is not None and sd.old is not None and sd.new is not None:
             self._tail = [
                 Rule(Text(safe_text(f"candidate differs ({sd.kind})", newlines=False)), style="magenta"),
-                rows_text(step_rows(sd) if d.rows is None else d.rows, "magenta"),
+                rows_text(step_rows(sd) if d.rows is None else d.rows, "magenta", mono=self.mono),
             ]
             if sd.arg_changes:
                 self._wanted.append(("arguments: recorded | candidate", sd.old.args, sd.new.args))
@@ -331,7 +353,7 @@ class DetailView(VerticalScroll):
             changes = [tuple(c) for c in drift.get("changes") or []]
             self._tail = [
                 Rule("argument drift in the last run", style="red"),
-                lines_text(format_changes(changes, prefix="args"), "red"),
+                lines_text(format_changes(changes, prefix="args"), "red", mono=self.mono),
             ]
             self._wanted.append(("arguments: recorded | last run", drift.get("recorded_args"), drift.get("args")))
         self._render_diffs()
@@ -414,7 +436,7 @@ class DetailView(VerticalScroll):
                     style="bold",
                 )
             )
-            parts.append(d.render(self.unified, mono=bool(getattr(self.app, "no_color", False))))
+            parts.append(d.render(self.unified, mono=self.mono))
         self._update_part(self.diff_body, parts)
         self.call_after_refresh(self._say_more)
 

@@ -89,11 +89,13 @@ def session_label(s: Session, width: int | None = None, *, mono: bool = False, c
     if not compact and (width is None or width <= 0 or full.cell_len <= width):
         return full
     name = _name_text(s, mono)
-    tail = _compact_tail(s, mono, words=True)
+    tail = _compact_tail(s, mono, words=2)
     if width is None or width <= 0:
         return Text.assemble(name, tail)
-    if name.cell_len + tail.cell_len > width:
-        tail = _compact_tail(s, mono, words=False)
+    for words in (1, 0):  # the word of ● pending goes first (the tree's most common glyph), then the others
+        if name.cell_len + tail.cell_len <= width:
+            break
+        tail = _compact_tail(s, mono, words=words)
     room = max(MIN_NAME, width - tail.cell_len)
     if name.cell_len > room:
         name.truncate(room, overflow="ellipsis")
@@ -125,19 +127,25 @@ def _count_parts(s: Session, order: tuple[str, ...], mono: bool) -> list[tuple[s
     # steps per status, each step counted once (runlog.STATUS_PRECEDENCE): the counts add up to the steps
     counts = s.summary.counts()
     parts = [(f"{GLYPH[k]}{counts[k]}", _mono(_COUNT_STYLE[k], mono)) for k in order if counts.get(k)]
-    if s.summary.off_tape:  # calls that match no recorded step
-        parts.append((f"{GLYPH['miss']}+{s.summary.off_tape}", _mono("bold yellow", mono)))
+    if s.summary.off_tape:  # calls that match no recorded step: with the misses, where the order puts them
+        at = len(parts)
+        if order is _COMPACT_ORDER:
+            at = sum(1 for k in order[: order.index("miss") + 1] if counts.get(k))
+        parts.insert(at, (f"{GLYPH['miss']}+{s.summary.off_tape}", _mono("bold yellow", mono)))
     return parts
 
 
-def _compact_tail(s: Session, mono: bool, *, words: bool) -> Text:
+def _compact_tail(s: Session, mono: bool, *, words: int) -> Text:
+    """The states and counts after a compact row's name; ``words``: 2 every state spelled out, 1 all but
+    ``pending``, 0 glyphs only."""
     t = Text()
     if s.error:
         t.append(f" {GLYPH['unreadable']}", _mono("bold red", mono))
         return t
     for text, style in _state_parts(s):
         t.append(" ")
-        t.append(text if words else text.split(" ", 1)[0], _mono(style, mono))
+        spelled = words == 2 or (words == 1 and not text.endswith(" pending"))
+        t.append(text if spelled else text.split(" ", 1)[0], _mono(style, mono))
     for text, style in _count_parts(s, _COMPACT_ORDER, mono):
         t.append(" ")
         t.append(text, style)
