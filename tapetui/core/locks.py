@@ -10,9 +10,10 @@ that another process is about to unlink) guard them with ``flock(2)``:
     target file, rotating a pending candidate into ``NAME.samples/``, and for the whole
     of a review action (accept, reject, expire, undo, re-record, scrub, recover).
 ``.NAME.jsonl.lock``
-    held *shared* by every open ``Tape`` in ``record`` or ``fill`` mode for its whole
-    life (a recording in progress), and *exclusively* by a review action, which
-    therefore never reads or replaces a candidate that is still being written.
+    held *shared* by every open ``Tape`` for its whole life (a recording in progress; a
+    replay too, where the checkout is writable) and by ``check`` while it reads a session
+    (:func:`reading`), and *exclusively* by a review action, which therefore never reads or
+    replaces a candidate that is still being written, nor changes a session mid-read.
 
 Order: gate before lock, always; a holder of the lock alone never waits for the gate
 while a review action could be waiting for its lock, except a fill taking the gate at
