@@ -35,9 +35,10 @@ The recorded ``args`` are used when the instance's text then equals the recorded
 needs escaping; else ``args = (message,)`` (the message with control characters escaped, as every text from a
 tape that may reach a terminal). A class whose C-level ``__str__`` would lose the message either way
 (``SyntaxError``, ``UnicodeDecodeError``) is not raised as itself. A ``__str__`` written in Python (the
-class's own, already imported code) is run once on the rebuilt instance, to check it does not fail there. Attributes are restored when they are JSON values under plain, non-underscore names that no class
-in the MRO defines other than as a plain JSON default (``retry_after: int = 0``), written straight into the
-instance's ``__dict__`` (no property or ``__setattr__`` runs): ``err.retry_after == 30`` on replay as on record.
+class's own, already imported code) is run once on the rebuilt instance, to check it does not fail there.
+Attributes are restored when they are JSON values under plain, non-underscore names that no class in the MRO
+defines other than as a plain JSON default (``retry_after: int = 0``), written straight into the instance's
+``__dict__`` (no property or ``__setattr__`` runs): ``err.retry_after == 30`` on replay as on record.
 
 Everything else — an unknown module or name, a refused class, a class that cannot be built
 this way — raises :class:`~tapetui.core.errors.TapeReplayedError` (a ``TapeError``) carrying
