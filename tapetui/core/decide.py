@@ -28,7 +28,7 @@ compared, reported and accepted without new review code.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Literal
 
 from tapetui.core.canon import canon
 from tapetui.core.comparators import Rules
@@ -40,21 +40,18 @@ from tapetui.core.matching import DRIFT, HIT, MISS, OPEN_UNPLACED, Matcher
 from tapetui.core.paths import join
 from tapetui.core.redact import Redactor
 
-__all__ = ["Decider", "Decision", "Tolerance"]
+__all__ = ["Decider", "Decision", "DecisionKind", "Tolerance"]
 
-# Decision kinds
-SERVE: Final = "hit"  # a recording with the request's key: its outcome is served
-TOLERATED: Final = "tolerated"  # a recording whose differences the session's rules all excuse: served
-DRIFT_: Final = "drift"  # the recording this request is, with other content: raised
-MISS_: Final = "miss"  # nothing on the tape is this request: raised in replay, run live in fill
-OVERRIDE: Final = "override"  # the test replaced this step's outcome (Tape.override)
-EARLIER_FILL: Final = "earlier_fill"  # served from what an earlier, unreviewed fill ran live
+DecisionKind = Literal["hit", "tolerated", "drift", "miss", "override", "earlier_fill"]
+"""``hit``: a recording with the request's key, served; ``tolerated``: one whose differences the session's rules
+all excuse, served; ``drift``: the recording this request is, with other content, raised; ``miss``: nothing on
+the tape is this request, raised in replay and run live in fill; ``override``: the test replaced this step's
+outcome (``Tape.override``); ``earlier_fill``: served from what an earlier, unreviewed fill ran live."""
 
-
-Decision = tuple[str, int | None, list[dict[str, Any]] | None]
+Decision = tuple[DecisionKind, int | None, list[dict[str, Any]] | None]
 """What to do with one request, ``(kind, at, excuses)`` (a plain tuple: the hit path builds it per call).
 
-- ``kind``: ``hit``, ``tolerated``, ``drift``, ``miss``, ``override`` or ``earlier_fill`` (the constants above).
+- ``kind``: a :data:`DecisionKind`.
 - ``at``: the recording it names: the golden's index for ``hit``, ``tolerated``, ``drift`` and ``override``
   (None when the overridden step is not on the tape), the earlier fill's index for ``earlier_fill``; None for
   ``miss``.
@@ -62,7 +59,7 @@ Decision = tuple[str, int | None, list[dict[str, Any]] | None]
   those they excused (the others were not); else None.
 """
 
-_MISS: Decision = (MISS_, None, None)
+_MISS: Decision = ("miss", None, None)
 
 
 class Decider:
@@ -105,12 +102,12 @@ class Decider:
         else:
             hit = m.used.take(key) if place is None else None  # the common hit, first: decided here
             if hit is not None and not self._overrides:
-                return (SERVE, hit, None)
+                return ("hit", hit, None)
             verdict, j = (HIT, hit) if hit is not None else m.judge(name, key, place)
         if self._overrides and seq in self._overrides:
-            return (OVERRIDE, j if verdict == HIT else None, None)
+            return ("override", j if verdict == HIT else None, None)
         if verdict == HIT:
-            return (SERVE, j, None)
+            return ("hit", j, None)
         if verdict == MISS:
             return _MISS
         if verdict != DRIFT:  # no recording with this key and none at its place: which one it drifted from
@@ -128,16 +125,16 @@ class Decider:
         if self.tolerance is not None:
             excuses, excused = self.tolerance.judge(name, redacted, j)
             if excuses is not None:
-                return (TOLERATED, j, excuses)
-            return (DRIFT_, j, excused)
-        return (DRIFT_, j, None)
+                return ("tolerated", j, excuses)
+            return ("drift", j, excused)
+        return ("drift", j, None)
 
     def from_earlier_fill(self, name: str, key: str) -> Decision | None:
         """Request ``key`` served from what an earlier fill ran live (taken from it), or None."""
         if self._earlier is None:
             return None
         a = self._earlier.take(key, self._expired, self._recorded_under(name))
-        return None if a is None else (EARLIER_FILL, a, None)
+        return None if a is None else ("earlier_fill", a, None)
 
 
 class Tolerance:

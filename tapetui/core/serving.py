@@ -19,7 +19,7 @@ from tapetui.core.changes import MISSING
 from tapetui.core.clock import Clock, iso, parse_iso
 from tapetui.core.codecs import json_form
 from tapetui.core.config import Config, ToolPolicy
-from tapetui.core.decide import Decider
+from tapetui.core.decide import Decider, DecisionKind
 from tapetui.core.errors import TapeDrift, TapeError, TapeMiss, TapeStale, ToolDriftError
 from tapetui.core.fill import FillCandidate
 from tapetui.core.index import Consumed, TapeIndex
@@ -94,7 +94,7 @@ class ToolServing:
         self._emit(kind, **fields)
 
     def _serve_other(
-        self, kind: str, at: int | None, excuses: list[dict[str, Any]] | None, request: Request
+        self, kind: DecisionKind, at: int | None, excuses: list[dict[str, Any]] | None, request: Request
     ) -> tuple[LiveStep | None, Any]:
         """Serve a :data:`~tapetui.core.decide.Decision` that is not a recording of the golden: an override, a
         drift, a miss, an earlier fill's call."""

@@ -133,7 +133,7 @@ class Tape(ToolServing):
             matcher,
             overrides=self._overrides,
             earlier_fill=files.earlier_fill,
-            recorded_under=self._recorded_under,
+            recorded_under=self._tools.recorded_under,
             expired=self._expired,
             tolerance=tolerance,
         )
@@ -424,9 +424,6 @@ class Tape(ToolServing):
     @registry.setter
     def registry(self, registry: ToolRegistry | None) -> None:
         self._tools.registry = registry
-
-    def _recorded_under(self, name: str) -> str | None:
-        return self._tools.recorded_under(name)
 
     def _tool_line(self, name: str, index: TapeIndex | None = None) -> bytes:
         return self._tools.tool_line(name, index or self._index)
