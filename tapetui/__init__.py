@@ -1,4 +1,4 @@
-"""tapetui: record, replay and review the tool calls of AI agents.
+"""tapetui: record, replay and review the tool calls and model turns of AI agents.
 
 The public API is what this module exports; everything else may move.
 """
@@ -11,6 +11,7 @@ from tapetui.core.declared import Contract
 from tapetui.core.errors import (
     ConfigError,
     InvalidValue,
+    ModelDrift,
     TapeDrift,
     TapeError,
     TapeMiss,
@@ -22,6 +23,7 @@ from tapetui.core.errors import (
 from tapetui.core.fingerprint import ToolManifest, tool_fingerprint, tool_manifest
 from tapetui.core.keys import call_key
 from tapetui.core.locks import LockBusy
+from tapetui.core.modelserving import ModelTurn
 from tapetui.core.redact import Redactor
 from tapetui.core.registry import Tool, ToolRegistry
 from tapetui.core.runlog import RunLogWarning
@@ -36,6 +38,8 @@ __all__ = [
     "LockBusy",
     "MODES",
     "Mode",
+    "ModelDrift",
+    "ModelTurn",
     "Redactor",
     "RunLogWarning",
     "Tape",
@@ -59,4 +63,4 @@ __all__ = [
     "use_tape",
 ]
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

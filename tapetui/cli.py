@@ -254,13 +254,21 @@ def cmd_stats(args: argparse.Namespace) -> int:
             run = f"last run: a recording of {plural(last.get('steps', 0), 'call')}"
         else:
             run = f"last run: {end_counts(last)}"
+            if last.get("model_hits") or last.get("live_model_calls"):
+                live, saved = last.get("tokens_live", 0), last.get("tokens_saved", 0)
+                run += f"; tokens {live:,} spent live, {saved:,} served from the tape"
+        turns = (
+            f", {plural(s['model_turns'], 'model turn')} ({', '.join(s['models'])}; {s['recorded_tokens']:,} tokens)"
+            if s.get("model_turns")
+            else ""
+        )
         timed = (
             f"{s['expired']} of {plural(s['time_sensitive'], 'time-sensitive entry')} expired"
             if s["time_sensitive"]
             else "no time-sensitive entries"
         )
         out.line(
-            f"{name}: {plural(s['steps'], 'step')}, {plural(len(s['tools']), 'tool')}, "
+            f"{name}: {plural(s['steps'], 'step')}, {plural(len(s['tools']), 'tool')}{turns}, "
             f"{s['side_effect_steps']} with side effects, {timed}; {run}"
             + ("; candidate pending" if s["pending_candidate"] else "")
         )

@@ -40,6 +40,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--tape-mode", choices=MODES, default=None, help="record | replay | fill (default: replay, so CI never records)"
     )
     group.addoption("--tape-dir", default=None, help="tapes folder (default: tapes.toml's, else ./tapes)")
+    group.addoption(
+        "--tape-live",
+        default="",
+        metavar="NAME,...",
+        help="boundaries that run live in replay (tool names, and `model` for the model turns): a cut-point "
+        "replay; each result is compared with the recording at its place",
+    )
+    group.addoption(
+        "--tape-on-drift",
+        choices=("raise", "live"),
+        default="raise",
+        help="live: in fill mode, run everything from the first drifted model turn on live into a candidate",
+    )
     parser.addini("tape_mode", "default tape mode", default="replay")
 
 
@@ -114,7 +127,9 @@ def tape(request: pytest.FixtureRequest, tape_config: Config, tape_registry: Any
     mode = marked_mode or request.config.getoption("--tape-mode") or request.config.getini("tape_mode")
     path = marked_path or tape_path_for(request.node.nodeid, tape_config.tapes_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    t = Tape(path, mode, tape_registry, config=tape_config)
+    live = [n.strip() for n in str(request.config.getoption("--tape-live") or "").split(",") if n.strip()]
+    on_drift = request.config.getoption("--tape-on-drift") or "raise"
+    t = Tape(path, mode, tape_registry, config=tape_config, live=live, on_drift=on_drift)
     try:
         with use_tape(t):  # the current tape: adapters given no tape (`taped(toolset)`) use it
             yield t

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,8 @@ __all__ = [
     "DocNotFound",
     "answer_agent",
     "build_registry",
+    "research_agent",
+    "research_model",
     "record",
     "regenerate",
     "registry",
@@ -223,6 +226,7 @@ class AgentParams:
     answer: str | None = None  # answer a question instead of writing a report: the wording (a key of ANSWERS)
     gather_order: tuple[str, ...] = ("fetch_doc", "search_index")  # the answer agent's calls in its gather phase
     price_shift: float = 0.0  # the market today: EUR added to what average_price returns when it runs
+    model_prompt: str | None = None  # the research agent's instructions: its model's turns go on the tape too
 
 
 # The answer agent's final answer, worded as each version of its prompt words it. It rounds the average to whole
@@ -249,6 +253,8 @@ def run_agent(tape: Tape, p: AgentParams, delay: float = 0.0) -> str:
 
     if p.answer is not None:
         return answer_agent(tape, p, call)
+    if p.model_prompt is not None:
+        return research_agent(tape, p)
     try:
         doc = call("fetch_doc", {"doc_id": p.doc_id})
         text = doc["text"]
@@ -294,6 +300,84 @@ def answer_agent(tape: Tape, p: AgentParams, call: Callable[[str, dict[str, Any]
     return answer
 
 
+MODEL_NAME = "function:research_model"
+"""The research agent's model, named as pydantic-ai names a ``FunctionModel`` (its system, then its name)."""
+
+
+def _tool_definitions(p: AgentParams) -> list[dict[str, Any]]:
+    """The tools the research agent offers its model, as the neutral request carries them."""
+    names = ["search_index", "fetch_doc"] + (["send_email"] if p.email_to else [])
+    out = []
+    for name in names:
+        t = registry[name]
+        out.append({"name": name, "description": t.description, "parameters": t.schema})
+    return out
+
+
+def research_model(request: dict[str, Any]) -> dict[str, Any]:
+    """The research agent's model, scripted and offline: it searches, fetches the best hit, e-mails the summary
+    when it was offered ``send_email`` and told whom to write to, then answers. Its usage counts 4 characters a
+    token, so a longer prompt costs more."""
+    results = [part for m in request["messages"] for part in m["parts"] if part["type"] == "tool_call_response"]
+    offered = {t["name"] for t in request["tools"]}
+    n = len(results)
+    size = len(str(request))
+    if n == 0:
+        call = {
+            "type": "tool_call",
+            "id": "call_1",
+            "name": "search_index",
+            "arguments": {"query": "tool contracts", "top_k": 3},
+        }
+        parts: list[dict[str, Any]] = [call]
+    elif n == 1:
+        best = results[0]["response"][0]["doc_id"]
+        parts = [{"type": "tool_call", "id": "call_2", "name": "fetch_doc", "arguments": {"doc_id": best}}]
+    elif n == 2 and "send_email" in offered:
+        doc = results[1]["response"]
+        body = " ".join(doc["text"].split()[:12])
+        args = {"to": "team@example.com", "subject": doc["title"], "body": body}
+        parts = [{"type": "tool_call", "id": "call_3", "name": "send_email", "arguments": args}]
+    else:
+        doc = results[1]["response"]
+        text = f"{doc['title']}: " + " ".join(doc["text"].split()[:16])
+        if "cite" in (request.get("instructions") or ""):
+            text += f" [{doc['doc_id']}]"
+        parts = [{"type": "text", "content": text}]
+    finish = "tool_calls" if parts[0]["type"] == "tool_call" else "stop"
+    return {"parts": parts, "finish_reason": finish, "usage": {"input": size // 4, "output": len(str(parts)) // 4}}
+
+
+def research_agent(tape: Tape, p: AgentParams) -> str:
+    """The research agent: a model in a loop (each of its turns on the tape, through ``tape.model``) that calls
+    ``search_index`` and ``fetch_doc`` (and ``send_email`` when ``p.email_to``) until it answers. Its requests are
+    the neutral requests of ``docs/format.md`` ("Model turns"), pinned here so the sample tapes need no agent
+    framework; ``tests/test_models_pydantic_ai.py`` shows pydantic-ai's adapter records the same keys for the
+    same run."""
+    assert p.model_prompt is not None
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "parts": [{"type": "text", "content": f"What do the docs say about {p.topic}?"}]}
+    ]
+    for _ in range(6):
+        request = {
+            "instructions": p.model_prompt,
+            "messages": messages,
+            "tools": _tool_definitions(p),
+            "settings": {"temperature": 0.0},
+        }
+        response = tape.model(request, live=partial(research_model, request), model=MODEL_NAME, source="pydantic-ai")
+        calls = [part for part in response["parts"] if part["type"] == "tool_call"]
+        messages = [*messages, {"role": "assistant", "parts": response["parts"]}]
+        if not calls:
+            return str(response["parts"][0]["content"])
+        results = []
+        for c in calls:
+            out = tape.call(c["name"], c["arguments"], call_id=c["id"])
+            results.append({"type": "tool_call_response", "id": c["id"], "name": c["name"], "response": out})
+        messages.append({"role": "tool", "parts": results})
+    raise RuntimeError("the research agent did not answer in 6 turns")
+
+
 # Each session: (params at recording time, params of the agent today, legacy contract when recorded).
 SESSIONS: dict[str, tuple[AgentParams, AgentParams, bool]] = {
     "clean": (AgentParams(), AgentParams(), False),
@@ -325,6 +409,17 @@ SESSIONS: dict[str, tuple[AgentParams, AgentParams, bool]] = {
     "new_tool": (
         AgentParams(topic="release notes"),
         AgentParams(topic="release notes", email_to="team@example.com"),
+        False,
+    ),
+    # A research agent whose model's turns are on the tape: today its system prompt asks it to cite its sources and
+    # it may e-mail the team, and its model asks for send_email: a prompt drift and [MODEL TOOLS].
+    "research_prompt": (
+        AgentParams(topic="tool contracts", model_prompt="You are a research assistant. Answer briefly."),
+        AgentParams(
+            topic="tool contracts",
+            model_prompt="You are a research assistant. Answer briefly and cite the document you used.",
+            email_to="team@example.com",
+        ),
         False,
     ),
 }

@@ -39,6 +39,7 @@ FIELDS = (
     "line_count",
     "torn",
     "fp_forms",
+    "turns",
 )
 
 
@@ -72,6 +73,9 @@ def _tape(path: Path, n: int = 40) -> Path:
             t.call("quote", {"symbol": f"S{i % 7}"})  # each key seven-ish times: chains
             if i % 5 == 0:
                 t.call("write", {"path": f"out{i}"})
+            if i % 9 == 0:  # a model turn among them: the cache keeps where it is, a warm open reads it again
+                request = {"messages": [{"role": "user", "parts": [{"type": "text", "content": f"q{i}"}]}]}
+                t.model(request, live=lambda: {"parts": [], "usage": {"input": 3, "output": 1}}, model="m:1")
     with Appender(path) as out:
         out.append(
             b'{"seq":900,"tool":"quote","args":{"symbol":"HAND"},"result":1}\n'  # no key: computed

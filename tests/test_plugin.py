@@ -54,3 +54,36 @@ def test_replay_without_tape_fails_clearly(pytester: pytest.Pytester) -> None:
     )
     res.assert_outcomes(errors=1)
     res.stdout.fnmatch_lines(["*no tape to replay*"])
+
+
+MODEL_TEST = """
+PRICE = {"v": __P__}
+
+def test_agent(tape):
+    req = {"instructions": "__I__", "messages": [{"role": "user", "parts": [{"type": "text", "content": "price?"}]}]}
+    r = tape.model(req, live=lambda: {"parts": [{"type": "text", "content": "ask"}]}, model="m:1")
+    assert tape.call("get_price", {"s": "A"}, live=lambda: PRICE) == PRICE
+"""
+
+
+@pytest.mark.slow  # six inner pytest runs
+def test_tape_live_runs_the_named_tool_and_reports_its_changed_result(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".toml", tapes='[tapes]\ndir = "tapes"\n')
+    pytester.makepyfile(test_agent=MODEL_TEST.replace("__P__", "1").replace("__I__", "a"))
+    run(pytester, "--tape-mode=record").assert_outcomes(passed=1)
+    pytester.makepyfile(test_agent=MODEL_TEST.replace("__P__", "2").replace("__I__", "a"))
+    run(pytester).assert_outcomes(failed=1)  # replay serves the recorded price, not the new one
+    run(pytester, "--tape-live=get_price").assert_outcomes(passed=1)
+    log = (pytester.path / "tapes" / "test_agent" / "test_agent.run.jsonl").read_text()
+    assert '"event":"behaviour"' in log and '"result.v",1,2' in log.replace(" ", "")
+
+
+@pytest.mark.slow
+def test_tape_on_drift_live_rebaselines_into_a_candidate(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".toml", tapes='[tapes]\ndir = "tapes"\n')
+    pytester.makepyfile(test_agent=MODEL_TEST.replace("__P__", "1").replace("__I__", "a"))
+    run(pytester, "--tape-mode=record").assert_outcomes(passed=1)
+    pytester.makepyfile(test_agent=MODEL_TEST.replace("__P__", "1").replace("__I__", "b"))
+    run(pytester, "--tape-mode=fill").assert_outcomes(failed=1)  # a ModelDrift
+    run(pytester, "--tape-mode=fill", "--tape-on-drift=live").assert_outcomes(passed=1)
+    assert (pytester.path / "tapes" / "test_agent" / "test_agent.candidate.jsonl").exists()

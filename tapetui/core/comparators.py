@@ -71,6 +71,7 @@ __all__ = [
     "parse_rule",
     "rule_problem",
     "similarity",
+    "token_threshold",
 ]
 
 # Moved out along their seams and importable from here as before: the rule kinds and their parsing
@@ -368,6 +369,10 @@ class CompareSettings:
     max_result_changes: int = 0
     max_note_changes: int = 0
     samples_required: str | int = "all"
+    tokens: str | None = None  # "+20%" or "+5000": a run that spends more tokens than its golden by more is a finding
+    model_turns: str = "by_key"  # "by_place": serve the turn at its place when only tool results in it changed
+    model_names: str = "same"  # "any": a turn may serve a request for another model name (reported)
+    live_results: str = "warn"  # "must_match": a live tool's result that differs from the recording fails
     rules: Rules = field(default_factory=Rules)
     set_keys: frozenset[str] = frozenset()  # the keys the table set (an override changes only those)
     source: str | None = None  # the tapes.toml the settings come from, named in hook errors
@@ -412,7 +417,12 @@ class CompareSettings:
 
 
 _INT_KEYS = ("max_tool_edits", "max_requested_edits", "max_arg_changes", "max_result_changes", "max_note_changes")
-_SETTING_KEYS = ("sequence", *_INT_KEYS, "samples_required")
+_CHOICES = {
+    "model_turns": ("by_key", "by_place"),
+    "model_names": ("same", "any"),
+    "live_results": ("warn", "must_match"),
+}
+_SETTING_KEYS = ("sequence", *_INT_KEYS, "samples_required", "tokens", *_CHOICES)
 _TABLE_KEYS = (*_SETTING_KEYS, "similarity", "judge", "hook_timeout", "rules", "sessions")
 
 
@@ -461,6 +471,14 @@ def _settings(table: Mapping[str, Any], source: str, where: str, *, allow_sessio
         elif key in _INT_KEYS:
             if type(value) is not int or value < 0:
                 raise ConfigError(f"{at} must be a whole number of at least 0, got {value!r}")
+        elif key in _CHOICES:
+            if value not in _CHOICES[key]:
+                raise ConfigError(
+                    f"{at} must be one of {', '.join(map(repr, _CHOICES[key]))}, got {shown_value(value)}"
+                )
+        elif key == "tokens":
+            if token_threshold(value) is None:
+                raise ConfigError(f'{at} must be a growth such as "+20%" or "+5000", got {shown_value(value)}')
         elif key == "samples_required":
             if not _samples_ok(value):
                 raise ConfigError(
@@ -517,6 +535,17 @@ def _seconds(value: Any, at: str) -> float:
             f"got {shown}"
         )
     return seconds
+
+
+def token_threshold(value: Any) -> tuple[float, bool] | None:
+    """``[compare] tokens`` as ``(amount, is_percent)``: ``"+20%"`` → ``(20.0, True)``, ``"+5000"`` →
+    ``(5000.0, False)``; None when it is neither."""
+    if not isinstance(value, str):
+        return None
+    m = re.fullmatch(r"\s*\+?\s*(\d+(?:\.\d+)?)\s*(%?)\s*", value)
+    if m is None:
+        return None
+    return float(m.group(1)), m.group(2) == "%"
 
 
 def _samples_ok(value: Any) -> bool:

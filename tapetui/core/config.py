@@ -31,6 +31,7 @@ __all__ = [
     "MAX_TTL",
     "STALE_POLICIES",
     "Config",
+    "ModelPolicy",
     "ToolPolicy",
     "config_for_tape",
     "config_from_text",
@@ -59,6 +60,22 @@ class ToolPolicy:
 _DEFAULT_POLICY = ToolPolicy()
 
 
+@dataclass(frozen=True, slots=True)
+class ModelPolicy:
+    """``[models."NAME"]``: a model's price (dollars per million tokens, input and output) and whether its turns
+    run live on replay."""
+
+    input_price: float | None = None
+    output_price: float | None = None
+    live: bool = False
+
+    def cost(self, usage_input: int, usage_output: int) -> float | None:
+        """What ``usage_input`` and ``usage_output`` tokens cost at this price (None without one)."""
+        if self.input_price is None and self.output_price is None:
+            return None
+        return (usage_input * (self.input_price or 0.0) + usage_output * (self.output_price or 0.0)) / 1_000_000
+
+
 @dataclass(frozen=True)
 class Config:
     """Everything ``tapes.toml`` says, resolved against the folder it lives in."""
@@ -80,6 +97,14 @@ class Config:
     fingerprint_ignored: tuple[str, ...] = ()  # `[fingerprint] ignore`, for every tool
     compare: CompareSettings = field(default_factory=CompareSettings)  # `[compare]`, every session
     compare_sessions: tuple[tuple[str, CompareSettings], ...] = ()  # `[compare.sessions."PATTERN"]`, in file order
+    models: dict[str, ModelPolicy] = field(default_factory=dict)  # `[models."NAME"]`
+
+    def model_policy(self, name: str) -> ModelPolicy:
+        """``[models."NAME"]`` for ``name`` (a pattern such as ``"openai:*"`` matches too), else the default."""
+        found = self.models.get(name)
+        if found is None:
+            found = next((m for pat, m in self.models.items() if fnmatch.fnmatchcase(name, pat)), _DEFAULT_MODEL)
+        return found
 
     @classmethod
     def for_dir(cls, tapes_dir: Path | str) -> Config:
@@ -153,7 +178,7 @@ _SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
         "ignore": ((list,), "a list of manifest field patterns"),
     },
 }
-_TABLES = (*_SCHEMA, "tools", "compare")
+_TABLES = (*_SCHEMA, "tools", "compare", "models")
 _TOOL_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "live": ((bool,), "true or false"),
     "ttl": ((int, float, str), 'seconds, or a duration such as "30m", "1h", "2d"'),
@@ -164,6 +189,8 @@ _TOOL_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$")
 _UNIT = {None: 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
+
+_DEFAULT_MODEL = ModelPolicy()
 
 MAX_TTL = 100 * 365 * 86400.0  # 100 years of 365 days, in seconds: longer is a typo, not a policy
 
@@ -323,6 +350,7 @@ def config_from_text(text: str, path: Path) -> Config:
         f"{path}: 'tapes.changelog'",
     )
     command_timeout = _command_timeout(values.get("tapes.command_timeout"), path)
+    models = _model_policies(doc.get("models", {}), path)
     compare, sessions = compare_settings(doc.get("compare", {}), str(path))
     return Config(
         root=root,
@@ -342,6 +370,7 @@ def config_from_text(text: str, path: Path) -> Config:
         fingerprint_ignored=tuple(values.get("fingerprint.ignore", ())),
         compare=compare,
         compare_sessions=sessions,
+        models=models,
     )
 
 
@@ -422,6 +451,39 @@ def _tool_policies(tools: dict[str, Any], path: Path) -> dict[str, ToolPolicy]:
                 value = tuple(value)
             kw[key] = value
         out[name] = ToolPolicy(**kw)
+    return out
+
+
+def _model_policies(models: dict[str, Any], path: Path) -> dict[str, ModelPolicy]:
+    """``[models."NAME"]`` tables: ``price = { input = 2.5, output = 10.0 }`` (dollars per million tokens) and
+    ``live``.
+
+    Raises:
+        ConfigError: an unknown key or a bad value, naming the file and ``models."NAME".KEY``.
+    """
+    out: dict[str, ModelPolicy] = {}
+    for name, body in models.items():
+        where = f'{path}: \'models."{name}"'
+        if not isinstance(body, dict):
+            raise ConfigError(f"{where}' must be a table")
+        kw: dict[str, Any] = {}
+        for key, value in body.items():
+            if key == "live":
+                if type(value) is not bool:
+                    raise ConfigError(f"{where}.live' must be true or false")
+                kw["live"] = value
+            elif key == "price":
+                if not isinstance(value, dict) or not value or set(value) - {"input", "output"}:
+                    raise ConfigError(
+                        f"{where}.price' must be a table {{ input = ..., output = ... }} (dollars per million tokens)"
+                    )
+                for side, v in value.items():
+                    if type(v) not in (int, float) or not 0 <= v < 1e9 or v != v:
+                        raise ConfigError(f"{where}.price.{side}' must be a price of at least 0, got {v!r}")
+                    kw[f"{side}_price"] = float(v)
+            else:
+                raise ConfigError(f"{path}: unknown key 'models.\"{name}\".{key}' (known: live, price)")
+        out[name] = ModelPolicy(**kw)
     return out
 
 

@@ -93,9 +93,12 @@ class Decider:
         self._expired = expired
         self.tolerance = tolerance
 
-    def decide(self, seq: int, name: str, key: str, redacted: Any, place: bytes | None, alone: bool) -> Decision:
+    def decide(
+        self, seq: int, name: str, key: str, redacted: Any, place: bytes | None, alone: bool, pos: int | None = None
+    ) -> Decision:
         """The decision for request ``seq`` (``place``: its order's canonical JSON; ``alone``: no other request
-        of this tape is running live). The caller holds the tape's lock."""
+        of this tape is running live; ``pos``: its position among the requests of its kind, ``seq`` when None:
+        a session's model turns take steps too). The caller holds the tape's lock."""
         m = self.matcher
         if m is None:
             verdict, j = OPEN_UNPLACED, -1
@@ -117,7 +120,11 @@ class Decider:
             target = None
             if m is not None:
                 target = m.drift_target(
-                    name, seq, redacted, alone=alone and place is None, unplaced=verdict == OPEN_UNPLACED
+                    name,
+                    seq if pos is None else pos,
+                    redacted,
+                    alone=alone and place is None,
+                    unplaced=verdict == OPEN_UNPLACED,
                 )
             if target is None:
                 return _MISS

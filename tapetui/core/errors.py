@@ -11,6 +11,7 @@ __all__ = [
     "ConfigError",
     "TapeDrift",
     "InvalidValue",
+    "ModelDrift",
     "TapeError",
     "TapeMiss",
     "TapeReplayedError",
@@ -92,6 +93,57 @@ class TapeDrift(TapeError):
         )
 
 
+class ModelDrift(TapeDrift):
+    """A model request that differs from the turn recorded at its place (the k-th model turn of the session):
+    another prompt, message, offered tool, output schema, setting or model.
+
+    Attributes:
+        seq: the step of this request; ``turn``: its place among the session's model turns (1 for the first).
+        tool: ``"model"``; ``model`` / ``recorded_model``: the model's name now and on the tape.
+        recorded_key / new_key: the two turn keys.
+        recorded_args / new_args: the two requests (redacted, as stored).
+        changes: the differing request paths, as ``(path, old, new)`` (``model`` first when the name changed).
+        lines: the same, written for people (``instructions: + "…"``, ``settings.temperature 0 → 0.7``).
+        recorded_seq: the step of the turn it drifted from.
+    """
+
+    def __init__(
+        self,
+        *,
+        path: str,
+        seq: int,
+        turn: int,
+        model: str,
+        recorded_model: str,
+        recorded_key: str,
+        new_key: str,
+        recorded_request: Any,
+        new_request: Any,
+        changes: list[tuple[str, Any, Any]],
+        lines: list[str],
+        recorded_seq: int,
+    ) -> None:
+        self.path = path
+        self.seq = seq
+        self.turn = turn
+        self.tool = "model"
+        self.model = model
+        self.recorded_model = recorded_model
+        self.recorded_key = recorded_key
+        self.new_key = new_key
+        self.recorded_args = recorded_request
+        self.new_args = new_request
+        self.changes = changes
+        self.lines = lines
+        self.recorded_seq = recorded_seq
+        against = f" against recorded step {recorded_seq}" if recorded_seq != seq else ""
+        TapeError.__init__(
+            self,
+            f"{path}: prompt drift at step {seq} (model turn {turn}, {model}){against}: "
+            f"{recorded_key} recorded, {new_key} now\n" + "\n".join(f"  {line}" for line in lines),
+        )
+
+
 class TapeMiss(TapeError):
     """The call's key is nowhere on the tape.
 
@@ -112,6 +164,7 @@ class TapeMiss(TapeError):
         nearest_seq: int | None,
         changes: list[tuple[str, Any, Any]],
         reason: str = "",
+        prefix: str = "args",
     ) -> None:
         self.path = path
         self.seq = seq
@@ -124,12 +177,13 @@ class TapeMiss(TapeError):
         if reason:
             head += f" ({reason})"
         if nearest_seq is None:
-            body = f"  no recorded call of {tool!r} at all"
+            body = f"  no recorded call of {tool!r} at all" if tool != "model" else "  the tape has no model turn"
         else:
-            lines = format_changes(changes, prefix="args") or [
+            lines = format_changes(changes, prefix=prefix) or [
                 "(same arguments; every recording of it was already used)"
             ]
-            body = f"  nearest recorded {tool} is step {nearest_seq}; it differs in:\n" + "\n".join(
+            what = "model turn" if tool == "model" else tool
+            body = f"  nearest recorded {what} is step {nearest_seq}; it differs in:\n" + "\n".join(
                 f"    {line}" for line in lines
             )
         super().__init__(head + "\n" + body)

@@ -125,6 +125,14 @@ class FillCandidate:
         else:
             writer.append(self.carried_line(seq, i, earlier))
 
+    def carry_line(self, writer: Any, line: bytes) -> None:
+        """A served line that is not a call (a model turn, its tool lines): held until the candidate opens, else
+        appended to it."""
+        if writer is None:
+            self._held.append(line)
+        else:
+            writer.append(line)
+
     def carried_line(self, seq: int, i: int, earlier: bool) -> bytes:
         """Recording ``i`` renumbered to ``seq``, after its tool line when the candidate has none yet."""
         if earlier:

@@ -23,9 +23,11 @@ import orjson
 from tapetui.core.cachedir import forget
 from tapetui.core.canon import canon, canonical_json, dumps
 from tapetui.core.errors import TapeError
+from tapetui.core.extralines import NoteRecord, PhaseRecord, TurnRecord, extra_line, reindex_extra
 from tapetui.core.files import file_sha256, open_regular
 from tapetui.core.fingerprint import ToolManifest
 from tapetui.core.keys import call_key, key_of_json
+from tapetui.core.turns import TURN
 
 __all__ = [
     "CallRecord",
@@ -34,6 +36,7 @@ __all__ = [
     "PhaseRecord",
     "TapeIndex",
     "TornTail",
+    "TurnRecord",
     "reindex_extra",
     "scan_lines",
 ]
@@ -75,34 +78,6 @@ class CallRecord:
     raw: dict[str, Any] = field(repr=False)
 
 
-@dataclass(frozen=True, slots=True)
-class NoteRecord:
-    """One ``note`` line: a labelled value (a model response, the final output) recorded between calls.
-
-    Attributes:
-        kind: its label (``"final"``, ``"response"``...); notes are compared by kind and position among notes.
-        value: the value as recorded (redacted), any JSON value.
-        after: the step of the last call line before it (0 when none).
-        phase: the phase it was recorded in, or None.
-        line: its line number in the tape.
-    """
-
-    kind: str
-    value: Any
-    after: int
-    phase: str | None
-    line: int
-
-
-@dataclass(frozen=True, slots=True)
-class PhaseRecord:
-    """One ``phase`` line: the start of a named phase of the session, after step ``after`` (0 when none)."""
-
-    name: str
-    after: int
-    line: int
-
-
 # The fields call_line writes first, in this order. Lines that do not match (hand
 # written, escaped names, older writers) take the slow path: a full parse.
 _FAST = re.compile(  # anchored at a line start: a '{' earlier on the line must not hide a malformed line
@@ -139,6 +114,7 @@ class TapeIndex:
         self.unknown_lines = 0
         self.notes: list[NoteRecord] = []
         self.phases: list[PhaseRecord] = []
+        self.turns: list[TurnRecord] = []  # the model turns, in file order
         # (offset, length, line) of every note and phase line, in file order: what the index cache keeps of them
         # (their values stay out of it; a cached index reads these lines again)
         self.extra_spans: list[tuple[int, int, int]] = []
@@ -257,6 +233,44 @@ class TapeIndex:
             f"{self.path}:{self.lines[i]}: the tape changed after it was opened (this line is not "
             f"the call indexed there); open it again"
         )
+
+    def turn(self, k: int, fh: Any = None) -> dict[str, Any]:
+        """Model turn ``k`` (0-based, in file order) decoded whole: its line as an object.
+
+        Raises:
+            TapeError: the line is no longer the turn indexed there.
+        """
+        t = self.turns[k]
+        if self.data is not None:
+            raw = self.data[t.offset : t.offset + t.length]
+        elif isinstance(fh, int):
+            raw = os.pread(fh, t.length, t.offset)
+        elif fh is not None:
+            fh.seek(t.offset)
+            raw = fh.read(t.length)
+        else:
+            fd = open_regular(self.path)
+            try:
+                raw = os.pread(fd, t.length, t.offset)
+            finally:
+                os.close(fd)
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            obj = None
+        if type(obj) is not dict or obj.get("key") != t.key or obj.get("type") != TURN:
+            forget(self.path)
+            raise TapeError(
+                f"{self.path}:{t.line}: the tape changed after it was opened (this line is not the model turn "
+                "indexed there); open it again"
+            )
+        return obj
+
+    def turn_renumbered(self, k: int, seq: int, fh: Any = None) -> bytes:
+        """Model turn ``k``'s line as recorded, with ``seq`` as its step (carried into a fill's candidate)."""
+        obj = dict(self.turn(k, fh))
+        obj["seq"] = seq
+        return dumps(obj, newline=True)
 
     def renumbered(self, i: int, seq: int, fh: Any = None) -> bytes:
         """Call ``i``'s line as recorded, unknown fields kept, with ``seq`` as its step (carried into a fill)."""
@@ -538,8 +552,8 @@ def _parse_line(idx: TapeIndex, raw: bytes, offset: int, length: int, line_no: i
     elif kind == "session":
         if idx.header is None:
             idx.header = obj
-    elif kind == "note" or kind == "phase":
-        _extra_line(idx, obj, kind, line_no)
+    elif kind == "note" or kind == "phase" or kind == TURN:
+        extra_line(idx, obj, kind, line_no, offset, length)
         idx.extra_spans.append((offset, length, line_no))
     elif kind is None:
         raise TapeError(f"{path}:{line_no}: line has no 'type' and is not a call (needs 'seq' and 'tool')")
@@ -547,44 +561,3 @@ def _parse_line(idx: TapeIndex, raw: bytes, offset: int, length: int, line_no: i
         idx.unknown_lines += 1  # a line kind from a newer format: kept on disk, ignored here
     else:
         raise TapeError(f"{path}:{line_no}: 'type' must be a string, got {type(kind).__name__}")
-
-
-def _extra_line(idx: TapeIndex, obj: dict[str, Any], kind: str, line_no: int) -> None:
-    """Index a ``note`` or ``phase`` line (see :class:`NoteRecord`, :class:`PhaseRecord`)."""
-    where = f"{idx.path}:{line_no}"
-    after = obj.get("after", 0)
-    if type(after) is not int or not 0 <= after < 2**63:
-        raise TapeError(f"{where}: {kind} 'after' must be a step number (an integer >= 0), got {repr(after)[:40]}")
-    if kind == "phase":
-        name = obj.get("name")
-        if type(name) is not str or not name:
-            raise TapeError(f"{where}: phase has no valid 'name' (a non-empty string), got {repr(name)[:40]}")
-        idx.phases.append(PhaseRecord(name, after, line_no))
-        return
-    label, phase = obj.get("kind"), obj.get("phase")
-    if type(label) is not str or not label:
-        raise TapeError(f"{where}: note has no valid 'kind' (a non-empty string), got {repr(label)[:40]}")
-    if phase is not None and (type(phase) is not str or not phase):
-        raise TapeError(f"{where}: note 'phase' must be a non-empty string or null, got {repr(phase)[:40]}")
-    idx.notes.append(NoteRecord(label, obj.get("value"), after, phase, line_no))
-
-
-def reindex_extra(idx: TapeIndex, raw: bytes, offset: int, line_no: int) -> bool:
-    """Index the note or phase line ``raw`` (ending with its newline, at file offset ``offset``) again: the index
-    cache keeps where these lines are, not what they hold. False when ``raw`` is not such a line.
-
-    Raises:
-        TapeError: the line is one, but malformed (as a scan would say).
-    """
-    if not raw.endswith(b"\n"):
-        return False
-    try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return False
-    kind = obj.get("type") if isinstance(obj, dict) else None
-    if kind != "note" and kind != "phase":
-        return False
-    _extra_line(idx, obj, kind, line_no)
-    idx.extra_spans.append((offset, len(raw), line_no))
-    return True

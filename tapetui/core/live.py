@@ -33,6 +33,7 @@ from tapetui.core.registry import Tool
 from tapetui.core.tapefile import call_line
 
 __all__ = [
+    "Request",
     "LineStamp",
     "LiveCall",
     "LiveStep",
@@ -81,6 +82,11 @@ class LiveCall:
     problem: str
 
 
+# A request as Tape._begin read it: (seq, name, args, live=, args as passed, redacted, key, requested_tool, line
+# fields); a plain tuple, so that the hit path builds no object for it
+Request = tuple[int, str, dict[str, Any], Any, Any, Any, str, str | None, dict[str, Any] | None]
+
+
 def tool_as_written(tool: Tool, redactor: Redactor) -> Tool:
     """``tool`` with its manifest as a tape written under ``redactor``'s rules holds it: the latest fingerprint
     form, each field of its contract redacted by its declared rule (:mod:`tapetui.core.declared`), so that no
@@ -98,6 +104,8 @@ def check_tool_name(tool: Any, path: Path) -> None:
     """
     if not isinstance(tool, str) or not tool:
         raise TapeError(f"{path}: a tool name must be a non-empty string, got {type(tool).__name__}")
+    if tool == "model":
+        raise TapeError(f"{path}: a tool may not be called 'model': the name belongs to model turns (use tape.model)")
     try:
         tool.encode("utf-8")
     except UnicodeEncodeError as e:
@@ -321,6 +329,7 @@ class LiveStep:
         tool: the tool as the tape writes it (:func:`tool_as_written`).
         stamp: the line's times; None when the call is not written (a replay's ``live`` tool).
         tool_line: the tool line to write before this call line, when the target has none yet.
+        compare: a cut-point replay's live call: the golden's recording it consumed (its result is compared).
     """
 
     seq: int
@@ -335,6 +344,7 @@ class LiveStep:
     tool: Tool
     stamp: LineStamp | None
     tool_line: bytes = b""
+    compare: int | None = None
 
     @classmethod
     def planned(

@@ -248,6 +248,10 @@ class ToolRegistry:
 # ---- building a tool ----------------------------------------------------------------
 def _build(fn: Callable[..., Any] | None, declared: Contract) -> Tool:
     """A checked :class:`Tool` (its manifests computed) of ``fn`` and what ``declared`` says; nothing registered."""
+    if declared.name == "model":
+        raise TapeError(
+            "a tool may not be called 'model': the name belongs to model turns (their 'model:' keys, live=['model'])"
+        )
     contract = _checked(declared)
     try:
         raw = contract_manifest(contract, fn)

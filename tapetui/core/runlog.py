@@ -60,6 +60,9 @@ EventKind = Literal[
     "record",  # a tool ran live and was recorded (record mode)
     "stale",  # the recorded entry expired (expires_at, policy)
     "fingerprint",  # the tool's contract changed (recorded, live, allowed, explanation)
+    # a tool or the model run live on replay (live=, --tape-live, tapes.toml's live) returned other than the
+    # recording at its place: step, changes (its result's, or its response's, paths)
+    "behaviour",
     "unused",  # a recorded step the run never consumed (at close)
     "note",  # Tape.note: kind, value (redacted), after (the step of the last call before it), phase; not a call
     "phase",  # Tape.phase: name, after; not a call

@@ -16,31 +16,27 @@ from typing import Any, NoReturn
 
 from tapetui.core.canon import canon, canonical_json
 from tapetui.core.changes import MISSING
-from tapetui.core.clock import Clock, iso, parse_iso
+from tapetui.core.clock import Clock, parse_iso
 from tapetui.core.codecs import json_form
 from tapetui.core.config import Config, ToolPolicy
+from tapetui.core.cutpoint import CutPoints
 from tapetui.core.decide import Decider, DecisionKind
 from tapetui.core.errors import TapeDrift, TapeError, TapeMiss, TapeStale, ToolDriftError
 from tapetui.core.fill import FillCandidate
 from tapetui.core.index import Consumed, TapeIndex
 from tapetui.core.jsondiff import diff_values
-from tapetui.core.live import LiveStep
+from tapetui.core.live import LiveStep, Request
 from tapetui.core.modes import Mode
 from tapetui.core.recorded_errors import raise_recorded
 from tapetui.core.redact import Redactor
 from tapetui.core.runlog import EventKind, RunLog, add_status, step_status
 from tapetui.core.session import SessionFiles
-from tapetui.core.tapefile import dump_line
 from tapetui.core.toolbox import UNKNOWN, Toolbox
 
 __all__ = ["Request", "ToolServing"]
 
-# A request as Tape._begin read it: (seq, name, args, live=, args as passed, redacted, key, requested_tool, line
-# fields); a plain tuple, so that the hit path builds no object for it
-Request = tuple[int, str, dict[str, Any], Any, Any, Any, str, str | None, dict[str, Any] | None]
 
-
-class ToolServing:
+class ToolServing(CutPoints):
     """Serves decisions for :class:`~tapetui.core.tape.Tape` (its base class: the attributes below are the
     tape's, set by its constructor)."""
 
@@ -65,33 +61,9 @@ class ToolServing:
     _used: Consumed | None
     _index: TapeIndex | None
     _fd: int
-
-    def _check_label(self, text: Any, what: str) -> str:
-        """A note kind or phase name, checked, and redacted as any text is (a label is no place for a secret)."""
-        if type(text) is not str or not text.strip():
-            got = "a blank string" if isinstance(text, str) else type(text).__name__
-            raise TapeError(f"{self.path}: a {what} must be a non-blank string, got {got}")
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise TapeError(f"{self.path}: {what} is not valid UTF-8 text ({e.reason})") from None
-        return self._redactor.redact_text(text)
-
-    def _write_between(self, kind: EventKind, fields: dict[str, Any]) -> None:
-        """Write a note or phase line where this run's lines go (between its calls), and log it; the caller holds
-        the lock."""
-        if self._closed:
-            raise TapeError(f"{self.path}: tape is closed")
-        try:
-            line = dump_line({"type": kind, **fields, "recorded_at": iso(self._clock())})
-        except (TypeError, TapeError) as e:  # an integer beyond 64 bits, a string that is not text...
-            raise TapeError(f"{self.path}: this {kind} cannot be recorded: {e}") from None
-        writer = self._files.writer
-        if writer is not None:
-            writer.append(line)
-        elif self._fill is not None:
-            self._fill.hold(line)  # the candidate, if a miss opens one, starts with the hits and these
-        self._emit(kind, **fields)
+    _tool_n: int
+    _live_names: frozenset[str]
+    _all_live: bool
 
     def _serve_other(
         self, kind: DecisionKind, at: int | None, excuses: list[dict[str, Any]] | None, request: Request
@@ -318,6 +290,8 @@ class ToolServing:
                 self._after = step.seq
             if step.tool.side_effect:
                 self._counts["real_side_effects"] += 1
+            if step.compare is not None:
+                self._behaviour(step, out.result, error)
             if step.stamp is not None:
                 self._write_live(step, out.line, out.ms, out.recorded_error, out.problem)
             elif out.problem:

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Unpack
 
+from tapetui.core.between import BetweenCalls
 from tapetui.core.clock import Clock, Timer, event_clock, iso, perf_timer, utcnow
-from tapetui.core.codecs import json_form
 from tapetui.core.config import Config, config_for_tape
 from tapetui.core.decide import Decider, Tolerance
 from tapetui.core.declared import Contract, ContractFields
@@ -33,6 +33,7 @@ from tapetui.core.fill import FillCandidate
 from tapetui.core.index import Consumed, TapeIndex
 from tapetui.core.live import LiveStep, call_args, check_tool_name
 from tapetui.core.matching import Matcher
+from tapetui.core.modelserving import ModelServing, turn_options
 from tapetui.core.modes import MODES, Mode
 from tapetui.core.redact import Redactor
 from tapetui.core.registry import Tool, ToolRegistry, make_contract
@@ -50,7 +51,7 @@ _COUNTERS: tuple[str, ...] = ("tape_hits", "tape_misses", "live_tool_calls", "re
 _COUNTERS += ("fingerprint_changes", "stale", "overrides", "unused", "tolerated_hits")
 
 
-class Tape(ToolServing):
+class Tape(ToolServing, ModelServing, BetweenCalls):
     """One agent session on disk, recorded or replayed.
 
     Args:
@@ -67,6 +68,12 @@ class Tape(ToolServing):
         clock / timer: injectable time sources (deterministic sample tapes use them).
         run_log: write the run's events beside the tape (``name.run.jsonl``).
         fsync: fsync each appended record (slower; crash-proof even against power loss).
+        live: the boundaries that run live in this run without editing tapes.toml: tool names, and
+            ``"model"`` for the model turns (a cut-point replay). In replay each runs, consumes the recording at
+            its place and is compared with it: a difference is reported by path (``behaviour`` on its ``live``
+            event), never dropped.
+        on_drift: ``"raise"`` (default), or ``"live"``: in ``fill``, from the first drifted model turn on
+            everything runs live into the candidate (re-baselining after an intended prompt change).
     """
 
     def __init__(
@@ -81,9 +88,12 @@ class Tape(ToolServing):
         timer: Timer = perf_timer,
         run_log: bool = True,
         fsync: bool = False,
+        live: Iterable[str] = (),
+        on_drift: str = "raise",
     ) -> None:
         if mode not in MODES:
             raise InvalidValue(f"unknown tape mode {mode!r}; valid modes: {', '.join(MODES)}")
+        live_names, on_drift = turn_options(live, on_drift)
         self.path = Path(path)
         self.mode = Mode(mode)
         self._records = self.mode is Mode.RECORD  # every call runs live and is written
@@ -92,7 +102,8 @@ class Tape(ToolServing):
         self._clock = clock
         self._timer = timer
         self._redactor: Redactor = self.config.redactor()
-        self._seq = 0
+        self._seq = 0  # steps so far: tool calls and model turns, one sequence
+        self._tool_n = 0  # tool calls so far: a call's position among the tape's tool calls (the matcher's rule 3)
         self._overrides: dict[int, tuple[Any, BaseException | None]] = {}
         self._counts = dict.fromkeys(_COUNTERS, 0)
         self._status: dict[int, str] = {}  # recorded step → its one status in this run (runlog.STATUS_PRECEDENCE)
@@ -108,7 +119,6 @@ class Tape(ToolServing):
         self._mu = threading.Lock()
         self._active = 0
         self._log: RunLog | None = None
-
         self._files = files = SessionFiles(
             self.path, redactor=self._redactor, clock=clock, labels=self.labels, fsync=fsync
         )
@@ -127,7 +137,7 @@ class Tape(ToolServing):
             matcher = Matcher(files.index, self._used, files.fh, self._redactor)
             if self.mode == Mode.FILL:
                 self._fill = FillCandidate(files.index, files.fh, files.earlier_fill, self._tool_line)
-        session = session_name(self.path, self.config.tapes_dir)
+        session = self._session = session_name(self.path, self.config.tapes_dir)
         tolerance = Tolerance(self.config, session, self._redactor, matcher) if matcher is not None else None
         self._decider = Decider(
             matcher,
@@ -137,6 +147,7 @@ class Tape(ToolServing):
             expired=self._expired,
             tolerance=tolerance,
         )
+        self._init_turns(live_names, on_drift)
         if run_log:
             header = {
                 "mode": str(self.mode),
@@ -170,49 +181,6 @@ class Tape(ToolServing):
         For exercising a fallback branch offline, e.g. an upstream 500 at step 2.
         """
         self._overrides[seq] = (result, error)
-
-    def note(self, kind: str, value: Any) -> None:
-        """Record a labelled value of the session that is not a tool call: a model response, the final output.
-
-        Its value is redacted like a call's arguments. Recording writes a ``note`` line after the calls so far
-        (``after``: the step of the last one, 0 when none; ``phase``: the current phase); a replay never writes
-        the golden and logs a ``note`` event instead; a fill does both, the line going into its candidate.
-        Notes are no calls: they have no key and do not count in ``steps``.
-
-        Args:
-            kind: the note's label (``"final"``, ``"response"``...): notes are compared by kind and by their
-                position among notes.
-            value: any JSON value (a pydantic model as its JSON dump).
-
-        Raises:
-            TapeError: ``kind`` is not a non-empty string, ``value`` has no JSON form, or the tape is closed;
-                nothing is written then.
-        """
-        kind = self._check_label(kind, "note kind")
-        try:
-            # redacted as the value of a key named ``kind``: note("api_key", ...) is a secret by its name too
-            data = self._redactor.redact({kind: json_form(value, "value")})[kind]
-        except (TypeError, TapeError) as e:  # Unrecordable is a TypeError, TooDeep a TapeError
-            raise TapeError(f"{self.path}: note {kind!r}: its value cannot be recorded: {e}") from None
-        with self._mu:
-            after, phase = self._after, self._phase
-            fields = {"kind": kind, "value": data, "after": after, "phase": phase}
-            self._write_between("note", fields)
-
-    def phase(self, name: str) -> None:
-        """Mark the start of phase ``name`` of the session (``gather``, ``answer``...): the calls after it, up to
-        the next phase, belong to it, and so do the notes.
-
-        Recording writes a ``phase`` line (``after``: the step of the last call, 0 when none); a replay logs a
-        ``phase`` event instead; a fill does both. Not a call: no key, not counted in ``steps``.
-
-        Raises:
-            TapeError: ``name`` is not a non-empty string, or the tape is closed; nothing is written then.
-        """
-        name = self._check_label(name, "phase name")
-        with self._mu:
-            self._write_between("phase", {"name": name, "after": self._after})
-            self._phase = name
 
     def call(
         self,
@@ -306,17 +274,17 @@ class Tape(ToolServing):
             if self._closed:
                 raise TapeError(f"{self.path}: tape is closed")
             self._seq += 1
+            self._tool_n += 1
             seq = self._seq
             alone = self._active == 0  # no call of this tape is running live
             redacted, key, passed = call_args(self._redactor, tool, args, seq)
             policy = self._tool_policies.get(tool, self._default_policy)  # = config.policy(tool), without a call
             request: Request = (seq, tool, args, live, passed, redacted, key, requested_tool, fields)
-            if self._records or policy.live:
-                if not self._records:
-                    t = self._tools.tool(tool, live)
-                    self._emit("live", seq=seq, tool=tool, key=key, policy="live", fingerprint=t.fingerprint)
-                return self._plan_live(request, write=self._records), None
-            kind, at, excuses = self._decider.decide(seq, tool, key, redacted, place, alone)
+            if self._records or self._all_live:
+                return self._plan_live(request, write=True), None
+            if policy.live or tool in self._live_names:
+                return self._plan_cut(request, policy="live" if policy.live else "cut"), None
+            kind, at, excuses = self._decider.decide(seq, tool, key, redacted, place, alone, self._tool_n)
             if kind == "hit" or kind == "tolerated":
                 return self._serve_recording(at, excuses, request, policy)
             return self._serve_other(kind, at, excuses, request)
@@ -350,9 +318,19 @@ class Tape(ToolServing):
             tool = make_contract(declared)
             if self.registry is None:
                 self.registry = ToolRegistry()
+            before = self.registry.get(name)
             self.registry.put(tool)
+            # the same contract as written (another adapter's definition of it, with a codec): its line stands
+            same_line = before is not None and (before.fingerprint, before.side_effect) == (
+                tool.fingerprint,
+                tool.side_effect,
+            )
+            written = name in self._tools.written
             self._tools.forget(name)  # a redefined tool: looked up again; its next call line after its new tool line
             self._contracts[name] = (ident, tool)
+            if same_line and written:
+                self._tools.written.add(name)
+                return tool
             writer = self._files.writer
             if self.mode == Mode.RECORD and writer is not None:
                 # what the model was offered, called or not (an MCP server's listing): on the tape now
@@ -401,6 +379,7 @@ class Tape(ToolServing):
         try:
             if self.mode != Mode.RECORD:
                 self._report_unused()
+                self._report_unused_turns()
             if self._log is not None:
                 end: dict[str, Any] = {"stats": self.stats()}
                 if error is not None:

@@ -49,21 +49,27 @@ def _require_why(why: str | None, action: str) -> str:
     return why.strip()
 
 
-def rebuild(index: TapeIndex, replace: dict[int, bytes], extra_manifests: list[bytes]) -> bytes:
-    """The golden's bytes with some call lines replaced (by call index) and manifests added."""
+def rebuild(
+    index: TapeIndex,
+    replace: dict[int, bytes],
+    extra_manifests: list[bytes],
+    spans: dict[int, tuple[int, bytes]] | None = None,
+) -> bytes:
+    """The golden's bytes with some call lines replaced (by call index), other lines replaced (``spans``: offset →
+    (length, new line), a model turn's) and manifests added before the first call or turn."""
     data = file_bytes(index)
     if index.torn is not None:
         data = data[: index.torn.offset]
-    parts = []
-    pos = 0
-    first_call = index.offsets[0] if len(index) else len(data)
-    parts.append(data[:first_call])
-    parts += extra_manifests
-    pos = first_call
-    for i in sorted(replace):
-        parts.append(data[pos : index.offsets[i]])
-        parts.append(replace[i])
-        pos = index.offsets[i] + index.lengths[i]
+    cuts = {index.offsets[i]: (index.lengths[i], line) for i, line in replace.items()}
+    cuts.update(spans or {})
+    first = min(index.offsets[0] if len(index) else len(data), index.turns[0].offset if index.turns else len(data))
+    parts = [data[:first], *extra_manifests]
+    pos = first
+    for off in sorted(cuts):
+        length, line = cuts[off]
+        parts.append(data[pos:off])
+        parts.append(line)
+        pos = off + length
     parts.append(data[pos:])
     return b"".join(parts)
 
@@ -107,7 +113,7 @@ def _accept_locked(config: Config, golden: Path, cand: Path, why: str, steps: It
     golden_before = file_bytes(g.index)
     cmp = compare(g, c, config, hooks=None)  # what changed is recorded; no user hook runs in an accept
     if steps is None:
-        details = _details(cmp, cmp.changed_steps) + _note_details(cmp)
+        details = _details(cmp, cmp.changed_steps) + _note_details(cmp) + [line for line, _ in cmp.turns.rows()]
         details = details or ["no differences"]
         entry = journal.new_entry("accept", config, golden, [s.seq for s in cmp.changed_steps if s.old], details, why)
         before = history.Before(True, golden_before, True, cand_before)
@@ -124,8 +130,13 @@ def _accept_locked(config: Config, golden: Path, cand: Path, why: str, steps: It
     replace: dict[int, bytes] = {}
     manifests: list[bytes] = []
     chosen = []
+    spans: dict[int, tuple[int, bytes]] = {}
+    turns = {t.seq: k for k, t in enumerate(g.index.turns)}
     for n in wanted:
         sd = by_seq.get(n)
+        if sd is None and n in turns:  # a model turn: the candidate's turn at the same place
+            spans.update(_turn_span(g, c, turns[n], manifests))
+            continue
         if sd is None or sd.new is None:
             raise TapeError(
                 f"{golden}: step {n} does not line up with a step of the candidate; accept the whole candidate instead"
@@ -138,14 +149,34 @@ def _accept_locked(config: Config, golden: Path, cand: Path, why: str, steps: It
         replace[i] = dump_line(raw)
         if sd.fingerprint and sd.tool in c.manifests:
             manifests.append(c.index.manifest_lines[sd.tool])
-    data = rebuild(g.index, replace, manifests)
-    entry = journal.new_entry("accept", config, golden, wanted, _details(cmp, chosen), why)
+    data = rebuild(g.index, replace, manifests, spans)
+    turn_lines = [
+        line for d in cmp.turns.changed if d.old is not None and d.old.get("seq") in wanted for line, _ in d.rows()
+    ]
+    entry = journal.new_entry("accept", config, golden, wanted, _details(cmp, chosen) + turn_lines, why)
     # When nothing else differs any more, the candidate has been fully reviewed.
     rest = [s for s in cmp.changed_steps if s not in chosen]
-    done = not rest and not cmp.edit_distance and not cmp.changed_notes  # notes move with the whole candidate
+    turns_left = [d for d in cmp.turns.changed if d.old is None or d.old.get("seq") not in wanted]
+    done = not rest and not cmp.edit_distance and not cmp.changed_notes and not turns_left  # notes: whole only
     before = history.Before(True, golden_before, done, cand_before)
     journal.commit(config, golden, data, entry, before=before, remove_candidate=done)
     return entry
+
+
+def _turn_span(g: LoadedTape, c: LoadedTape, k: int, manifests: list[bytes]) -> dict[int, tuple[int, bytes]]:
+    """Golden turn ``k``'s line replaced by the candidate's turn at the same place (keeping the golden's step), and
+    the candidate's tool lines of the offered tools whose contract differs added to ``manifests``."""
+    if k >= len(c.index.turns):
+        raise TapeError(
+            f"{g.path}: model turn {k + 1} has no turn at its place in the candidate; accept the whole candidate"
+        )
+    old, new = g.index.turns[k], dict(c.index.turn(k))
+    new["seq"] = old.seq
+    for name, fp in (new.get("offered") or {}).items():
+        held = g.index.manifests.get(name)
+        if (held is None or held.fingerprint != fp) and name in c.index.manifest_lines:
+            manifests.append(c.index.manifest_lines[name])
+    return {old.offset: (old.length, dump_line(new))}
 
 
 def file_bytes(index: TapeIndex) -> bytes:
@@ -259,6 +290,35 @@ class AlreadyExpired(TapeError):
     """Every entry asked for has expired already: nothing was changed and no changelog entry written."""
 
 
+def _expire_turns(
+    config: Config, g: LoadedTape, turns: list[int], calls: list[int], when: str, why: str | None
+) -> Entry:
+    """Expire model turns (and the calls among the steps asked for): a fill runs each again live (the model)."""
+    spans: dict[int, tuple[int, bytes]] = {}
+    replace: dict[int, bytes] = {}
+    details = []
+    for k in turns:
+        t = g.index.turns[k]
+        obj = dict(g.index.turn(k))
+        if isinstance(obj.get("expires_at"), str):
+            continue
+        obj["expires_at"] = when
+        spans[t.offset] = (t.length, dump_line(obj))
+        details.append(f"step {t.seq} model turn ({t.model}): marked expired at {when}")
+    for i in calls:
+        raw = dict(g.calls[i].raw)
+        raw["expires_at"] = when
+        replace[i] = dump_line(raw)
+        details.append(f"step {g.calls[i].seq} {g.calls[i].tool}: expires_at → {when}")
+    if not details:
+        raise AlreadyExpired(f"{g.path}: already expired: nothing to do (the next fill re-records expired steps)")
+    steps = sorted([g.index.turns[k].seq for k in turns] + [g.calls[i].seq for i in calls])
+    entry = journal.new_entry("expire", config, g.path, steps, details, why.strip() if why and why.strip() else None)
+    before = history.Before(True, file_bytes(g.index))
+    journal.commit(config, g.path, rebuild(g.index, replace, [], spans), entry, before=before)
+    return entry
+
+
 def _expire_locked(
     config: Config,
     golden: Path,
@@ -278,7 +338,10 @@ def _expire_locked(
         if not wanted:
             raise TapeError("expire needs --step N or --all-time-sensitive")
         targets = [i for i, c in enumerate(g.calls) if c.seq in wanted]
-        missing = wanted - {g.calls[i].seq for i in targets}
+        turns = [k for k, t in enumerate(g.index.turns) if t.seq in wanted]
+        missing = wanted - {g.calls[i].seq for i in targets} - {g.index.turns[k].seq for k in turns}
+        if turns and not missing:
+            return _expire_turns(config, g, turns, targets, when, why)
         if missing:
             raise TapeError(f"{golden}: no step {', '.join(map(str, sorted(missing)))} on the tape")
     instant = parse_iso(when)

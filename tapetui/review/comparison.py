@@ -24,6 +24,7 @@ from tapetui.core.jsondiff import IgnoreRules
 from tapetui.core.paths import prefixed
 from tapetui.core.store import refuse_links_out, session_name
 from tapetui.core.tapefile import read_index
+from tapetui.review.turns import RowLevel, TurnComparison, turn_rows, turn_side
 from tapetui.review.verdicts import Verdict, new_capabilities, phase_of, sequence_distance, verdict
 
 __all__ = [
@@ -42,11 +43,6 @@ __all__ = [
 
 StepKind = Literal["same", "changed", "tolerated", "replaced", "added", "skipped"]
 """How one aligned position of two sessions differs (see :class:`StepDiff`)."""
-
-RowLevel = Literal["pass", "fail", "capability", "excused", "differs"]
-"""How a line of a comparison reads: a dimension's verdict (``pass``/``fail``), a tool the golden never used
-(``capability``), a difference a rule excused (or a sequence change within its mode and threshold), or a plain
-difference. The fronts style a line by it, never by its text."""
 
 HooksArg = Hooks | None | Literal["auto"]
 """``compare``'s ``hooks``: the hooks to run, None to run none, ``"auto"`` to import the ones tapes.toml
@@ -277,6 +273,7 @@ class Comparison:
     verdicts: tuple[Verdict, ...] = ()
     new_capabilities: tuple[str, ...] = ()
     settings: CompareSettings = field(default_factory=CompareSettings)
+    turns: TurnComparison = field(default_factory=TurnComparison)
 
     @property
     def changed_steps(self) -> list[StepDiff]:
@@ -289,7 +286,14 @@ class Comparison:
     @property
     def clean(self) -> bool:
         """Nothing differs at all (what a rule excuses differs too: accepting would change the golden)."""
-        return not self.changed_steps and not self.contracts and self.edit_distance == 0 and not self.changed_notes
+        return (
+            not self.changed_steps
+            and not self.contracts
+            and self.edit_distance == 0
+            and not self.changed_notes
+            and not self.turns.changed
+            and self.turns.old_count == self.turns.new_count
+        )
 
     @property
     def passed(self) -> bool:
@@ -332,7 +336,9 @@ class Comparison:
                     "excused" if tools is not None and tools.passed else "differs",
                 )
             )
-        if self.requested_distance and (self.old_requested != self.old_tools or self.new_requested != self.new_tools):
+        if self.turns.present:
+            out += self.turns.rows()
+        elif self.requested_distance and (self.old_requested != self.old_tools or self.new_requested != self.new_tools):
             out.append(
                 (
                     f"[TOOLS] model-requested sequence (edit distance {self.requested_distance}): "
@@ -366,6 +372,7 @@ class Comparison:
             "dimensions": {v.dimension: v.to_json() for v in self.verdicts},
             "new_capabilities": list(self.new_capabilities),
             "notes": [n.to_json() for n in self.changed_notes],
+            **({"model_turns": self.turns.to_json()} if self.turns.present else {}),
         }
 
 
@@ -422,8 +429,11 @@ def compare(
     else:
         steps = _paired(g, o, old_phases if settings.sequence == "phases" else None, new_phases, ctx, contracts, same)
     notes = tuple(_notes(g, o, ctx))
+    turns = turn_rows(turn_side(g.index), turn_side(o.index), settings, config)
     old_req, new_req = _requested(g.calls), _requested(o.calls)
-    verdicts = _verdicts(settings, g, o, (old_phases, new_phases), steps, notes)
+    if turns.present:  # what the model asked for, from its own responses
+        old_req, new_req = turns.old_requested, turns.new_requested
+    verdicts = _verdicts(settings, g, o, (old_phases, new_phases), steps, notes, turns)
     return Comparison(
         golden=g.path,
         other=o.path,
@@ -440,6 +450,7 @@ def compare(
         # a tool the model asked for counts too: the harness may have run another in its place
         new_capabilities=tuple(new_capabilities((*old_tools, *old_req), (*new_tools, *new_req))),
         settings=settings,
+        turns=turns,
     )
 
 
@@ -464,18 +475,26 @@ def _verdicts(
     phases: tuple[list[str | None], list[str | None]],
     steps: list[StepDiff],
     notes: tuple[NoteDiff, ...],
+    turns: TurnComparison,
 ) -> tuple[Verdict, ...]:
-    """One verdict per dimension (see :mod:`tapetui.review.verdicts`); ``phases``: each call's, old and new."""
+    """One verdict per dimension (see :mod:`tapetui.review.verdicts`); ``phases``: each call's, old and new; with
+    model turns, the model-requested sequence is the turns' own and the turns' verdicts follow."""
     mode = settings.sequence
     old_tools, new_tools = [c.tool for c in g.calls], [c.tool for c in o.calls]
     old_req, new_req = _requested(g.calls), _requested(o.calls)
-    return (
-        verdict("tools", settings, sequence_distance(mode, old_tools, new_tools, *phases)),
-        replace(
+    if turns.present:
+        requested = verdict(
+            "requested", settings, Levenshtein.distance(list(turns.old_requested), list(turns.new_requested))
+        )
+    else:
+        requested = replace(
             verdict("requested", settings, sequence_distance(mode, old_req, new_req, *phases)),
             # without a requested_tool anywhere the requested sequence is the executed one: judged once, as tools
             judged=any(c.requested_tool for c in (*g.calls, *o.calls)),
-        ),
+        )
+    return (
+        verdict("tools", settings, sequence_distance(mode, old_tools, new_tools, *phases)),
+        requested,
         _side_verdict("arguments", settings, steps, "args"),
         _side_verdict("results", settings, steps, "result"),
         verdict(
@@ -485,6 +504,7 @@ def _verdicts(
             sum(len(n.judged.excused) for n in notes),
             sum(len(n.judged.errors) for n in notes),
         ),
+        *turns.verdicts,
     )
 
 

@@ -15,12 +15,16 @@ __all__ = ["stats", "stats_of"]
 
 
 def stats_of(golden: Path) -> dict[str, Any]:
-    """Counts for a session: steps, tools, side effects, time-sensitive and expired entries, latest run."""
+    """Counts for a session: steps (tool calls and model turns), tools, model turns and their tokens, side effects,
+    time-sensitive and expired entries, latest run."""
     idx = read_index(golden, validate=True)
     now = utcnow()
     expired = sum(1 for e in idx.expires.values() if (d := parse_iso(e)) is not None and d <= now)
     out: dict[str, Any] = {
-        "steps": len(idx),
+        "steps": len(idx) + len(idx.turns),
+        "model_turns": len(idx.turns),
+        "models": sorted({t.model for t in idx.turns}),
+        "recorded_tokens": sum(t.tokens for t in idx.turns),
         "tools": sorted(set(idx.tools)),
         "side_effect_steps": sum(idx.side_effects),
         "time_sensitive": len(idx.expires),

@@ -60,6 +60,7 @@ class Diff:
                 "fail": "differs",
                 "excused": "warning",
                 "differs": "warning" if within else "differs",
+                "capability": "differs",  # a tool the golden never used fails the comparison (Comparison.passed)
             }
             return [(line, level[how]) for line, how in cmp.rows()]
         if not self.findings:

@@ -13,6 +13,7 @@ from typing import Any
 from tapetui.core.changes import Change
 from tapetui.core.errors import TapeError
 from tapetui.core.runlog import CALL_EVENTS, EXECUTED_EVENTS, event_problem
+from tapetui.core.turns import TURN
 
 __all__ = [
     "REPLAY_ERRORS",
@@ -27,7 +28,7 @@ __all__ = [
     "collect_run",
 ]
 
-REPLAY_ERRORS = ("TapeDrift", "TapeMiss", "ToolDriftError", "TapeStale")
+REPLAY_ERRORS = ("TapeDrift", "ModelDrift", "TapeMiss", "ToolDriftError", "TapeStale")
 """The errors a replay raises itself (the run stopped at a call the tape could not answer)."""
 
 
@@ -228,6 +229,10 @@ def collect_run(events: Iterable[dict[str, Any]], *, checked: bool = False, wher
     for n, raw in enumerate(events, 1):
         ev = _checked(raw, n, checked, where)
         kind, seq, tool = ev.get("event"), ev.get("seq"), ev.get("tool")
+        if tool == TURN and kind != "unused" and kind != "end":
+            if kind in CALL_EVENTS and seq is not None:
+                last = (seq, tool)
+            continue  # a model turn: judged by tapetui.review.turns, apart from the tool sequence
         executes = kind in EXECUTED_EVENTS or (kind == "fingerprint" and not ev.get("allowed"))
         if kind == "miss":
             missed.add((seq, tool))

@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from tapetui.core.canon import canon
 from tapetui.core.changes import MISSING, Change, format_changes
@@ -32,11 +32,11 @@ from tapetui.core.store import (
     session_name,
 )
 from tapetui.core.tapefile import read_index
+from tapetui.core.turns import TURN
 from tapetui.review.comparison import (
     Comparison,
     HooksArg,
     LoadedTape,
-    RowLevel,
     capability_line,
     compare,
     load,
@@ -53,8 +53,10 @@ from tapetui.review.facts import (
     ToleratedHit,
     collect_run,
 )
+from tapetui.review.finding import Finding, FindingKind
 from tapetui.review.journal import recover
 from tapetui.review.parking import is_parked, parked_dir
+from tapetui.review.turnfindings import run_turn_findings
 from tapetui.review.verdicts import Verdict, new_capabilities, phase_of, sequence_distance, verdict
 
 __all__ = [
@@ -72,55 +74,11 @@ __all__ = [
     "run_log_stale",
 ]
 
-FindingKind = Literal[
-    "drift",  # a call's arguments changed (run log)
-    "miss",  # a call not on the tape (run log)
-    "fingerprint",  # a tool's contract changed (run log)
-    "unused",  # recorded steps never called, or not reached
-    "stale",  # an expired entry was replayed
-    "stale_run",  # the last run predates the golden
-    "pending",  # a candidate waits for review
-    "candidate",  # one line of the candidate's comparison with the golden
-    "error",  # the run ended in an error, or has no end
-    "tools",  # the executed tool sequence changed
-    "torn",  # the golden's last line is torn
-    "key",  # a stored key is not the key of its arguments
-    "journal",  # an interrupted change recover could not finish: review actions on the session are refused
-    "capability",  # a tool the golden never used: a new capability to audit
-    "tolerated",  # a replay call served from a recording whose differences a rule excuses (a warning)
-    "note",  # a note (tape.note) differs from the golden's
-    "samples",  # fewer repeated samples match than tapes.toml requires
-]
-"""What a :class:`Finding` is about."""
-
 Progress = Callable[[int, int], None]
 """``progress(done, total)``: called by :func:`check` as sessions are checked."""
 
 
 # ---- run logs -----------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Finding:
-    """One thing ``check`` reports about a session."""
-
-    kind: FindingKind
-    text: str
-    seq: int | None = None
-    tool: str | None = None
-    data: dict[str, Any] = field(default_factory=dict)
-    warning: bool = False  # shown, but does not fail check
-    level: RowLevel | None = None  # a line of a candidate's comparison: its row's level (a verdict's pass/fail)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "seq": self.seq,
-            "tool": self.tool,
-            "text": self.text,
-            "warning": self.warning,
-            **self.data,
-        }
-
-
 def compare_run(
     golden: TapeIndex,
     events: list[dict[str, Any]],
@@ -173,7 +131,9 @@ def judge_run(
     """
     settings = config.compare_for(session_name(golden.path, config.tapes_dir)) if config else CompareSettings()
     facts = collect_run(events, checked=checked, where=str(log) if log is not None else "run log")
+    facts, tools_only = _tools_only(facts, events)
     out, hidden = event_findings(facts, golden, settings, config)
+    out += tools_only
     out += no_end_findings(facts)
     out = stop_findings(facts, out, hidden)
     tools_v = tools_verdict(facts, golden, settings)
@@ -182,10 +142,26 @@ def judge_run(
     out += capability_findings(golden, facts)
     notes, notes_v = note_findings([(n.kind, n.value) for n in golden.notes], facts.notes, settings, config, hooks)
     out += notes
-    return out, run_verdicts(facts, settings, out, tools_v, notes_v)
+    turn_found, turn_verdicts = run_turn_findings(golden, events, settings, config)
+    out += turn_found
+    return out, (*run_verdicts(facts, settings, out, tools_v, notes_v), *turn_verdicts)
 
 
 # ---- the rules: a run's facts → findings and verdicts --------------------------------
+def _tools_only(facts: RunFacts, events: list[dict[str, Any]]) -> tuple[RunFacts, list[Finding]]:
+    """A run that requested no model turn at all replayed the tool calls only (a tools-only adapter, an older
+    test): its golden's turns are one warning, not each a skipped step."""
+    turns = [u for u in facts.unused if u.get("tool") == TURN]
+    if not turns or any(e.get("tool") == TURN and e.get("event") != "unused" for e in events):
+        return facts, []
+    kept = tuple(u for u in facts.unused if u.get("tool") != TURN)
+    text = (
+        f"model turns: this run requested none of the {len(turns)} recorded (it replayed the tool calls only; "
+        "put the model through the tape too, e.g. TapeCapability(models=True))"
+    )
+    return replace(facts, unused=kept), [Finding("unused", text, warning=True)]
+
+
 def event_findings(
     facts: RunFacts, golden: TapeIndex, settings: CompareSettings, config: Config | None
 ) -> tuple[list[Finding], Finding | None]:
@@ -360,7 +336,7 @@ def unused_findings(facts: RunFacts, mode: str, *, loose: bool) -> list[Finding]
     """Recorded steps the run never called (a warning when the sequence passed in its mode: ``loose``);
     after a run that stopped, one finding: the steps after where it stopped were not reached, not skipped."""
     if facts.stopped_by is not None and facts.unused:
-        at = len(facts.executed)
+        at = facts.last_seq if type(facts.last_seq) is int else len(facts.executed)
         # the step it stopped at was reached (a contract change raises before its recording is used)
         after = [e.get("seq") for e in facts.unused if e.get("seq") != at]
         text = f"run stopped at step {at} ({facts.stopped_by.get('type')})"
@@ -371,7 +347,9 @@ def unused_findings(facts: RunFacts, mode: str, *, loose: bool) -> list[Finding]
     return [
         Finding(
             "unused",
-            f"{e.get('tool')}  step {e.get('seq')}  unused: recorded but never called{within}",
+            f"model  step {e.get('seq')}  turn {e.get('turn')} ({e.get('model')})  unused: recorded but never requested"
+            if e.get("tool") == TURN
+            else f"{e.get('tool')}  step {e.get('seq')}  unused: recorded but never called{within}",
             e.get("seq"),
             e.get("tool"),
             warning=loose,

@@ -72,6 +72,12 @@ def _rerecord_locked(
     try:
         pos = next(i for i, c in enumerate(base.calls) if c.seq == seq)
     except StopIteration:
+        turn = next((t for t in base.index.turns if t.seq == seq), None)
+        if turn is not None:
+            raise TapeError(
+                f"{base.path}: step {seq} is a model turn ({turn.model}): re-recording a turn needs the live model; "
+                "rerun the agent in record mode, or in fill mode after expiring it"
+            ) from None
         raise TapeError(f"{base.path}: no step {seq}") from None
     rec = base.calls[pos]
     reg = registry or load_registry(config)

@@ -49,6 +49,7 @@ from tapetui.core.keys import key_of_json
 from tapetui.core.redact import Redactor
 from tapetui.core.store import candidate_path, iter_goldens, refuse_links_out, runlog_path, samples_of, session_name
 from tapetui.core.tapefile import dump_line, torn_path
+from tapetui.core.turns import TURN, redact_events, turn_key_of
 
 __all__ = ["FileScrub", "ScrubReport", "scrub"]
 
@@ -319,6 +320,8 @@ def _tape_bytes(data: bytes, f: FileScrub, r: Redactor) -> bytes:
             line = None
         elif kind == "call" or (kind is None and "seq" in obj and "tool" in obj):
             line = _call_line(obj, f, r, fps, n + 1)
+        elif kind == TURN:
+            line = _turn_line(obj, f, r, fps, n + 1)
         else:
             line = _other_line(obj, f, r)
         if line is None:
@@ -414,6 +417,41 @@ def _call_line(
         changed = True
     _collect(c, f)
     return dump_line(rec) if changed else None
+
+
+def _turn_line(
+    obj: dict[str, Any], f: FileScrub, r: Redactor, fps: dict[tuple[str, str], str], line: int
+) -> bytes | None:
+    """A model turn re-redacted: its request (its key recomputed when the request changed), its response, usage and
+    error; its stream's events as a stream is redacted (each part's joined text); its offered tools' fingerprints
+    following their tool lines into a newer form."""
+    c = _counting(r, f)
+    rec = dict(obj)
+    try:
+        request = obj.get("request")
+        new_request = canon(c.redact(request))
+        if new_request != canon(request):
+            rec["request"] = new_request
+            if isinstance(obj.get("model"), str):
+                rec["key"] = turn_key_of(obj["model"], new_request)
+                if isinstance(obj.get("seq"), int):
+                    f.rekeyed.append(obj["seq"])
+        events = obj.get("events")
+        if isinstance(events, list):
+            new_events = redact_events(events, c, f"{f.path}:{line}")
+            if new_events != events:
+                rec["events"] = new_events
+    except (TypeError, TapeError) as e:
+        raise TapeError(f"{f.path}:{line}: model turn: {e}; not scrubbed") from None
+    skip = {"type", "request", "events", "key", "offered"}
+    _redact_into(rec, obj, [k for k in obj if k not in skip], c)
+    offered = obj.get("offered")
+    if isinstance(offered, dict):
+        moved = {n: fps.get((n, fp), fp) if isinstance(fp, str) else fp for n, fp in offered.items()}
+        if moved != offered:
+            rec["offered"] = moved
+    _collect(c, f)
+    return dump_line(rec) if rec != obj else None
 
 
 def _other_line(obj: dict[str, Any], f: FileScrub, r: Redactor) -> bytes | None:

@@ -45,10 +45,10 @@ class Verdict:
         """``[VERDICT] tools  pass  0 edits (phases; max 0)``."""
         if not self.judged:
             return f"[VERDICT] {self.dimension:<9}  n/a   no call records a requested_tool"
-        unit = "edit" if self.dimension in ("tools", "requested") else "difference"
-        what = f"{self.value} {unit}{'' if self.value == 1 else 's'}"
+        unit = {"tools": "edit", "requested": "edit", "tokens": "token"}.get(self.dimension, "difference")
+        what = f"{self.value:,} {unit}{'' if self.value == 1 else 's'}"
         extra = [f"{self.mode} order"] if self.mode else []
-        extra.append(f"max {self.threshold}")
+        extra.append(f"max {self.threshold:,}")
         if self.excused:
             extra.append(f"{self.excused} excused by rules")
         if self.errors:

@@ -1,0 +1,424 @@
+"""The model boundary: a model turn through a tape, decided, served, or run live and written.
+
+:class:`ModelServing` is the half of :class:`~tapetui.core.tape.Tape` that answers model requests (its base
+class, beside :class:`~tapetui.core.serving.ToolServing`; the attributes it uses are the tape's). A request
+is the neutral request of :mod:`tapetui.core.turns`; its **place** is the k-th model request of the run
+(not the step, which shifts when a tool call is added). The decision, in this order:
+
+1. the offered tools' definitions against the fingerprints the recorded turn holds (the hit, else the turn
+   at the place): a changed one is a ``ToolDriftError`` (``[fingerprint] ignore`` and
+   ``check_fingerprint = false`` honoured), before the framework sees any argument;
+2. a hit: the earliest unconsumed turn with the request's key;
+3. else the turn at its place: a tolerated hit when tapes.toml excuses every difference (``[compare.rules]``
+   on ``request.`` paths, ``model_names = "any"``), a hit "served over a changed input" under
+   ``model_turns = "by_place"`` when only tool results inside the request changed, else a
+   :class:`~tapetui.core.errors.ModelDrift` (in a fill with ``on_drift="live"``: from here on everything
+   runs live into the candidate);
+4. else a ``TapeMiss`` naming the nearest recorded request (in a fill: run live into the candidate).
+
+The run log gets the same events as a tool call (``hit``, ``drift``, ``miss``, ``record``, ``live``,
+``fingerprint``, ``unused``) with ``tool: "model"`` and the turn's own fields (``turn``, ``model``, ``tokens``,
+``requested``), so review reads one timeline.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from tapetui.core.canon import canon, canonical_json
+from tapetui.core.changes import MISSING, Change
+from tapetui.core.clock import Clock
+from tapetui.core.codecs import json_form
+from tapetui.core.config import Config
+from tapetui.core.errors import InvalidValue, ModelDrift, TapeError, TapeMiss, TapeStale
+from tapetui.core.fill import FillCandidate
+from tapetui.core.index import TapeIndex
+from tapetui.core.modelturn import ModelTurn
+from tapetui.core.modes import Mode
+from tapetui.core.recorded_errors import raise_recorded
+from tapetui.core.redact import Redactor
+from tapetui.core.session import SessionFiles
+from tapetui.core.toolbox import Toolbox
+from tapetui.core.turndecide import TurnDeciding
+from tapetui.core.turnlive import TurnLive
+from tapetui.core.turns import (
+    TURN,
+    RequestForm,
+    change_line,
+    request_changes,
+    split_request,
+    turn_key_of,
+)
+
+__all__ = ["TURN_COUNTERS", "ModelServing", "ModelTurn"]  # ModelTurn: re-exported from tapetui.core.modelturn
+
+TURN_COUNTERS: tuple[str, ...] = (
+    "live_model_calls",
+    "model_hits",
+    "model_drifts",
+    "model_misses",
+    "tokens_live",
+    "tokens_saved",
+    "turns_without_usage",
+)
+"""The model turns' own counters in ``stats()``, after the tool counters (which stay tool counts)."""
+
+ON_DRIFT = ("raise", "live")
+# the contract fields an offered tool's definition may carry besides its parameters (as Tape.contract takes them)
+_DEF_FIELDS = ("description", "output_schema", "annotations", "title", "version", "side_effect")
+
+
+def turn_options(live: Iterable[str], on_drift: str) -> tuple[frozenset[str], str]:
+    """``Tape(live=..., on_drift=...)`` checked: the names that run live, and the drift policy.
+
+    Raises:
+        InvalidValue: a name that is not a non-empty string, an ``on_drift`` other than ``"raise"``/``"live"``.
+    """
+    if on_drift not in ON_DRIFT:
+        raise InvalidValue(f"on_drift must be one of {', '.join(map(repr, ON_DRIFT))}, got {on_drift!r}")
+    names = [live] if isinstance(live, str) else list(live)
+    for n in names:
+        if type(n) is not str or not n:
+            raise InvalidValue(f"live= takes tool names (and 'model'), got {n!r}")
+    return frozenset(names), on_drift
+
+
+class ModelServing(TurnDeciding, TurnLive):
+    """Serves model requests for :class:`~tapetui.core.tape.Tape` (see the module doc)."""
+
+    path: Path
+    mode: Mode
+    config: Config
+    _redactor: Redactor
+    _clock: Clock
+    _mu: threading.Lock
+    _closed: bool
+    _active: int
+    _after: int
+    _seq: int
+    _counts: dict[str, int]
+    _status: dict[int, str]
+    _files: SessionFiles
+    _tools: Toolbox
+    _records: bool
+    _fill: FillCandidate | None
+    _index: TapeIndex | None
+    _session: str
+    _expired: Callable[[str], bool]
+    contract: Callable[..., Any]  # Tape.contract
+
+    def _init_turns(self, live_names: frozenset[str], on_drift: str) -> None:
+        self._live_names = live_names
+        self._on_drift = on_drift
+        self._all_live = False  # a fill with on_drift="live" drifted: everything from there on runs live
+        self._turn_k = 0
+        idx = self._index
+        self._turn_used = bytearray(len(idx.turns)) if idx is not None else bytearray()
+        self._turn_form = RequestForm(self._redactor)
+        self._turn_orders: dict[bytes, list[int]] | None = None
+        self._turn_keys: dict[str, list[int]] | None = None
+        for c in TURN_COUNTERS:
+            self._counts[c] = 0
+
+    # ---- public ---------------------------------------------------------------------------
+    def model(
+        self,
+        request: Any,
+        *,
+        live: Callable[[], Any],
+        model: str,
+        source: str = "core",
+        stream: bool = False,
+        order: Any = None,
+    ) -> dict[str, Any]:
+        """One model turn through the tape, the model twin of :meth:`call`: ``record`` runs ``live`` and writes
+        the turn; ``replay`` returns the recorded response and never calls ``live``; ``fill`` calls it only on a
+        miss.
+
+        Args:
+            request: the neutral request (:mod:`tapetui.core.turns`): ``instructions``, ``messages``, ``tools``
+                (the offered tools' definitions: each becomes a contract of the tape), ``output_schema``,
+                ``settings``.
+            live: what calls the model: returns the neutral response (``parts``, ``tool_calls``,
+                ``finish_reason``, ``usage``) or raises.
+            model: the model's name as the framework names it (``openai:gpt-4o``).
+            source: who converted the request (an adapter's name): a turn recorded by another adapter is refused.
+            stream: the request is a streamed one (recorded as such).
+            order: the turn's place among concurrent turns (sub-agents), any JSON value, as for tools.
+
+        Returns:
+            The neutral response (the recorded one, redacted, on replay).
+
+        Raises:
+            ModelDrift: the request differs from the turn recorded at its place.
+            TapeMiss: no turn is left for it.
+            ToolDriftError: an offered tool's definition is not the recorded one.
+            TapeError: a bad request or response, a closed tape, a response that cannot be recorded.
+        """
+        turn = self.model_turn(request, model=model, source=source, stream=stream, order=order)
+        if turn.served:
+            assert turn.response is not None
+            return turn.response
+        try:
+            out = live()
+        except BaseException as e:
+            turn.fail(e)
+            raise
+        if inspect.isawaitable(out):
+            close = getattr(out, "close", None)
+            if callable(close):
+                close()
+            turn.abandon()
+            raise TapeError(f"{self.path}: model live= returned an awaitable: use `await tape.amodel(...)`")
+        return turn.finish(out)
+
+    async def amodel(
+        self,
+        request: Any,
+        *,
+        live: Callable[[], Any],
+        model: str,
+        source: str = "core",
+        stream: bool = False,
+        order: Any = None,
+    ) -> dict[str, Any]:
+        """:meth:`model` for async code: ``live`` may be a coroutine function (awaited on the caller's loop)."""
+        turn = self.model_turn(request, model=model, source=source, stream=stream, order=order)
+        if turn.served:
+            assert turn.response is not None
+            return turn.response
+        try:
+            out = live()
+            if inspect.isawaitable(out):
+                out = await out
+        except BaseException as e:
+            turn.fail(e)
+            raise
+        return turn.finish(out)
+
+    def model_turn(
+        self, request: Any, *, model: str, source: str = "core", stream: bool = False, order: Any = None
+    ) -> ModelTurn:
+        """Decide one model request now (see the module doc) and return its :class:`ModelTurn`: served from the
+        tape, or to be run live by the caller (streams use this form: the caller passes the live events through
+        as they come, then calls :meth:`ModelTurn.finish`).
+
+        Raises:
+            as :meth:`model`.
+        """
+        if type(model) is not str or not model.strip():
+            raise InvalidValue(f"{self.path}: model= must be the model's name (a non-empty string), got {model!r}")
+        if type(source) is not str or not source:
+            raise InvalidValue(f"{self.path}: source= must be the adapter's name, got {source!r}")
+        stored, defs = split_request(request, f"{self.path}: model request ({model})")
+        registry = self._tools.registry
+        for d in defs:  # contracts first (Tape.contract takes the lock itself); a recording writes their tool lines
+            held = registry.get(d["name"]) if registry is not None else None
+            if held is not None and held.fn is not None:
+                continue  # a registered function is its own contract (its fingerprint is checked)
+            fields = {k: d[k] for k in _DEF_FIELDS if d.get(k) is not None}  # what a tool adapter declares too
+            self.contract(d["name"], schema=d.get("parameters"), **fields)
+        place = None
+        if order is not None:
+            try:
+                place = canonical_json(canon(self._redactor.redact(json_form(order, "order"))))
+            except TypeError as e:
+                raise TapeError(f"{self.path}: model: order={order!r} must be a JSON value ({e})") from None
+        with self._mu:
+            if self._closed:
+                raise TapeError(f"{self.path}: tape is closed")
+            try:
+                redacted = self._turn_form.redacted(stored)
+            except (TypeError, TapeError) as e:
+                raise TapeError(f"{self.path}: this model request cannot be recorded: {e}") from None
+            key = turn_key_of(model, redacted)
+            self._seq += 1
+            self._turn_k += 1
+            seq, k = self._seq, self._turn_k
+            names = redacted.get("tools") or []
+            offered = {n: t.fingerprint for n in names if (t := self._tools.live_tool(n)) is not None}
+            head = (seq, k, model, source, stream, key, redacted, offered, place)
+            if self._records or self._all_live:
+                return self._turn_live(head, write=True)
+            if TURN in self._live_names or self.config.model_policy(model).live:
+                return self._turn_cut(head)
+            return self._turn_decide(head)
+
+    # ---- serving -----------------------------------------------------------------------------
+    def _turn_serve(
+        self,
+        head: tuple[Any, ...],
+        j: int,
+        rec: dict[str, Any],
+        *,
+        tolerated: list[dict[str, Any]] | None = None,
+        changed_input: list[str] | None = None,
+    ) -> ModelTurn:
+        seq, k, model, source, stream, key, redacted, offered, _ = head
+        idx = self._index
+        assert idx is not None
+        t = idx.turns[j]
+        instead = self._turn_checks(head, j, rec)
+        if instead is not None:
+            return instead
+        self._turn_used[j] = 1
+        self._counts["model_hits"] += 1
+        self._counts["tokens_saved"] += t.tokens
+        if not t.has_usage:
+            self._counts["turns_without_usage"] += 1
+        self._after = seq
+        fields: dict[str, Any] = {
+            "seq": seq,
+            "tool": TURN,
+            "key": key,
+            "step": t.seq,
+            "turn": k,
+            "model": model,
+            "tokens": t.tokens,
+            "requested": list(t.requested),
+        }
+        if tolerated is not None:
+            fields["recorded_key"] = t.key
+            fields["excused"] = tolerated
+        if changed_input is not None:
+            fields["recorded_key"] = t.key
+            fields["changed_input"] = changed_input
+        if t.source != source:
+            fields["source"] = t.source
+        self._emit("hit", **fields)
+        if self._fill is not None:  # in fill mode the candidate is the session as played: hits are carried into it
+            line = b"".join(self._tools.tool_line(n, idx) for n in (rec.get("offered") or {}))
+            self._fill.carry_line(self._files.writer, line + idx.turn_renumbered(j, seq, self._files.fh))
+        error = rec.get("error")
+        if error is not None:
+            raise_recorded(error, TURN, seq)
+        response = dict(rec.get("response") or {})
+        response["usage"] = rec.get("usage")
+        events = rec.get("events") if rec.get("stream") is True and type(rec.get("events")) is list else None
+        return ModelTurn(
+            self,
+            seq=seq,
+            turn=k,
+            model=model,
+            source=source,
+            stream=stream,
+            key=key,
+            request=redacted,
+            served=True,
+            response=response,
+            recorded_events=events,
+        )
+
+    def _turn_checks(self, head: tuple[Any, ...], j: int, rec: dict[str, Any]) -> ModelTurn | None:
+        """Before turn ``j`` is served: who recorded it (another adapter's turn is refused), and its expiry (under
+        the stale policy: ``error`` raises, ``miss`` makes it a miss, returned; ``warn`` serves it)."""
+        seq, k, _, source, _, key, *_ = head
+        assert self._index is not None
+        t = self._index.turns[j]
+        if t.source and t.source != source and not t.source.startswith("trace"):
+            raise TapeError(
+                f"{self.path}:{t.line}: model turn {k} was recorded through {t.source!r}, and this request comes "
+                f"through {source!r}: a turn one adapter recorded never serves another's request (record the "
+                f"session again through {source!r})"
+            )
+        expires = rec.get("expires_at")
+        if not isinstance(expires, str) or not self._expired(expires):
+            return None
+        policy = self.config.stale_policy
+        self._counts["stale"] += 1
+        self._emit("stale", seq=seq, tool=TURN, key=key, step=t.seq, turn=k, expires_at=expires, policy=policy)
+        if policy == "error":
+            raise TapeStale(f"{self.path}: step {seq} (model turn {k}) expired at {expires} (stale policy 'error')")
+        if policy == "miss":
+            self._turn_used[j] = 1
+            return self._turn_miss(head, "expired", None)
+        return None
+
+    def _turn_drift(self, head: tuple[Any, ...], j: int, rec: dict[str, Any], changes: list[Change]) -> ModelTurn:
+        seq, k, model, source, stream, key, redacted, offered, _ = head
+        idx = self._index
+        assert idx is not None
+        t = idx.turns[j]
+        self._turn_used[j] = 1
+        self._counts["model_drifts"] += 1
+        shown = [[c.path, _jsonable(c.old), _jsonable(c.new)] for c in changes]
+        self._emit(
+            "drift",
+            seq=seq,
+            tool=TURN,
+            key=key,
+            recorded_key=t.key,
+            step=t.seq,
+            turn=k,
+            model=model,
+            recorded_model=t.model,
+            changes=shown,
+        )
+        if self.mode == Mode.FILL and self._on_drift == "live":
+            if self._fill is not None and self._files.writer is None:
+                self._files.claim_fill_target(self._fill.opening())
+            self._all_live = True
+            return self._turn_live(head, write=True)
+        raise ModelDrift(
+            path=str(self.path),
+            seq=seq,
+            turn=k,
+            model=model,
+            recorded_model=t.model,
+            recorded_key=t.key,
+            new_key=key,
+            recorded_request=rec.get("request"),
+            new_request=redacted,
+            changes=[tuple(c) for c in changes],
+            lines=[change_line(c) for c in changes] or ["(no difference in the request: the line was edited by hand)"],
+            recorded_seq=t.seq,
+        )
+
+    def _turn_miss(self, head: tuple[Any, ...], reason: str, _near: int | None) -> ModelTurn:
+        seq, k, model, source, stream, key, redacted, offered, _ = head
+        idx = self._index
+        self._counts["model_misses"] += 1
+        nearest: int | None = None
+        changes: list[Change] = []
+        if idx is not None and idx.turns:
+            j = min(k - 1, len(idx.turns) - 1)
+            rec = idx.turn(j, self._files.fh)
+            nearest = idx.turns[j].seq
+            changes = request_changes(
+                canon(self._redactor.redact(rec.get("request"))), redacted, idx.turns[j].model, model
+            )
+        shown = [[c.path, _jsonable(c.old), _jsonable(c.new)] for c in changes]
+        self._emit(
+            "miss",
+            seq=seq,
+            tool=TURN,
+            key=key,
+            turn=k,
+            model=model,
+            nearest=nearest,
+            reason=reason or None,
+            changes=shown,
+        )
+        if self.mode == Mode.REPLAY:
+            raise TapeMiss(
+                path=str(self.path),
+                seq=seq,
+                tool=TURN,
+                key=key,
+                args=redacted,
+                nearest_seq=nearest,
+                changes=[tuple(c) for c in changes],
+                reason=reason or f"model turn {k}: no recorded turn is left at this place",
+                prefix="request",
+            )
+        if self._fill is not None and self._files.writer is None:
+            self._files.claim_fill_target(self._fill.opening())
+        return self._turn_live(head, write=True)
+
+
+def _jsonable(v: Any) -> Any:
+    return "(absent)" if v is MISSING else v

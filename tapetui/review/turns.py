@@ -1,0 +1,270 @@
+"""Model turns in review: what a candidate says about a session's model turns (a run log's:
+:mod:`tapetui.review.turnfindings`).
+
+Tool calls are judged by :mod:`tapetui.review.findings` (a run log) and :mod:`tapetui.review.comparison` (a
+candidate); the turns are judged beside them, set aside from the tool sequence:
+
+- **prompts**: a request that drifted from, or missed, its recorded turn (run log), or a turn whose request
+  differs from the golden's at its place (candidate), by path (``instructions: + "…"``); a candidate that lost
+  its golden's turns; turns added to a golden that had none are reported, not failed;
+- **model tools** (the model-requested dimension, ``max_requested_edits``): the tools the model asked for,
+  read from each turn's own response — never ``n/a`` on a tape with turns;
+- **tokens** (``[compare] tokens = "+20%"`` or ``"+5000"``) and, with ``[models."NAME"] price``, cost:
+  ``[COST] 12,400 → 16,900 tokens (+36%)``;
+- warnings that never fail: a turn "served over a changed input" (``model_turns = "by_place"``), a difference a
+  rule excused, a turn a trace import wrote serving an adapter; and **behaviour drift**, a live tool's or model's
+  result against the recording at its place (fails under ``live_results = "must_match"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from rapidfuzz.distance import Levenshtein
+
+from tapetui.core.canon import canon
+from tapetui.core.changes import MISSING, Change
+from tapetui.core.comparators import CompareSettings, token_threshold
+from tapetui.core.config import Config
+from tapetui.core.index import TapeIndex
+from tapetui.core.jsondiff import diff_values
+from tapetui.core.turns import TURN, change_line, requested_tools, tokens
+from tapetui.review.verdicts import Verdict
+
+__all__ = [
+    "RowLevel",
+    "TurnSide",
+    "cost_line",
+    "cost_text",
+    "model_tools_line",
+    "token_verdict",
+    "turn_rows",
+    "turn_side",
+]
+
+
+RowLevel = Literal["pass", "fail", "capability", "excused", "differs"]
+"""How a line of a comparison reads: a dimension's verdict (``pass``/``fail``), a tool the golden never used
+(``capability``), a difference a rule excused (or a sequence change within its mode and threshold), or a plain
+difference. The fronts style a line by it, never by its text."""
+
+
+@dataclass(frozen=True)
+class TurnSide:
+    """One tape's model turns, as review reads them: per turn its model, request, response and tokens."""
+
+    turns: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def requested(self) -> tuple[str, ...]:
+        return tuple(name for t in self.turns for name in requested_tools(t.get("response")))
+
+    @property
+    def tokens(self) -> int:
+        return sum(tokens(t.get("usage")) for t in self.turns)
+
+    def models(self) -> list[str]:
+        return [str(t.get("model")) for t in self.turns]
+
+
+def turn_side(index: TapeIndex) -> TurnSide:
+    """The turns of a tape, decoded (its request and response read again from the file)."""
+    if not index.turns:
+        return TurnSide()
+    return TurnSide(tuple(index.turn(k) for k in range(len(index.turns))))
+
+
+# ---- shared lines ----------------------------------------------------------------------------
+def model_tools_line(old: Sequence[str], new: Sequence[str]) -> str:
+    dist = Levenshtein.distance(list(old), list(new))
+    return f"[MODEL TOOLS] model-requested sequence changed (edit distance {dist}): {list(old)} → {list(new)}"
+
+
+def cost_text(config: Config | None, turns: Iterable[tuple[str, Any]]) -> str:
+    """`` ($0.0420)`` for turns ``(model, usage)`` when tapes.toml prices every model among them, else empty."""
+    if config is None or not config.models:
+        return ""
+    total = 0.0
+    for model, usage in turns:
+        if not isinstance(usage, dict):
+            continue
+        cost = config.model_policy(model).cost(int(usage.get("input") or 0), int(usage.get("output") or 0))
+        if cost is None:
+            return ""
+        total += cost
+    return f" (${total:,.4f})"
+
+
+def token_verdict(settings: CompareSettings, old: int, new: int) -> Verdict | None:
+    """The ``tokens`` dimension: ``new`` tokens against the golden's ``old`` under ``[compare] tokens``; None when
+    no threshold is set."""
+    limit = token_threshold(settings.tokens) if settings.tokens else None
+    if limit is None:
+        return None
+    amount, percent = limit
+    allowed = int(old * (1 + amount / 100)) if percent else int(old + amount)
+    return Verdict("tokens", new, allowed)
+
+
+def cost_line(old: int, new: int, v: Verdict | None, old_cost: str = "", new_cost: str = "") -> str:
+    pct = f" ({(new - old) / old:+.0%})" if old else ""
+    within = f", within {v.threshold:,}" if v is not None and v.passed else (f", max {v.threshold:,}" if v else "")
+    return f"[COST] {old:,}{old_cost} → {new:,}{new_cost} tokens{pct}{within}"
+
+
+# ---- a candidate -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TurnDiff:
+    """One place of two sessions' model turns: the golden's turn there, the other's, and how they differ."""
+
+    turn: int
+    old: dict[str, Any] | None
+    new: dict[str, Any] | None
+    request: tuple[Change, ...] = ()
+    excused: tuple[tuple[Change, str], ...] = ()
+    response: tuple[Change, ...] = ()
+
+    @property
+    def label(self) -> str:
+        t = self.new or self.old or {}
+        return f"[MODEL] turn {self.turn} ({t.get('model')}) step {t.get('seq')}"
+
+    def rows(self) -> list[tuple[str, RowLevel]]:
+        if self.new is None:
+            return [(f"{self.label}  removed: the candidate has no turn here", "differs")]
+        if self.old is None:
+            return [(f"{self.label}  added: the golden has no turn here", "differs")]
+        out = [(f"{self.label}  request {change_line(c)}", "differs") for c in self.request]
+        out += [(f"{self.label}  request {change_line(c)}  — {why}", "excused") for c, why in self.excused]
+        out += [(f"{self.label}  {change_line(c)}", "differs") for c in self.response]
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "turn": self.turn,
+            "old_step": (self.old or {}).get("seq"),
+            "new_step": (self.new or {}).get("seq"),
+            "request": [{"path": c.path, "text": change_line(c)} for c in self.request],
+            "excused": [{"path": c.path, "text": change_line(c), "rule": why} for c, why in self.excused],
+            "response": [{"path": c.path, "text": change_line(c)} for c in self.response],
+            "added": self.old is None,
+            "removed": self.new is None,
+        }
+
+
+@dataclass(frozen=True)
+class TurnComparison:
+    """Two sessions' model turns compared (see the module doc)."""
+
+    diffs: tuple[TurnDiff, ...] = ()
+    old_requested: tuple[str, ...] = ()
+    new_requested: tuple[str, ...] = ()
+    old_tokens: int = 0
+    new_tokens: int = 0
+    old_count: int = 0
+    new_count: int = 0
+    verdicts: tuple[Verdict, ...] = ()
+    cost: tuple[str, str] = ("", "")
+    changed: tuple[TurnDiff, ...] = field(default=())
+
+    @property
+    def present(self) -> bool:
+        return bool(self.old_count or self.new_count)
+
+    def rows(self) -> list[tuple[str, RowLevel]]:
+        out: list[tuple[str, RowLevel]] = []
+        if self.old_count == 0 and self.new_count:
+            out.append(
+                (f"[MODEL] {self.new_count} model turns added (the golden was recorded without model turns)", "differs")
+            )
+        elif self.new_count == 0 and self.old_count:
+            out.append((f"[MODEL] the candidate lost its golden's {self.old_count} model turns", "fail"))
+        if self.old_requested != self.new_requested:
+            out.append((model_tools_line(self.old_requested, self.new_requested), "differs"))
+        tv = next((v for v in self.verdicts if v.dimension == "tokens"), None)
+        if self.old_tokens != self.new_tokens:
+            out.append(
+                (
+                    cost_line(self.old_tokens, self.new_tokens, tv, *self.cost),
+                    "differs" if tv is not None and not tv.passed else "excused",
+                )
+            )
+        if self.old_count and self.new_count:
+            for d in self.changed:
+                out += d.rows()
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "old_count": self.old_count,
+            "new_count": self.new_count,
+            "requested": {"old": list(self.old_requested), "new": list(self.new_requested)},
+            "tokens": {"old": self.old_tokens, "new": self.new_tokens},
+            "turns": [d.to_json() for d in self.changed],
+        }
+
+
+def turn_rows(old: TurnSide, new: TurnSide, settings: CompareSettings, config: Config | None) -> TurnComparison:
+    """Two sessions' turns compared by place (the k-th turn with the k-th), requests under the rules (``request.``
+    paths), responses as they are."""
+    diffs: list[TurnDiff] = []
+    failing = 0
+    for k in range(max(len(old.turns), len(new.turns))):
+        a = old.turns[k] if k < len(old.turns) else None
+        b = new.turns[k] if k < len(new.turns) else None
+        if a is None or b is None:
+            diffs.append(TurnDiff(k + 1, a, b))
+            continue
+        changes = diff_values(canon(a.get("request")), canon(b.get("request")))
+        if a.get("model") != b.get("model"):
+            changes.insert(0, Change("model", a.get("model"), b.get("model")))
+        kept: list[Change] = []
+        excused: list[tuple[Change, str]] = []
+        rest = [c for c in changes if c.path != "model"]
+        if len(rest) != len(changes):
+            named = changes[0]
+            if settings.model_names == "any":
+                excused.append((named, 'model_names = "any"'))
+            else:
+                kept.append(named)
+        if rest:
+            judged = settings.rules.judge("request", canon(a.get("request")), canon(b.get("request")), tool=TURN)
+            kept += list(judged.changes)
+            excused += [(e.change, e.text) for e in judged.excused]
+        response = []
+        ra, rb = a.get("response"), b.get("response")
+        if ra != rb:
+            response = [
+                Change(f"response.{c.path}" if c.path else "response", c.old, c.new)
+                for c in diff_values(canon(ra), canon(rb))
+            ]
+        if a.get("error") != b.get("error"):
+            response.append(Change("error", a.get("error", MISSING), b.get("error", MISSING)))
+        failing += len(kept)
+        diffs.append(TurnDiff(k + 1, a, b, tuple(kept), tuple(excused), tuple(response)))
+    if old.turns and not new.turns:
+        failing += 1
+    verdicts: list[Verdict] = []
+    if old.turns or new.turns:
+        verdicts.append(Verdict("prompts", failing, 0))
+        tv = token_verdict(settings, old.tokens, new.tokens)
+        if tv is not None:
+            verdicts.append(tv)
+    cost = (
+        cost_text(config, ((str(t.get("model")), t.get("usage")) for t in old.turns)),
+        cost_text(config, ((str(t.get("model")), t.get("usage")) for t in new.turns)),
+    )
+    return TurnComparison(
+        diffs=tuple(diffs),
+        old_requested=old.requested,
+        new_requested=new.requested,
+        old_tokens=old.tokens,
+        new_tokens=new.tokens,
+        old_count=len(old.turns),
+        new_count=len(new.turns),
+        verdicts=tuple(verdicts),
+        cost=cost,
+        changed=tuple(d for d in diffs if d.request or d.excused or d.response or d.old is None or d.new is None),
+    )
