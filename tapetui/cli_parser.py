@@ -133,8 +133,8 @@ def parser(commands: Mapping[str, Command]) -> argparse.ArgumentParser:
     p.add_argument(
         "--filter",
         metavar="FILTER",
-        help="with --all: the app's / filter: tool:NAME, status:drift|contract|miss|stale|unused|pending|error, "
-        "or any part of a session's name",
+        help="with --all: the app's / filter: tool:NAME, model:NAME, "
+        "status:drift|contract|miss|stale|unused|pending|error, or any part of a session's name",
     )
     p.add_argument(
         "--step",

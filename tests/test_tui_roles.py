@@ -31,16 +31,17 @@ def names(found: list[sessions.Session]) -> list[str]:
 def test_select_is_the_apps_filter_without_the_app(sample_dir: Path) -> None:
     cfg = load_config(sample_dir / "tapes.toml")
     # a changed contract is its own status: a bulk accept of "drift" never promotes it
-    assert names(select(cfg, "status:drift")) == ["drift_summarize"]
+    assert names(select(cfg, "status:drift")) == ["drift_summarize", "research_prompt"]  # a prompt drift too
     assert names(select(cfg, "status:contract")) == ["contract_change"]
-    pending = ["contract_change", "drift_summarize", "new_tool", "reviewed_answer"]
+    pending = ["contract_change", "drift_summarize", "new_tool", "research_prompt", "reviewed_answer"]
     assert names(select(cfg, "status:pending")) == pending
     assert names(select(cfg, "status:miss")) == ["miss_extra_doc", "new_tool", "stale_quote"]
     assert names(select(cfg, "status:error")) == ["error_missing_doc"]  # the tape recorded an error
     assert names(select(cfg, "tool:quote_price")) == ["stale_quote"]
-    assert names(select(cfg, "tool:send_email")) == ["new_tool"]  # a tool only its pending candidate calls
+    assert names(select(cfg, "tool:send_email")) == ["new_tool", "research_prompt"]  # only their candidates call it
     assert names(select(cfg, "  DRIFT ")) == ["drift_summarize"]  # a part of a name, any case
-    assert len(select(cfg, "")) == len(select(cfg, None)) == 8
+    assert names(select(cfg, "model:research")) == ["research_prompt"]  # a session with a turn of that model
+    assert len(select(cfg, "")) == len(select(cfg, None)) == 9
     assert names(select(cfg, None, pending_only=True)) == pending
     assert names(select(cfg, "status:miss", pending_only=True)) == ["new_tool"]  # its candidate calls a new tool
 

@@ -123,12 +123,23 @@ def _turn_line(idx: TapeIndex, obj: dict[str, Any], where: str, line_no: int, of
         raise TapeError(f"{where}: model turn 'error' must be an object with 'type' and 'message'")
     if error is None and (type(response) is not dict or type(response.get("parts", [])) is not list):
         raise TapeError(f"{where}: model turn 'response' must be an object with 'parts' (a list)")
+    if type(response) is dict:
+        for n, p in enumerate(response.get("parts", [])):
+            if type(p) is not dict or type(p.get("type")) is not str:
+                raise TapeError(f"{where}: model turn 'response.parts[{n}]' must be an object with a 'type'")
     usage = obj.get("usage")
     if usage is not None and type(usage) is not dict:
         raise TapeError(f"{where}: model turn 'usage' must be an object of token counts")
+    for name in ("input", "output", "cache_read", "cache_write"):
+        v = usage.get(name) if usage else None
+        if v is not None and (type(v) is not int or v < 0):
+            raise TapeError(f"{where}: model turn 'usage.{name}' must be a whole number of tokens (at least 0)")
     events = obj.get("events")
     if events is not None and type(events) is not list:
         raise TapeError(f"{where}: model turn 'events' must be a list")
+    for n, e in enumerate(events or ()):
+        if type(e) is not dict or type(e.get("type")) is not str:
+            raise TapeError(f"{where}: model turn 'events[{n}]' must be an object with a 'type'")
     try:
         computed: str | None = turn_key_of(model, request)
     except (TypeError, TapeError):

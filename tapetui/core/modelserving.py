@@ -25,9 +25,12 @@ from __future__ import annotations
 
 import inspect
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from tapetui.core.canon import canon, canonical_json
 from tapetui.core.changes import MISSING, Change
@@ -70,6 +73,11 @@ TURN_COUNTERS: tuple[str, ...] = (
 ON_DRIFT = ("raise", "live")
 # the contract fields an offered tool's definition may carry besides its parameters (as Tape.contract takes them)
 _DEF_FIELDS = ("description", "output_schema", "annotations", "title", "version", "side_effect")
+
+
+def _kind(value: Any) -> str:
+    """What a refused value is, without its text (it may be a secret)."""
+    return "a blank string" if isinstance(value, str) else type(value).__name__
 
 
 def turn_options(live: Iterable[str], on_drift: str) -> tuple[frozenset[str], str]:
@@ -120,7 +128,8 @@ class ModelServing(TurnDeciding, TurnLive):
         self._turn_used = bytearray(len(idx.turns)) if idx is not None else bytearray()
         self._turn_form = RequestForm(self._redactor)
         self._turn_orders: dict[bytes, list[int]] | None = None
-        self._turn_keys: dict[str, list[int]] | None = None
+        self._turn_keys: dict[str, deque[int]] | None = None
+        self._offer_seen: dict[str, bytes] = {}  # offered tool → its definition as last registered (JSON)
         for c in TURN_COUNTERS:
             self._counts[c] = 0
 
@@ -211,23 +220,38 @@ class ModelServing(TurnDeciding, TurnLive):
             as :meth:`model`.
         """
         if type(model) is not str or not model.strip():
-            raise InvalidValue(f"{self.path}: model= must be the model's name (a non-empty string), got {model!r}")
+            raise InvalidValue(f"{self.path}: model= must be the model's name (a non-empty string), got {_kind(model)}")
         if type(source) is not str or not source:
-            raise InvalidValue(f"{self.path}: source= must be the adapter's name, got {source!r}")
-        stored, defs = split_request(request, f"{self.path}: model request ({model})")
+            raise InvalidValue(f"{self.path}: source= must be the adapter's name (a string), got {_kind(source)}")
+        text = self._redactor.redact_text
+        model, source = text(model), text(source)  # a name is no place for a secret: neither is kept
+        try:
+            stored, defs = split_request(request, f"{self.path}: model request ({model})")
+        except InvalidValue as e:  # it may quote a value of the request
+            raise InvalidValue(text(str(e))) from None
         registry = self._tools.registry
+        seen = self._offer_seen
         for d in defs:  # contracts first (Tape.contract takes the lock itself); a recording writes their tool lines
-            held = registry.get(d["name"]) if registry is not None else None
-            if held is not None and held.fn is not None:
-                continue  # a registered function is its own contract (its fingerprint is checked)
+            name = d["name"]
+            try:
+                same = seen.get(name) == (raw := orjson.dumps(d, option=orjson.OPT_SORT_KEYS))
+            except TypeError:  # not JSON: Tape.contract says what is wrong
+                same, raw = False, b""
+            held = registry.get(name) if registry is not None else None
+            if held is not None and (held.fn is not None or same):
+                continue  # a registered function is its own contract; an unchanged definition is registered
             fields = {k: d[k] for k in _DEF_FIELDS if d.get(k) is not None}  # what a tool adapter declares too
-            self.contract(d["name"], schema=d.get("parameters"), **fields)
-        place = None
+            self.contract(name, schema=d.get("parameters"), **fields)
+            registry = self._tools.registry
+            if raw:
+                seen[name] = raw
+        place: tuple[bytes | None, Any] = (None, None)
         if order is not None:
             try:
-                place = canonical_json(canon(self._redactor.redact(json_form(order, "order"))))
-            except TypeError as e:
-                raise TapeError(f"{self.path}: model: order={order!r} must be a JSON value ({e})") from None
+                value = canon(self._redactor.redact(json_form(order, "order")))
+            except (TypeError, TapeError):
+                raise TapeError(f"{self.path}: model: order= must be a JSON value such as (turn, index)") from None
+            place = (canonical_json(value), value)
         with self._mu:
             if self._closed:
                 raise TapeError(f"{self.path}: tape is closed")

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tapetui.core.errors import TapeError
+from tapetui.core.errors import InvalidValue, TapeError
 from tapetui.core.turns import normal_response, rebuild_error, stream_events
 
 if TYPE_CHECKING:
@@ -45,6 +45,7 @@ class ModelTurn:
         "_write",
         "key",
         "model",
+        "order",
         "request",
         "response",
         "seq",
@@ -72,6 +73,7 @@ class ModelTurn:
         offered: dict[str, str] | None = None,
         recorded_at: Any = None,
         compare: dict[str, Any] | None = None,
+        order: Any = None,
     ) -> None:
         self._tape = tape
         self.seq = seq
@@ -88,6 +90,7 @@ class ModelTurn:
         self._offered = offered or {}
         self._recorded_at = recorded_at
         self._compare = compare
+        self.order = order
         self._done = served
         self._start = time.perf_counter()
 
@@ -122,7 +125,10 @@ class ModelTurn:
         took = round((time.perf_counter() - self._start) * 1000, 3) if ms is None else ms
         where = f"{self._tape.path}: step {self.seq} (model turn {self.turn})"
         try:
-            norm = normal_response(response, where)
+            try:
+                norm = normal_response(response, where)
+            except InvalidValue as e:  # it may quote a value of the response
+                raise InvalidValue(self._tape._redactor.redact_text(str(e))) from None
             evs = list(events) if events is not None else None
             line, usage, stored = self._tape._turn_line(self, norm, None, evs, took, where)
         except BaseException:

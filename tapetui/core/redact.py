@@ -50,6 +50,30 @@ _SECRET_PAIRS = frozenset(
     }
 )
 
+# Words that make "token" a count of model tokens, not a credential: input_token_details, token_usage,
+# token_count, max_token_limit... (an access_token, a refresh_token, a csrf_token stay secret)
+_TOKEN_COUNT_WORDS = frozenset(
+    {
+        "usage",
+        "count",
+        "counts",
+        "details",
+        "detail",
+        "limit",
+        "budget",
+        "input",
+        "output",
+        "total",
+        "prompt",
+        "completion",
+        "cached",
+        "cache",
+        "reasoning",
+        "max",
+        "num",
+    }
+)
+
 _WORD_SPLIT = re.compile(r"[^0-9a-zA-Z]+|(?<=[a-z0-9])(?=[A-Z])")
 
 # Value shapes that are secrets wherever they appear, by rule name (the name is what
@@ -265,7 +289,8 @@ class Redactor:
         if not self._defaults:
             return False
         words = _words(key)
-        if any(w in _SECRET_WORDS for w in words):
+        secret = [w for w in words if w in _SECRET_WORDS]
+        if secret and not (secret == ["token"] and any(w in _TOKEN_COUNT_WORDS for w in words)):
             return True
         joined = "".join(words)
         if joined in _SECRET_WORDS or joined.endswith(("apikey", "secretkey", "privatekey", "accesskey")):

@@ -21,7 +21,7 @@ __all__ = ["RULE_KINDS", "Rule", "RuleKind", "governing", "ignore_rule", "parse_
 RuleKind = Literal["tolerance", "unordered", "regex", "similarity", "judge", "ignore"]
 RULE_KINDS: tuple[RuleKind, ...] = ("tolerance", "unordered", "regex", "similarity", "judge", "ignore")
 
-_SIDES = ("args", "result", "note")
+_SIDES = ("args", "result", "note", "request", "response")  # request/response: a model turn's
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +84,7 @@ def rule_problem(pattern: str) -> str | None:
     if segs[0] in ("**", "*") or any(ch in segs[0] for ch in "*?["):
         return None
     if segs[0] not in _SIDES:
-        return f"it must start with args, result, note or a wildcard, not {segs[0]!r}"
+        return f"it must start with args, result, note, request, response or a wildcard, not {segs[0]!r}"
     if segs[0] == "note" and len(segs) < 2:
         return "a note path names the note's kind: note.KIND"
     return None

@@ -341,7 +341,8 @@ class ToolServing(CutPoints):
                 place = canonical_json(value)
             except TypeError as e:
                 raise TapeError(
-                    f"{self.path}: {tool}: order={order!r} must be a JSON value such as (turn, index) ({e})"
+                    f"{self.path}: {tool}: order= must be a JSON value such as (turn, index), got "
+                    f"{self._redactor.redact_text(str(e))}"
                 ) from None
             fields["order"] = value
         if call_id is not None:

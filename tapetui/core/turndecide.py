@@ -5,6 +5,7 @@ served over a changed input, or a drift — else a miss."""
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,12 +16,12 @@ from tapetui.core.config import Config
 from tapetui.core.contract import contract_change
 from tapetui.core.errors import TapeError, ToolDriftError
 from tapetui.core.index import TapeIndex
-from tapetui.core.jsondiff import path_segments
+from tapetui.core.jsondiff import IgnoreRules, path_segments
 from tapetui.core.modelturn import ModelTurn
 from tapetui.core.redact import Redactor
 from tapetui.core.session import SessionFiles
 from tapetui.core.toolbox import Toolbox
-from tapetui.core.turns import TURN, request_changes
+from tapetui.core.turns import TURN, change_line, request_changes
 
 __all__ = ["TurnDeciding"]
 
@@ -39,7 +40,7 @@ class TurnDeciding:
     _index: TapeIndex | None
     _session: str
     _turn_used: bytearray
-    _turn_keys: dict[str, list[int]] | None
+    _turn_keys: dict[str, deque[int]] | None
     _turn_orders: dict[bytes, list[int]] | None
     # what the deciding ends in: ModelServing's
     _turn_serve: Callable[..., ModelTurn]
@@ -58,9 +59,12 @@ class TurnDeciding:
         if by_key is None:  # key → its turns, in file order: built once, so a session of n turns replays in O(n)
             by_key = self._turn_keys = {}
             for i, t in enumerate(idx.turns):
-                by_key.setdefault(t.key, []).append(i)
-        hit = next((i for i in by_key.get(key, ()) if not used[i]), None)
-        at = self._turn_place(k, place)
+                by_key.setdefault(t.key, deque()).append(i)
+        same = by_key.get(key)
+        while same and used[same[0]]:  # consumed ones leave from the front: a repeated request costs O(1)
+            same.popleft()
+        hit = next((i for i in same if not used[i]), None) if same else None
+        at = self._turn_place(k, place[0])
         j = hit if hit is not None else at
         rec = idx.turn(j, self._files.fh) if j is not None else None
         if rec is not None and j is not None:
@@ -120,7 +124,9 @@ class TurnDeciding:
             )
         if rest:
             rules = settings.rules
-            ignore = self.config.replay_ignore()
+            # [diff] ignore as written; a pattern may name the request (request.instructions) or any dimension (*.x)
+            patterns = self.config.replay_ignore().patterns
+            ignore = IgnoreRules([p.removeprefix("request.") for p in patterns], volatile=False)
             if not rules.rules and not ignore.patterns:
                 return None
             try:
@@ -129,7 +135,8 @@ class TurnDeciding:
                 return None
             if not judged.ok:
                 return None
-            out += [e.to_json("request") for e in judged.excused]
+            # each said as the difference it excused: a replay lists it (check), never silently
+            out += [{**e.to_json("request"), "text": f"{change_line(e.change)} ({e.text})"} for e in judged.excused]
         return out
 
     def _turn_offered(self, j: int, rec: dict[str, Any], seq: int, k: int, names: list[str]) -> None:

@@ -54,7 +54,7 @@ class TurnLive:
         compare = None
         idx = self._index
         if idx is not None and idx.turns:
-            at = self._turn_place(k, head[8])
+            at = self._turn_place(k, head[8][0])
             if at is not None:
                 self._turn_used[at] = 1
                 rec = idx.turn(at, self._files.fh)
@@ -78,6 +78,7 @@ class TurnLive:
             offered=offered,
             recorded_at=self._clock() if write else None,
             compare=compare,
+            order=head[8][1],
         )
 
     def _turn_line(
@@ -101,13 +102,16 @@ class TurnLive:
             "request": turn.request,
             "offered": turn._offered,
         }
+        if turn.order is not None:
+            fields["order"] = turn.order
         if response is not None:
             usage = response.get("usage")
             body = {k: v for k, v in response.items() if k != "usage"}
             try:
                 stored = self._redactor.redact(json_form(body, "response"))
-            except TypeError as e:
-                raise TapeError(f"{where}: the model's response cannot be recorded: {e}") from None
+            except (TypeError, TapeError) as e:  # not JSON, or nested too deeply
+                why = self._redactor.redact_text(str(e))
+                raise TapeError(f"{where}: the model's response cannot be recorded: {why}") from None
             fields["response"] = stored
         else:
             assert error is not None
@@ -116,7 +120,12 @@ class TurnLive:
         fields["ms"] = ms
         fields["stream"] = bool(turn.stream)
         if events is not None:
-            fields["events"] = redact_events(events, self._redactor, where)
+            try:
+                fields["events"] = redact_events(events, self._redactor, where)
+            except (TypeError, TapeError) as e:
+                raise TapeError(
+                    f"{where}: the stream's events cannot be recorded: {self._redactor.redact_text(str(e))}"
+                ) from None
         if not turn._write:
             return b"", usage, stored
         fields["recorded_at"] = iso(turn._recorded_at)

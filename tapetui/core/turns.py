@@ -206,7 +206,16 @@ class RequestForm:
                     memo[raw] = done
             out_messages.append(done)
         rest = {k: v for k, v in stored.items() if k != "messages"}
-        out: dict[str, Any] = canon(self.redactor.redact(rest))
+        try:
+            raw_rest: bytes | None = orjson.dumps(rest, option=orjson.OPT_SORT_KEYS)
+        except TypeError:
+            raw_rest = None
+        done_rest = memo.get(raw_rest) if raw_rest is not None else None  # instructions, tools, settings: as before
+        if done_rest is None:
+            done_rest = canon(self.redactor.redact(rest))
+            if raw_rest is not None:
+                memo[raw_rest] = done_rest
+        out: dict[str, Any] = dict(done_rest)
         out["messages"] = out_messages
         out.setdefault("tools", [])
         return out
@@ -248,7 +257,8 @@ def normal_usage(usage: Any, where: str = "usage") -> dict[str, int] | None:
         if name is None or v is None:
             continue
         if type(v) is not int or v < 0:
-            raise InvalidValue(f"{where}.{k} must be a whole number of tokens (at least 0), got {v!r}")
+            got = v if type(v) is int else type(v).__name__  # a count may be shown; a string may be anything
+            raise InvalidValue(f"{where}.{k} must be a whole number of tokens (at least 0), got {got}")
         out[name] = out.get(name, 0) + v
     return out or None
 

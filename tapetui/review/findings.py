@@ -352,7 +352,7 @@ def unused_findings(facts: RunFacts, mode: str, *, loose: bool) -> list[Finding]
             else f"{e.get('tool')}  step {e.get('seq')}  unused: recorded but never called{within}",
             e.get("seq"),
             e.get("tool"),
-            warning=loose,
+            warning=loose and e.get("tool") != TURN,  # the tool sequence's threshold says nothing of turns
         )
         for e in facts.unused
     ]

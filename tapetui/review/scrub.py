@@ -442,7 +442,9 @@ def _turn_line(
             if new_events != events:
                 rec["events"] = new_events
     except (TypeError, TapeError) as e:
-        raise TapeError(f"{f.path}:{line}: model turn: {e}; not scrubbed") from None
+        raise TapeError(
+            f"{f.path}:{line}: model turn: {str(e).removeprefix(f'{f.path}:{line}: ')}; not scrubbed"
+        ) from None
     skip = {"type", "request", "events", "key", "offered"}
     _redact_into(rec, obj, [k for k in obj if k not in skip], c)
     offered = obj.get("offered")

@@ -8,7 +8,9 @@ Status names and their glyphs are said once, here.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import os
+from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,11 +21,12 @@ import orjson
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
 from tapetui.core.files import open_regular
-from tapetui.core.index import CallRecord, TapeIndex
+from tapetui.core.index import CallRecord, TapeIndex, TurnRecord
 from tapetui.core.runlog import STATUS_PRECEDENCE as STATUS_PRECEDENCE
 from tapetui.core.runlog import RunLogReader, RunSummary, read_run_log
 from tapetui.core.store import candidate_path, iter_goldens, refuse_links_out, runlog_path, samples_of, session_name
 from tapetui.core.tapefile import read_index
+from tapetui.core.turns import TURN
 from tapetui.review.comparison import Comparison, HooksArg
 from tapetui.review.diffs import diff
 from tapetui.review.findings import golden_sha256
@@ -44,6 +47,7 @@ GLYPH: Final[Mapping[str, str]] = {
     "marked": "▣",  # a session is chosen for a batch action
     "rerun": "⟲",  # the last run played another version of the golden: run it again
     "unreadable": "⚠",  # the tape cannot be read (the detail pane says why)
+    "turn": "◆",  # a model turn among the steps (its status glyph before it, as a tool call's)
     "": "·",  # not replayed yet
 }
 
@@ -151,6 +155,28 @@ class StepRow:
     error: bool  # the call recorded an error (looked for only in tapes up to ERROR_SCAN_MAX calls)
 
 
+@dataclass(frozen=True, slots=True)
+class TurnRow:
+    """One model turn of a tape as a list of steps shows it (among the calls, by its step)."""
+
+    turn: int  # its index among the tape's turns (``TapeIndex.turns``, 0-based)
+    seq: int
+    model: str
+    tokens: int
+    has_usage: bool  # the turn recorded usage (else ``tokens`` is 0 and says nothing)
+    requested: tuple[str, ...]  # the tools its response asked for, in order
+    error: bool  # the model call raised: the turn records an error instead of a response
+    stream: bool
+
+    @property
+    def tool(self) -> str:
+        return TURN
+
+    @classmethod
+    def of(cls, k: int, t: TurnRecord) -> TurnRow:
+        return cls(k, t.seq, t.model, t.tokens, t.has_usage, t.requested, t.error, t.stream)
+
+
 @dataclass(eq=False)  # identity: two sessions are never equal by value
 class Session:
     """A session as a front shows it: names, the latest run, a pending candidate, and caches of its tape."""
@@ -164,7 +190,8 @@ class Session:
     loaded: bool = False  # summary and pending were read
     marked: bool = False  # chosen for a batch action (the app's space key)
     _idx: tuple[tuple[int, int], TapeIndex] | None = field(default=None, repr=False)
-    _cand_tools: tuple[tuple[int, int], frozenset[str]] | None = field(default=None, repr=False)
+    _cand_tools: tuple[tuple[int, int], frozenset[str], frozenset[str]] | None = field(default=None, repr=False)
+    _turn_pos: tuple[TapeIndex, list[int]] | None = field(default=None, repr=False)  # see _turn_positions
     _cmp: tuple[tuple[Any, ...], Comparison] | None = field(default=None, repr=False)
     recorded_error: bool | None = None  # a call of the tape recorded an error (None: not looked at yet)
     _err_stamp: tuple[int, int] | None = field(default=None, repr=False)
@@ -176,13 +203,14 @@ class Session:
         stamp = _stamp(idx.path)
         if self._err_stamp == stamp and self.recorded_error is not None:
             return self.recorded_error
-        found = False
-        with os.fdopen(open_regular(idx.path), "rb") as fh:
-            for i in range(len(idx)):
-                raw = idx.raw_line(i, fh)
-                if b'"error":{' in raw and isinstance(orjson.loads(raw).get("error"), dict):
-                    found = True
-                    break
+        found = any(t.error for t in idx.turns)  # a model call that raised
+        if not found:
+            with os.fdopen(open_regular(idx.path), "rb") as fh:
+                for i in range(len(idx)):
+                    raw = idx.raw_line(i, fh)
+                    if b'"error":{' in raw and isinstance(orjson.loads(raw).get("error"), dict):
+                        found = True
+                        break
         self.recorded_error, self._err_stamp = found, stamp
         return found
 
@@ -223,33 +251,94 @@ class Session:
             TapeError: the golden cannot be read.
         """
         tools = frozenset(self.index().tools)
+        cand = self._candidate_names()
+        return tools if cand is None else tools | cand[0]
+
+    def models(self) -> frozenset[str]:
+        """Every model the session's turns name: the golden's and, while one waits for review, its candidate's.
+
+        Raises:
+            TapeError: the golden cannot be read.
+        """
+        models = frozenset(t.model for t in self.index().turns)
+        cand = self._candidate_names()
+        return models if cand is None else models | cand[1]
+
+    def _candidate_names(self) -> tuple[frozenset[str], frozenset[str]] | None:
+        """The pending candidate's tools and models (read again only when it changed); None without one, or
+        when it cannot be read (check and the detail pane report that)."""
         cand = candidate_path(self.golden)
         if not self.golden.exists() or not cand.exists():
-            return tools
+            return None
         try:
             if self.tapes_dir is not None:
                 refuse_links_out(self.tapes_dir, cand)
             stamp = _stamp(cand)
             if self._cand_tools is None or self._cand_tools[0] != stamp:
-                self._cand_tools = (stamp, frozenset(read_index(cand).tools))
-        except (TapeError, OSError):  # an unreadable candidate is check's and the detail's to report
-            return tools
-        return tools | self._cand_tools[1]
+                idx = read_index(cand)
+                self._cand_tools = (stamp, frozenset(idx.tools), frozenset(t.model for t in idx.turns))
+        except (TapeError, OSError):
+            return None
+        return self._cand_tools[1], self._cand_tools[2]
 
     def record(self, index: int) -> CallRecord:
         """Call ``index`` of the tape, decoded."""
         return self.index().record(index)
 
-    def steps(self, start: int = 0, stop: int | None = None) -> list[StepRow]:
-        """Calls ``start…stop`` of the tape, each marked when it recorded an error.
+    def step_count(self) -> int:
+        """How many steps the tape has: its tool calls and its model turns.
 
         Raises:
             TapeError: the tape cannot be read.
         """
         idx = self.index()
-        end = len(idx) if stop is None else min(stop, len(idx))
-        errors = _error_lines(idx, start, end)
-        return [StepRow(i, idx.seqs[i], idx.tools[i], idx.ms[i], i in errors) for i in range(start, end)]
+        return len(idx) + len(idx.turns)
+
+    def steps(self, start: int = 0, stop: int | None = None) -> list[StepRow | TurnRow]:
+        """Steps ``start…stop`` of the tape: its calls (each marked when it recorded an error) and its model
+        turns, merged by step (``start`` and ``stop`` count both).
+
+        Raises:
+            TapeError: the tape cannot be read.
+        """
+        idx = self.index()
+        if not idx.turns:  # only calls: a step is a call
+            end = len(idx) if stop is None else min(stop, len(idx))
+            errors = _error_lines(idx, start, end)
+            return [StepRow(i, idx.seqs[i], idx.tools[i], idx.ms[i], i in errors) for i in range(start, end)]
+        total = len(idx) + len(idx.turns)
+        end = total if stop is None else min(stop, total)
+        if start >= end:
+            return []
+        at = self._turn_positions(idx)
+        first = bisect_left(at, start)  # the first turn at or after step position `start`
+        lo, hi = start - first, end - bisect_left(at, end)  # the calls in the page
+        errors = _error_lines(idx, lo, hi)
+        out: list[StepRow | TurnRow] = []
+        k, i = first, lo
+        for pos in range(start, end):
+            if k < len(at) and at[k] == pos:
+                out.append(TurnRow.of(k, idx.turns[k]))
+                k += 1
+            else:
+                out.append(StepRow(i, idx.seqs[i], idx.tools[i], idx.ms[i], i in errors))
+                i += 1
+        return out
+
+    def _turn_positions(self, idx: TapeIndex) -> list[int]:
+        """Where each model turn is among the steps: calls in file order with each turn before the first call
+        of a later step (turns in file order too); computed once per index."""
+        if self._turn_pos is not None and self._turn_pos[0] is idx:
+            return self._turn_pos[1]
+        seqs, n = idx.seqs, len(idx.seqs)
+        out: list[int] = []
+        i = 0
+        for k, t in enumerate(idx.turns):
+            while i < n and seqs[i] <= t.seq:
+                i += 1
+            out.append(i + k)
+        self._turn_pos = (idx, out)
+        return out
 
     def comparison(self, config: Config, hooks: HooksArg = None) -> Comparison:
         """The golden against its pending candidate, compared again only when either file changed
@@ -344,12 +433,13 @@ def read_session(config: Config, golden: Path) -> Session:
 
 
 # ---- the filter --------------------------------------------------------------------------------
-FilterKind = Literal["all", "status", "tool", "text"]
+FilterKind = Literal["all", "status", "tool", "model", "text"]
 
 
 @dataclass(frozen=True, slots=True)
 class Filter:
-    """A parsed filter: ``status:NAME``, ``tool:NAME``, a part of a session's name, or nothing."""
+    """A parsed filter: ``status:NAME``, ``tool:NAME``, ``model:NAME`` (a part of a model's name, or a pattern
+    with ``*`` ``?`` ``[``), a part of a session's name, or nothing."""
 
     kind: FilterKind
     value: str  # lower-cased
@@ -366,7 +456,8 @@ class FilterError(TapeError):
 
 
 def parse_filter(text: str | None) -> Filter:
-    """``status:drift|contract|miss|stale|unused|pending|error``, ``tool:NAME``, or any part of a name."""
+    """``status:drift|contract|miss|stale|unused|pending|error``, ``tool:NAME``, ``model:NAME``, or any part of
+    a name."""
     q = (text or "").strip().lower()
     if not q:
         return Filter("all", "")
@@ -378,17 +469,20 @@ def parse_filter(text: str | None) -> Filter:
                 want,
                 f"Unknown status {want!r}. Valid: "
                 + ", ".join(f"status:{x}" for x in FILTER_STATUSES)
-                + "; or tool:NAME, or any part of a session's name.",
+                + "; or tool:NAME, model:NAME, or any part of a session's name.",
             )
         return Filter("status", want)
     if q.startswith("tool:"):
         return Filter("tool", q[5:])
+    if q.startswith("model:"):
+        return Filter("model", q[6:].strip())
     return Filter("text", q)
 
 
 def matches(filt: Filter | str, s: Session) -> bool:
-    """Whether session ``s`` passes the filter. ``tool:`` reads the tape's index and its pending candidate's (cached);
-    ``status:error`` counts a recorded error only once ``s.scan_recorded_error()`` has run."""
+    """Whether session ``s`` passes the filter. ``tool:`` and ``model:`` read the tape's index and its pending
+    candidate's (cached); ``status:error`` counts a recorded error only once ``s.scan_recorded_error()`` has run.
+    ``status:drift`` counts a model turn's prompt drift as a tool call's (both are steps of the run)."""
     f = parse_filter(filt) if isinstance(filt, str) else filt
     if f.kind == "all":
         return True
@@ -400,7 +494,21 @@ def matches(filt: Filter | str, s: Session) -> bool:
             return f.value in {t.lower() for t in s.tools()}
         except TapeError:
             return False
+    if f.kind == "model":
+        try:
+            return _model_matches(f.value, s.models())
+        except TapeError:
+            return False
     return f.value in s.name.lower()
+
+
+def _model_matches(want: str, models: frozenset[str]) -> bool:
+    """``model:gpt-4o`` matches ``openai:gpt-4o`` (a part of the name, any case); with ``*``, ``?`` or ``[`` the
+    value is a pattern for the whole name (``model:openai:*``)."""
+    names = [m.lower() for m in models]
+    if any(c in want for c in "*?["):
+        return any(fnmatch.fnmatchcase(m, want) for m in names)
+    return any(want in m for m in names)
 
 
 def select(config: Config, filt: Filter | str | None = None, *, pending_only: bool = False) -> list[Session]:

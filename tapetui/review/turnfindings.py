@@ -58,7 +58,7 @@ def _event_findings(e: dict[str, Any], seen_trace: list[bool]) -> tuple[list[Fin
     if kind == "hit":
         for x in e.get("excused") or []:
             if isinstance(x, dict):
-                text = f"{where}  {x.get('text')}  — excused ({x.get('rule')})"
+                text = f"{where}  {x.get('text')}  — excused by tapes.toml ({x.get('rule')})"
                 out.append(Finding("prompt", text, seq, TURN, warning=True))
         if e.get("changed_input"):
             paths = ", ".join(str(p) for p in e["changed_input"][:5])
@@ -95,8 +95,11 @@ def run_turn_findings(
         found, fails = _event_findings(e, seen_trace)
         out += found
         failing += fails
+    ended = any(e.get("event") == "end" and e.get("error") is None for e in events)
+    # a turn the run never requested (a run that stopped says so once, not per turn)
+    failing += sum(1 for e in turn_events if e.get("event") == "unused") if ended else 0
     verdicts = [Verdict("prompts", failing, 0)]
-    if not any(e.get("event") == "end" and e.get("error") is None for e in events):
+    if not ended:
         return out, verdicts
     golden_requested = [name for t in golden.turns for name in t.requested]
     dist = Levenshtein.distance(golden_requested, run_requested)

@@ -136,7 +136,7 @@ class TurnDiff:
             return [(f"{self.label}  removed: the candidate has no turn here", "differs")]
         if self.old is None:
             return [(f"{self.label}  added: the golden has no turn here", "differs")]
-        out = [(f"{self.label}  request {change_line(c)}", "differs") for c in self.request]
+        out: list[tuple[str, RowLevel]] = [(f"{self.label}  request {change_line(c)}", "differs") for c in self.request]
         out += [(f"{self.label}  request {change_line(c)}  — {why}", "excused") for c, why in self.excused]
         out += [(f"{self.label}  {change_line(c)}", "differs") for c in self.response]
         return out
@@ -216,6 +216,7 @@ def turn_rows(old: TurnSide, new: TurnSide, settings: CompareSettings, config: C
         b = new.turns[k] if k < len(new.turns) else None
         if a is None or b is None:
             diffs.append(TurnDiff(k + 1, a, b))
+            failing += 1 if old.turns and new.turns else 0  # a turn more or less (all of them: below, or reported)
             continue
         changes = diff_values(canon(a.get("request")), canon(b.get("request")))
         if a.get("model") != b.get("model"):

@@ -34,12 +34,12 @@ from tapetui.review.history import HistoryRecord
 from tapetui.review.sessions import Session, StepSummary, current, goldens, has_candidate, matches, parse_filter
 from tapetui.review.sessions import session_of as new_session
 from tapetui.tui.controller import ReviewController
-from tapetui.tui.detailmodel import DetailInputs, session_detail, step_detail, subject_of
+from tapetui.tui.detailmodel import DetailInputs, session_detail, step_detail, subject_of, turn_detail
 from tapetui.tui.feed import Feed
 from tapetui.tui.hooks import HookKey, HookPermissions
 from tapetui.tui.keys import KEYS
 from tapetui.tui.messages import ConfigFileChanged, FilesChanged, RunEvents, SummariesReady
-from tapetui.tui.prompts import accept_what, reject_question, rerecord_question, undo_question
+from tapetui.tui.prompts import accept_what, reject_question, rerecord_question, turn_notice, undo_question
 from tapetui.tui.screens.confirm import ConfirmScreen
 from tapetui.tui.screens.help import COMMAND_HELP, HelpScreen
 from tapetui.tui.screens.rationale import Accepting, RationaleScreen
@@ -77,7 +77,8 @@ class TapeApp(App[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Input(
-            placeholder="filter: tool:NAME  status:drift|contract|miss|stale|unused|pending|error  or text; esc",
+            placeholder="filter: tool:NAME  model:NAME  status:drift|contract|miss|stale|unused|pending|error  "
+            "or text; esc",
             id="filter",
         )
         with Horizontal(id="main"):
@@ -344,7 +345,11 @@ class TapeApp(App[None]):
             self._session_detail(data, self._detail_token, with_log, DetailInputs(self.config, *self.hooks_for(data)))
         elif isinstance(data, StepRef):
             self.live_session = data.session.golden
-            self._step_detail(data, self._detail_token, DetailInputs(self.config, *self.hooks_for(data.session)))
+            inputs = DetailInputs(self.config, *self.hooks_for(data.session))
+            if data.turn is not None:
+                self._turn_detail(data, self._detail_token, inputs)
+            else:
+                self._step_detail(data, self._detail_token, inputs)
         elif isinstance(data, FolderRef):
             self.detail.show_folder(str(data.rel), self.session_tree.sessions_under(data.rel))
 
@@ -369,6 +374,15 @@ class TapeApp(App[None]):
             self._detail_failed(token, e)
             return
         self.call_from_thread(self._if_current, token, lambda: self.detail.show_step(d))
+
+    @work(thread=True, exclusive=True, group="detail", description="a model turn's detail")
+    def _turn_detail(self, ref: StepRef, token: int, inputs: DetailInputs) -> None:
+        try:
+            d = turn_detail(ref, inputs)  # in the worker, as a step's
+        except TapeError as e:
+            self._detail_failed(token, e)
+            return
+        self.call_from_thread(self._if_current, token, lambda: self.detail.show_turn(d))
 
     def _detail_failed(self, token: int, e: TapeError) -> None:
         """From a detail worker: the pane says why, unless the cursor moved on meanwhile."""
@@ -582,7 +596,9 @@ class TapeApp(App[None]):
 
     def action_expire(self) -> None:
         s, step = self._cursor()
-        if s is not None and step is not None:
+        if s is not None and step is not None and step.turn is not None:
+            self.notify(turn_notice(s, step, "expire"), markup=False, timeout=10)
+        elif s is not None and step is not None:
             self.controller.expire(s, [step.seq], False)
 
     def action_expire_all(self) -> None:
@@ -608,6 +624,9 @@ class TapeApp(App[None]):
     def action_rerecord(self) -> None:
         s, step = self._cursor()
         if s is None or step is None:
+            return
+        if step.turn is not None:  # the app never calls a model: the agent does, through its tape
+            self.notify(turn_notice(s, step, "re-record"), markup=False, timeout=10)
             return
         try:
             rec = s.record(step.index)

@@ -41,6 +41,7 @@ KEYS: list[tuple[str, str]] = [
     ("t", "diff: side by side / unified"),
     ("] / [", "diff: next / previous change"),
     ("u", "undo the newest accept, reject or expire of this session, from any sitting (asks first)"),
+    ("/ model:NAME", "filter: sessions with a model turn of that model (part of its name, or a pattern: openai:*)"),
     ("ctrl+p", "command palette"),
     ("?", "this help"),
     ("q", "quit"),
@@ -59,6 +60,12 @@ LEGEND: list[tuple[str, str]] = [
     (GLYPH["unused"], "unused: recorded, but the run did not call it"),
     (GLYPH["error"], "error: this step recorded an error (status:error finds such sessions)"),
     (GLYPH[""], "not replayed yet"),
+    (
+        GLYPH["turn"],
+        "a model turn among the steps (after its status glyph): the model, its tokens (110 tok, or 110t in a "
+        "narrow tree) and → the tools it asked for; enter shows the conversation and, with a candidate, its prompt "
+        "diff side by side; model:NAME filters by model; the app never calls a model (R says how to re-record)",
+    ),
     (GLYPH["pending"] + " pending", "a candidate waits for review: a accepts, r rejects"),
     (GLYPH["running"] + " running", "a replay is running now"),
     (GLYPH["rerun"] + " rerun", "the last run played another version of the golden (an accept or undo since): p"),
@@ -92,7 +99,7 @@ COMMAND_HELP = {
     "follow": "Follow the newest run-log event",
     "undo": "Undo the newest accept, reject or expire of the session under the cursor (tapetui undo SESSION)",
     "skip": "Skip this session: n and N pass it by for the rest of this sitting",
-    "filter": "Filter sessions by tool, status or text",
+    "filter": "Filter sessions by tool, model, status or text",
     "next_review": "Go to the next item that needs review",
     "prev_review": "Go to the previous item that needs review",
     "help": "Show every key and what the status glyphs mean",

@@ -16,14 +16,15 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
-from tapetui.core.changes import format_changes, json_text
+from tapetui.core.changes import Change, format_changes, json_text
 from tapetui.core.config import Config
 from tapetui.core.index import CallRecord
 from tapetui.core.runlog import describe_counts
 from tapetui.core.textsafe import safe_json_text, safe_text
+from tapetui.core.turns import change_line
 from tapetui.review import RowLevel, Verdict
 from tapetui.review.sessions import Session
-from tapetui.tui.detailmodel import SessionDetail, StepDetail
+from tapetui.tui.detailmodel import SessionDetail, StepDetail, TurnDetail
 from tapetui.tui.model import Row, comparison_rows, step_rows
 from tapetui.tui.widgets import diff_view
 from tapetui.tui.widgets.diff_view import DiffResult, size_text
@@ -44,6 +45,16 @@ def json_block(value: Any) -> RenderableType:
         Syntax(head, "json", theme="ansi_dark", word_wrap=True, background_color="default"),
         Text(f"… (the first {SHOWN_CHARS:,} bytes of {size_text(len(raw))} are shown)", "italic dim"),
     )
+
+
+def text_block(text: str, style: str = "") -> Text:
+    """A text from a tape (a message, a prompt) shown literally, its lines kept; a long one is cut as
+    :func:`json_block` cuts a value."""
+    if len(text) <= SHOWN_CHARS:
+        return Text(safe_text(text), style)
+    out = Text(safe_text(text[:SHOWN_CHARS]), style)
+    out.append(f"\n… (the first {SHOWN_CHARS:,} of {len(text):,} characters are shown)", "italic dim")
+    return out
 
 
 def lines_text(lines: list[str], style: str = "", *, mono: bool = False) -> Text:
@@ -242,7 +253,11 @@ class DetailView(VerticalScroll):
         self._step_shown = False  # an overview: its own rows come first, whatever the pane's height
         s, header, cmp, notes, verdicts = d.session, d.header, d.comparison, d.notes, d.verdicts
         sm = s.summary
-        rows: list[tuple[str, Any]] = [("session", s.name), ("tape", s.golden.name), ("steps", d.steps)]
+        steps: Any = d.steps
+        if d.turns:
+            calls = d.steps - d.turns
+            steps = f"{d.steps}  ({calls} call{'s' * (calls != 1)}, {d.turns} model turn{'s' * (d.turns != 1)})"
+        rows: list[tuple[str, Any]] = [("session", s.name), ("tape", s.golden.name), ("steps", steps)]
         if header:
             for k, v in sorted((header.get("labels") or {}).items()):
                 rows.append((f"label {k}", v))
@@ -356,6 +371,33 @@ class DetailView(VerticalScroll):
                 lines_text(format_changes(changes, prefix="args"), "red", mono=self.mono),
             ]
             self._wanted.append(("arguments: recorded | last run", drift.get("recorded_args"), drift.get("args")))
+        self._render_diffs()
+        self._start_diffs()
+
+    # ---- a model turn -----------------------------------------------------------
+    def show_turn(self, d: TurnDetail) -> None:
+        """A model turn's detail, as read in a worker (:func:`tapetui.tui.detailmodel.turn_detail`): what it was
+        (model, tokens, what it asked for), how the candidate's prompt or the last run's differs, side by side,
+        then the conversation it sent and the response."""
+        self._step_shown = True
+        s, line = d.session, d.line
+        self.show(kv_table(turn_rows(d, s.summary.status.get(d.seq, ""))), rest=conversation(line))
+        self.subject = ("step", s.golden, d.seq)
+        td, drift = d.diff, d.drift
+        if td is not None:
+            self._tail = [
+                Rule("candidate differs (its model turn at this place)", style="magenta"),
+                rows_text(d.rows or td.rows(), "magenta", mono=self.mono),
+            ]
+        elif drift is not None and drift.get("event") == "drift":
+            changes = [Change(c[0], c[1], c[2]) for c in drift.get("changes") or [] if len(c) == 3]
+            self._tail = [
+                Rule("prompt drift in the last run", style="red"),
+                lines_text([change_line(c) for c in changes], "red", mono=self.mono),
+            ]
+        if d.more:
+            self._tail.append(Text(f"(side by side below: the first {len(d.wanted)}; {d.more} more differ)", "dim"))
+        self._wanted = list(d.wanted)
         self._render_diffs()
         self._start_diffs()
 
@@ -476,6 +518,155 @@ class DetailView(VerticalScroll):
             out += [(y + a, y + b) for a, b in blocks]
             y += height
         return out
+
+
+# ---- a model turn, for the pane ------------------------------------------------------------------------
+MAX_MESSAGES = 40  # messages of a request shown; a longer conversation keeps its first 2 and its latest ones
+ROLE_STYLES = {"system": "bold magenta", "user": "bold cyan", "assistant": "bold green", "tool": "bold yellow"}
+
+
+def turn_rows(d: TurnDetail, status: str) -> list[tuple[str, Any]]:
+    """A model turn's fields: the key-value rows above its conversation."""
+    line = d.line
+    usage = _obj(line.get("usage")) or None
+    response = _obj(line.get("response"))
+    request = _obj(line.get("request"))
+    asked = [
+        str(p.get("name")) for p in response.get("parts") or [] if isinstance(p, dict) and p.get("type") == "tool_call"
+    ]
+    offered = [str(t) for t in request.get("tools") or []]
+    rows: list[tuple[str, Any]] = [
+        ("step", f"{d.seq}  model turn {d.turn + 1}"),
+        ("status", status or "not replayed yet"),
+        ("model", str(line.get("model"))),
+        ("tokens", _usage_text(usage)),
+        ("asked for", ", ".join(asked) if asked else ("-" if line.get("error") else "no tool (an answer)")),
+        ("finish reason", str(response.get("finish_reason") or "-")),
+        ("stream", _stream_text(line)),
+        ("source", str(line.get("source") or "-")),
+        ("tools offered", ", ".join(offered) or "none"),
+    ]
+    settings = request.get("settings")
+    if settings:
+        rows.append(("settings", json_text(settings)))
+    if request.get("output_schema") is not None:
+        rows.append(("output schema", "yes (below the conversation)"))
+    ms = line.get("ms")
+    rows += [
+        ("key", str(line.get("key"))),
+        ("duration", f"{ms:.3f} ms" if isinstance(ms, (int, float)) else "-"),
+        ("recorded", str(line.get("recorded_at") or "-")),
+    ]
+    err = line.get("error")
+    if isinstance(err, dict):
+        rows.append(("error", Text(safe_text(f"{err.get('type')}: {err.get('message')}", newlines=False), "bold red")))
+    return rows
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _usage_text(usage: dict[str, Any] | None) -> str:
+    if not usage:
+        return "not recorded (the framework gave no usage)"
+    total = sum(v for k in ("input", "output") if type(v := usage.get(k)) is int)
+    parts = [f"{name} {usage[k]:,}" for k, name in _USAGE_NAMES if type(usage.get(k)) is int]
+    return f"{total:,}  ({', '.join(parts)})" if parts else f"{total:,}"
+
+
+_USAGE_NAMES = (("input", "input"), ("output", "output"), ("cache_read", "cache read"), ("cache_write", "cache write"))
+
+
+def _stream_text(line: dict[str, Any]) -> str:
+    if line.get("stream") is not True:
+        return "no"
+    events = line.get("events")
+    return f"yes ({len(events)} events recorded)" if isinstance(events, list) else "yes"
+
+
+def conversation(line: dict[str, Any]) -> list[RenderableType]:
+    """A model turn as the conversation it was: the system prompt (its instructions), each message of the request
+    (user, assistant text and tool calls, tool results), then the model's response. Every text is literal."""
+    request = _obj(line.get("request"))
+    out: list[RenderableType] = []
+    instructions = request.get("instructions")
+    if instructions is not None:
+        out.append(_role_rule("system", "instructions"))
+        out += _parts(instructions) if isinstance(instructions, list) else [_content(instructions)]
+    messages = _list(request.get("messages"))
+    shown = list(enumerate(messages))
+    if len(shown) > MAX_MESSAGES:
+        left = len(shown) - MAX_MESSAGES
+        shown = [*shown[:2], (-1, left), *shown[-(MAX_MESSAGES - 2) :]]
+    for i, m in shown:
+        if i < 0:
+            out.append(Text(f"… {m:,} earlier messages (each shown at the turn that added it)", "italic dim"))
+            continue
+        role = str(m.get("role")) if isinstance(m, dict) else "?"
+        out.append(_role_rule(role, f"message {i + 1}"))
+        out += _parts(m.get("parts") if isinstance(m, dict) else m)
+    if request.get("output_schema") is not None:
+        out += [Rule(Text("output schema"), align="left", style="dim"), json_block(request.get("output_schema"))]
+    err = line.get("error")
+    if isinstance(err, dict):
+        out.append(Rule(Text("response: the model call raised"), align="left", style="bold red"))
+        out.append(Text(safe_text(f"{err.get('type')}: {err.get('message')}"), "bold red"))
+        return out
+    response = _obj(line.get("response"))
+    finish = response.get("finish_reason")
+    out.append(_role_rule("response", f"finish reason {finish}" if finish else "the model's answer"))
+    parts = _parts(response.get("parts"))
+    out += parts or [Text("(no parts)", "dim")]
+    return out
+
+
+def _role_rule(role: str, what: str) -> Rule:
+    title = Text(safe_text(role, newlines=False), ROLE_STYLES.get(role, "bold"))
+    title.append(f"  {safe_text(what, newlines=False)}", "dim")
+    return Rule(title, align="left", style="dim")
+
+
+def _content(value: Any, style: str = "") -> RenderableType:
+    return text_block(value, style) if isinstance(value, str) else json_block(value)
+
+
+def _parts(parts: Any) -> list[RenderableType]:
+    """The parts of a message or response: text as text, a tool call with its arguments, a tool's result."""
+    if not isinstance(parts, list):
+        return [json_block(parts)] if parts is not None else []
+    out: list[RenderableType] = []
+    for p in parts:
+        kind = p.get("type") if isinstance(p, dict) else None
+        if not isinstance(p, dict):
+            out.append(json_block(p))
+        elif kind == "text":
+            out.append(_content(p.get("content")))
+        elif kind == "tool_call":
+            out.append(_call_head("→ calls ", p))
+            out.append(json_block(p.get("arguments")))
+        elif kind == "tool_call_response":
+            out.append(_call_head("← result of ", p))
+            out.append(_content(p.get("response")))
+        elif kind == "reasoning":
+            out.append(Text("reasoning", "italic dim"))
+            out.append(_content(p.get("content"), "dim") if "content" in p else json_block(p))
+        else:
+            out.append(Text(safe_text(f"{kind} part", newlines=False), "dim"))
+            out.append(json_block({k: v for k, v in p.items() if k != "type"}))
+    return out
+
+
+def _call_head(lead: str, p: dict[str, Any]) -> Text:
+    t = Text(lead, "dim")
+    t.append(safe_text(str(p.get("name")), newlines=False), "bold")
+    if p.get("id") is not None:
+        t.append(safe_text(f"  (id {p.get('id')})", newlines=False), "dim")
+    return t
 
 
 def _next_stop(blocks: list[tuple[int, int]], now: int, page: int, step: int) -> int:

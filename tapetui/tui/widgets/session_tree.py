@@ -16,7 +16,7 @@ from textual.widgets.tree import TreeNode
 
 from tapetui.core.errors import TapeError
 from tapetui.core.textsafe import safe_text
-from tapetui.review.sessions import GLYPH, Session
+from tapetui.review.sessions import GLYPH, Session, TurnRow
 
 STEP_PAGE = 1000  # steps added per expand; a "more" node loads the next page
 SESSION_PAGE = 1000  # sessions added per folder expand; when a folder holds more, a "more" node pages on
@@ -33,9 +33,16 @@ class FolderRef:
 @dataclass
 class StepRef:
     session: Session
-    index: int  # call index in the tape
+    index: int  # call index in the tape (-1 for a model turn)
     seq: int
-    tool: str
+    tool: str  # "model" for a model turn
+    pos: int = -1  # where it is among the session's steps (calls and turns), as pages count them
+    turn_row: TurnRow | None = None  # a model turn's row (None for a tool call)
+
+    @property
+    def turn(self) -> int | None:
+        """A model turn's index among the tape's turns (0-based); None for a tool call."""
+        return self.turn_row.turn if self.turn_row is not None else None
 
 
 @dataclass
@@ -177,6 +184,48 @@ def step_label(s: Session, seq: int, tool: str, ms: float, has_error: bool, *, m
     t.append(safe_text(tool, newlines=False))
     t.append(f"  {ms:.1f} ms", "dim")
     return t
+
+
+def _short_model(model: str) -> str:
+    """``gpt-4o`` of ``openai:gpt-4o``: what a narrow row keeps of a model's name."""
+    return model.rpartition(":")[2] or model
+
+
+def turn_label(s: Session, row: TurnRow, width: int | None = None, *, mono: bool = False) -> Text:
+    """A model turn's row: its step and status (as a call's), ``◆``, the model, its tokens and the tools it asked
+    for: ``   1 ✓ ◆ openai:gpt-4o  110 tok → search``. Given the ``width`` the row has, a row that does not fit
+    keeps the model's name without its provider and writes tokens as ``110t`` before anything is cut."""
+    status = s.summary.status.get(row.seq, "")
+    if row.error and status in ("", "hit"):
+        status = "error"
+    head = Text()
+    head.append(f"{row.seq:>4} ", "dim")
+    head.append(GLYPH[status] + " ", _mono(_COUNT_STYLE.get(status, ""), mono))
+    head.append(GLYPH["turn"] + " ", "" if mono else "bold cyan")
+    model = safe_text(row.model, newlines=False)
+    tools = [safe_text(name, newlines=False) for name in row.requested]
+    if row.error:  # no response: the model call raised
+        tok, short_tok, to, short_to = "  error", " error", "", ""
+    else:
+        tok = f"  {row.tokens:,} tok" if row.has_usage else ""
+        short_tok = f" {row.tokens}t" if row.has_usage else ""
+        to = f" → {', '.join(tools)}" if tools else ""
+        short_to = f"→{','.join(tools)}" if tools else ""
+    layouts = [(model, tok, to), (_short_model(model), tok, to), (_short_model(model), short_tok, short_to)]
+    for name, tok, to in layouts:
+        t = head.copy()
+        t.append(name)
+        t.append(tok, "dim")
+        t.append(to)
+        if width is None or width <= 0 or t.cell_len <= width:
+            return t
+    # still too wide: the model's name is cut (to MIN_NAME cells at least) so that its tokens stay in view
+    assert width is not None
+    name_text = Text(_short_model(model))
+    room = max(MIN_NAME, width - head.cell_len - len(short_tok) - (2 if short_to else 0))  # and "→…" after them
+    if name_text.cell_len > room:
+        name_text.truncate(room, overflow="ellipsis")
+    return Text.assemble(head, name_text, (short_tok, "dim"), short_to)
 
 
 class SessionTree(Tree[NodeData]):
@@ -400,15 +449,21 @@ class SessionTree(Tree[NodeData]):
                     child.remove()
         try:
             rows = s.steps(start, start + STEP_PAGE)
-            total = len(s.index())
+            total = s.step_count()  # calls and model turns
         except TapeError as e:
             node.add_leaf(Text("⚠ " + safe_text(str(e), newlines=False), "bold red"), data=None)
             node.set_label(session_label(s, mono=self.mono))
             return
-        for row in rows:
+        for pos, row in enumerate(rows, start):
+            if isinstance(row, TurnRow):
+                node.add_leaf(
+                    turn_label(s, row, mono=self.mono),
+                    data=StepRef(s, -1, row.seq, row.tool, pos, turn_row=row),
+                )
+                continue
             node.add_leaf(
                 step_label(s, row.seq, row.tool, row.ms, row.error, mono=self.mono),
-                data=StepRef(s, row.index, row.seq, row.tool),
+                data=StepRef(s, row.index, row.seq, row.tool, pos),
             )
         end = start + len(rows)
         if end < total:
@@ -424,7 +479,7 @@ class SessionTree(Tree[NodeData]):
             node = self.session_nodes.get(s.golden)
             if node is not None and node.is_expanded:
                 out += [
-                    ((i, c.data.index), s, c)
+                    ((i, c.data.pos), s, c)
                     for c in node.children
                     if isinstance(c.data, StepRef) and s.summary.status.get(c.data.seq) in REVIEW_STATUSES
                 ]
@@ -436,7 +491,7 @@ class SessionTree(Tree[NodeData]):
         node = self.cursor_node
         data = node.data if node is not None else None
         if isinstance(data, StepRef):
-            return pos.get(data.session.golden, -1), data.index
+            return pos.get(data.session.golden, -1), data.pos
         if isinstance(data, Session):
             return pos.get(data.golden, -1), -1
         if isinstance(data, MoreRef) and data.session is not None:
@@ -477,6 +532,8 @@ class SessionTree(Tree[NodeData]):
             return super().render_label(node, base_style, style)
         if isinstance(node.data, Session):
             fitted = session_label(node.data, avail, mono=self.mono, compact=narrow)
+        elif isinstance(node.data, StepRef) and node.data.turn_row is not None:
+            fitted = turn_label(node.data.session, node.data.turn_row, avail, mono=self.mono)
         else:
             fitted = label.copy()
         fitted.truncate(max(avail, 1), overflow="ellipsis")
