@@ -34,8 +34,10 @@ from langchain_core.tools import BaseTool, StructuredTool, tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, Field
 
-from tapetui import ModelDrift, TapeError, ToolDriftError, use_tape
+from tapetui import ModelDrift, Tape, TapeError, ToolDriftError, use_tape
+from tapetui.core.config import load_config
 from tapetui.integrations.langchain import ORDER_KEY, TapedChatModel, taped
+from tapetui.review.findings import check
 
 NAME = "offline-1"
 MODEL = f"scripted:{NAME}"  # the name on the tape: the model's _llm_type, then its model_name
@@ -162,7 +164,9 @@ def chunks_of(message: AIMessage, size: int = 5) -> Iterator[ChatGenerationChunk
 # ---- the agent loop -------------------------------------------------------------------------------------------
 
 
-def make_tools(runs: Counter[str], forecast_doc: str = "Tomorrow's weather of a city.") -> list[BaseTool]:
+def make_tools(
+    runs: Counter[str], forecast_doc: str = "Tomorrow's weather of a city.", celsius: float = 14.5
+) -> list[BaseTool]:
     """``add`` and ``weather``, which the script calls, and ``forecast``, which it never calls; taped."""
 
     @tool
@@ -175,7 +179,7 @@ def make_tools(runs: Counter[str], forecast_doc: str = "Tomorrow's weather of a 
     def weather(city: str) -> float:
         """Current temperature of a city, in degrees Celsius."""
         runs["weather"] += 1
-        return 14.5
+        return celsius
 
     def forecast(city: str) -> str:
         runs["forecast"] += 1
@@ -746,3 +750,38 @@ def test_every_kind_of_message_and_tool_definition_is_normalised(tmp_path: Path)
     }
     web = next(t for t in lines(path, "tool") if t["name"] == "web_search")
     assert web["annotations"] == {"type": "web_search_20250305", "name": "web_search", "max_uses": 2}
+
+
+def _check(root: Path) -> Any:
+    config = load_config(root / "tapes.toml")
+    return check(config.tapes_dir, config)[0]
+
+
+def test_a_model_that_now_asks_for_another_tool_is_model_tools_in_check(tmp_path: Path) -> None:
+    (tmp_path / "tapes.toml").write_text('[tapes]\ndir = "tapes"\n')
+    path = tmp_path / "tapes" / "agent.jsonl"
+    record(path)
+
+    def forecast_instead(messages: list[BaseMessage]) -> AIMessage:
+        return AIMessage(content="", tool_calls=[{"name": "forecast", "args": {"city": "Paris"}, "id": "call_f"}])
+
+    with use_tape(path, mode="record"):  # a golden exists: a candidate
+        run_agent(
+            Scripted(script=(turn_1, forecast_instead, lambda m: AIMessage(content="rain"))), make_tools(Counter())
+        )
+    texts = [f.text for f in _check(tmp_path).findings]
+    want = "[MODEL TOOLS] model-requested sequence changed (edit distance 1): ['add', 'weather'] → ['add', 'forecast']"
+    assert want in texts, texts
+
+
+def test_a_cut_point_run_with_one_tool_live_reports_its_changed_result_by_path(tmp_path: Path) -> None:
+    (tmp_path / "tapes.toml").write_text('[tapes]\ndir = "tapes"\n[compare]\nmodel_turns = "by_place"\n')
+    path = tmp_path / "tapes" / "agent.jsonl"
+    record(path)
+    runs: Counter[str] = Counter()
+    with Tape(path, "replay", live=["weather"]) as t, use_tape(t):  # the tool's code changed: another sensor
+        messages, _ = run_agent(Exploding(), make_tools(runs, celsius=16.0))
+    assert messages[-1].content == ANSWER and runs == {"weather": 1}
+    texts = [f.text for f in _check(tmp_path).findings]
+    assert any(x.startswith("behaviour drift: weather result") and "16.0" in x for x in texts), texts
+    assert any("served over a changed input" in x for x in texts), texts

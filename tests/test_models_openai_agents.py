@@ -44,8 +44,10 @@ from openai.types.responses.response_reasoning_item import Summary
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 from pydantic import TypeAdapter
 
-from tapetui import ModelDrift, TapeError, ToolDriftError, use_tape
+from tapetui import ModelDrift, Tape, TapeError, ToolDriftError, use_tape
+from tapetui.core.config import load_config
 from tapetui.integrations.openai_agents import TapedModel, TapedModelProvider, taped
+from tapetui.review.findings import check
 
 NO_TRACING = RunConfig(tracing_disabled=True)
 NAME = "offline-1"
@@ -174,7 +176,9 @@ def stream_of(response: ModelResponse, size: int = 9) -> list[Any]:
 # ---- the agent --------------------------------------------------------------------------------------------------
 
 
-def make_tools(runs: Counter[str], forecast_doc: str = "Tomorrow's weather of a city.") -> list[FunctionTool]:
+def make_tools(
+    runs: Counter[str], forecast_doc: str = "Tomorrow's weather of a city.", celsius: float = 14.5
+) -> list[FunctionTool]:
     """``add`` and ``weather``, which the script calls, and ``forecast``, which it never calls."""
 
     @function_tool
@@ -187,7 +191,7 @@ def make_tools(runs: Counter[str], forecast_doc: str = "Tomorrow's weather of a 
     def weather(city: str) -> float:
         """Current temperature of a city, in degrees Celsius."""
         runs["weather"] += 1
-        return 14.5
+        return celsius
 
     @function_tool(description_override=forecast_doc)
     def forecast(city: str) -> str:
@@ -613,3 +617,36 @@ def test_a_failed_stream_is_recorded_as_the_error_the_runner_raises(tmp_path: Pa
     assert turn["error"]["type"] == "ModelBehaviorError" and "response.failed" in turn["error"]["message"]
     with use_tape(path, mode="replay"), pytest.raises(ModelBehaviorError, match="response.failed"):
         ask_stream(Gone())
+
+
+def _check(root: Path) -> Any:
+    config = load_config(root / "tapes.toml")
+    return check(config.tapes_dir, config)[0]
+
+
+def test_a_model_that_now_asks_for_another_tool_is_model_tools_in_check(tmp_path: Path) -> None:
+    (tmp_path / "tapes.toml").write_text('[tapes]\ndir = "tapes"\n')
+    path = tmp_path / "tapes" / "agent.jsonl"
+    record(path)
+
+    def forecast_instead(input: Any) -> list[Any]:
+        return [function_call("forecast", {"city": "Paris"}, call_id="call_forecast")]
+
+    with use_tape(path, mode="record"):  # a golden exists: a candidate
+        run(agent(Offline(script=(turn_1, forecast_instead, lambda i: [assistant_message("rain")])), Counter()))
+    texts = [f.text for f in _check(tmp_path).findings]
+    want = "[MODEL TOOLS] model-requested sequence changed (edit distance 1): ['add', 'weather'] → ['add', 'forecast']"
+    assert want in texts, texts
+
+
+def test_a_cut_point_run_with_one_tool_live_reports_its_changed_result_by_path(tmp_path: Path) -> None:
+    (tmp_path / "tapes.toml").write_text('[tapes]\ndir = "tapes"\n[compare]\nmodel_turns = "by_place"\n')
+    path = tmp_path / "tapes" / "agent.jsonl"
+    record(path)
+    runs: Counter[str] = Counter()
+    with Tape(path, "replay", live=["weather"]) as t, use_tape(t):  # the tool's code changed: another sensor
+        result, _ = run(agent(Exploding(), runs, celsius=16.0))
+    assert result.final_output == ANSWER and runs == {"weather": 1}
+    texts = [f.text for f in _check(tmp_path).findings]
+    assert any(x.startswith("behaviour drift: weather result") and "16.0" in x for x in texts), texts
+    assert any("served over a changed input" in x for x in texts), texts
