@@ -29,10 +29,17 @@ def test_check_readable_output_and_exit_codes(sample_dir: Path) -> None:
 def test_check_json(sample_dir: Path) -> None:
     r = run(sample_dir, "check", "--json")
     doc = orjson.loads(r.stdout)
-    assert r.returncode == 1 and doc["ok"] is False and doc["sessions"] == 8
+    assert r.returncode == 1 and doc["ok"] is False and doc["sessions"] == 9
     failing = {rep["session"] for rep in doc["reports"] if not rep["ok"]}
     # reviewed_answer's candidate differs but passes under tapes.toml's [compare] rules; new_tool's is a new tool
-    assert failing == {"drift_summarize", "contract_change", "miss_extra_doc", "stale_quote", "new_tool"}
+    assert failing == {
+        "drift_summarize",
+        "contract_change",
+        "miss_extra_doc",
+        "stale_quote",
+        "new_tool",
+        "research_prompt",
+    }
 
 
 @pytest.mark.slow
@@ -44,7 +51,8 @@ def test_review_workflow_accept_needs_why(sample_dir: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert "shorter summaries are intended" in (sample_dir / "sample_tapes/CHANGELOG.md").read_text()
     r = run(sample_dir, "pending", "--json")
-    assert [p["session"] for p in orjson.loads(r.stdout)] == ["contract_change", "new_tool", "reviewed_answer"]
+    pending = ["contract_change", "new_tool", "research_prompt", "reviewed_answer"]
+    assert [p["session"] for p in orjson.loads(r.stdout)] == pending
     assert run(sample_dir, "reject", "contract_change", "--why", "not yet").returncode == 0
     r = run(sample_dir, "expire", "stale_quote", "--all-time-sensitive")  # expired on 2026-01-09 already
     assert r.returncode == 0 and "already expired" in r.stdout and "nothing to do" in r.stdout

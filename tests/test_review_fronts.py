@@ -28,7 +28,7 @@ def test_check_reports_progress_up_to_n_of_n(sample_dir: Path) -> None:
     seen: list[tuple[int, int]] = []
     reports = check(cfg.tapes_dir, cfg, progress=lambda done, total: seen.append((done, total)))
     n = len(reports)
-    assert n == 8 and seen == [(i, n) for i in range(n + 1)]
+    assert n == 9 and seen == [(i, n) for i in range(n + 1)]
 
 
 @pytest.mark.parametrize("name", ["drift_summarize", "miss_extra_doc"])  # a candidate; a run log
@@ -70,12 +70,12 @@ def test_accept_all_with_a_filter_then_without(sample_dir: Path) -> None:
     assert not candidate_path(cfg.tapes_dir / "drift_summarize.jsonl").exists()
     assert candidate_path(cfg.tapes_dir / "contract_change.jsonl").exists()
     r = tapetui(sample_dir, "accept", "--all", "--why", "the rest")
-    assert r.returncode == 0 and "accepted contract_change" in r.stdout and "3 of 3" in r.stdout
+    assert r.returncode == 0 and "accepted contract_change" in r.stdout and "4 of 4" in r.stdout
     assert not any(candidate_path(cfg.tapes_dir / f"{p}.jsonl").exists() for p in pending)
     r = tapetui(sample_dir, "accept", "--all", "--why", "again")
     assert r.returncode == 0 and "no pending candidates" in r.stdout
     accepts = [e for e in logged_entries(cfg.changelog) if e.action == "accept"]
-    assert len(accepts) == 8
+    assert len(accepts) == 9
 
 
 def test_accept_all_refuses_a_tape_or_steps(sample_dir: Path) -> None:

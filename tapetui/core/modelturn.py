@@ -7,7 +7,6 @@ events through as they come, then calls :meth:`ModelTurn.finish`.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -92,7 +91,7 @@ class ModelTurn:
         self._compare = compare
         self.order = order
         self._done = served
-        self._start = time.perf_counter()
+        self._start = tape._timer()  # the tape's timer: a sample tape's fixed clock too
 
     @property
     def path(self) -> Path:
@@ -122,7 +121,7 @@ class ModelTurn:
         if self._done:
             raise TapeError(f"{self._tape.path}: model turn {self.turn} (step {self.seq}) was finished already")
         self._done = True
-        took = round((time.perf_counter() - self._start) * 1000, 3) if ms is None else ms
+        took = round((self._tape._timer() - self._start) * 1000, 3) if ms is None else ms
         where = f"{self._tape.path}: step {self.seq} (model turn {self.turn})"
         try:
             try:
@@ -147,7 +146,7 @@ class ModelTurn:
         if not isinstance(error, Exception):
             self._tape._turn_abandon()
             return
-        took = round((time.perf_counter() - self._start) * 1000, 3)
+        took = round((self._tape._timer() - self._start) * 1000, 3)
         where = f"{self._tape.path}: step {self.seq} (model turn {self.turn})"
         try:
             line, usage, stored = self._tape._turn_line(self, None, error, None, took, where)

@@ -10,7 +10,7 @@ from typing import Any
 
 from tapetui.core.canon import canon
 from tapetui.core.changes import MISSING
-from tapetui.core.clock import Clock, iso
+from tapetui.core.clock import Clock, Timer, iso
 from tapetui.core.codecs import json_form
 from tapetui.core.errors import TapeError
 from tapetui.core.index import TapeIndex
@@ -35,6 +35,7 @@ class TurnLive:
     mode: Mode
     _redactor: Redactor
     _clock: Clock
+    _timer: Timer
     _mu: threading.Lock
     _active: int
     _after: int
