@@ -383,7 +383,7 @@ async def test_esc_closes_the_filter_and_the_cursor_stays_where_it_was(sample_di
         await pilot.press("enter", "j")  # in the filtered tree: the second match
         assert app.session_tree.cursor_node.data.name == "new_tool"
         await pilot.press("escape")
-        assert app.filter_text == "" and len(app.session_tree.session_nodes) == 8
+        assert app.filter_text == "" and len(app.session_tree.session_nodes) == 9
         assert app.session_tree.cursor_node is not None and app.session_tree.cursor_node.data.name == "new_tool"
         await pilot.press("k")  # j and k go on from there
         assert app.session_tree.cursor_node.data.name == "miss_extra_doc"

@@ -80,7 +80,8 @@ GLANCE = "\n".join(
     "  ".join(pairs)
     for pairs in (
         [f"{GLYPH[k]} {k}" for k in ("hit", "drift", "contract", "miss", "stale", "unused")],
-        [f"{GLYPH['error']} error", f"{GLYPH['']} not replayed", f"{GLYPH['pending']} pending"],
+        [f"{GLYPH['error']} error", f"{GLYPH['']} not replayed", f"{GLYPH['pending']} pending"]
+        + [f"{GLYPH['turn']} model turn"],
         [f"{GLYPH['running']} running", f"{GLYPH['rerun']} rerun", f"{GLYPH['unreadable']} unreadable"]
         + [f"{GLYPH['marked']} marked", "▶ ▼ closed/open"],
     )
