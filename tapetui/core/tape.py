@@ -282,7 +282,7 @@ class Tape(ToolServing, ModelServing, BetweenCalls):
             request: Request = (seq, tool, args, live, passed, redacted, key, requested_tool, fields)
             if self._records or self._all_live:
                 return self._plan_live(request, write=True), None
-            if policy.live or tool in self._live_names:
+            if policy.live or (self._live_names and tool in self._live_names):
                 return self._plan_cut(request, policy="live" if policy.live else "cut"), None
             kind, at, excuses = self._decider.decide(seq, tool, key, redacted, place, alone, self._tool_n)
             if kind == "hit" or kind == "tolerated":

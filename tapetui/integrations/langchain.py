@@ -562,8 +562,9 @@ class TapedChatModel(BaseChatModel):  # type: ignore[misc]
     def _turn(
         self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any], stream: bool
     ) -> ModelTurn:
-        request = _request(self.chat_model, messages, stop, kwargs)
-        return resolve_tape(self.tape).model_turn(request, model=self.tape_model_name, source=SOURCE, stream=stream)
+        name = self.tape_model_name
+        request = _request(self.chat_model, messages, stop, kwargs, name)
+        return resolve_tape(self.tape).model_turn(request, model=name, source=SOURCE, stream=stream)
 
     def _generate(
         self,
@@ -725,13 +726,14 @@ def _drop_none(d: Mapping[str, Any]) -> dict[str, Any]:
 
 # ---- the request --------------------------------------------------------------------------------------------------
 def _request(
-    model: BaseChatModel, messages: Sequence[BaseMessage], stop: Any, kwargs: dict[str, Any]
+    model: BaseChatModel, messages: Sequence[BaseMessage], stop: Any, kwargs: dict[str, Any], name: str | None = None
 ) -> dict[str, Any]:
-    """The neutral request of one call of ``model._generate(messages, stop, **kwargs)``."""
+    """The neutral request of one call of ``model._generate(messages, stop, **kwargs)`` (``name``: the model's name
+    on the tape, when the caller has it)."""
     instructions, neutral = _conversation(messages)
     tools, tool_options = _tools(kwargs.get("tools"))
     output_schema, response_format = _output_schema(kwargs.get("response_format"))
-    name = _model_name(model)
+    name = name or _model_name(model)
     settings: dict[str, Any] = {}
     try:
         params = dict(model._identifying_params)
