@@ -686,3 +686,20 @@ def test_a_response_nested_too_deeply_is_refused_naming_the_tape_and_step(tapes:
     path = tapes / "tapes" / "a.jsonl"
     with Tape(path, "record") as t, pytest.raises(TapeError, match=r"a\.jsonl: step 1 \(model turn 1\)"):
         t.model(_request(), live=lambda: {"parts": [], "x": deep}, model=MODEL)
+
+
+def test_a_call_of_a_tool_never_offered_stays_on_the_tape_and_is_reported(tapes: Path) -> None:
+    path = tapes / "tapes" / "a.jsonl"
+
+    def hallucinate() -> dict[str, Any]:
+        return {"parts": [{"type": "tool_call", "id": "c1", "name": "rm_rf", "arguments": {"path": "/"}}]}
+
+    with Tape(path, "record") as t:  # the harness refuses the call: it never runs, and the turn keeps it
+        t.model(_request(), live=hallucinate, model=MODEL)
+    with Tape(path, "replay") as t:
+        r = t.model(_request(), live=Calls(boom=True).first, model=MODEL)
+    assert r["parts"][0]["name"] == "rm_rf"  # served as recorded: the framework handles it
+    report = _check(tapes)[0]
+    texts = [f.text for f in report.findings]
+    assert any("asked for 'rm_rf', a tool it was not offered" in x for x in texts), texts
+    assert report.ok  # a warning: the same call as the golden's

@@ -244,6 +244,7 @@ def test_model_and_status_filters_find_sessions_by_their_turns(proj: Path) -> No
 
 
 # ---- keys ---------------------------------------------------------------------------------------------------------
+@pytest.mark.slow  # a longer app walk: three review actions and their confirmations
 async def test_accept_undo_and_reject_act_on_the_files_of_a_session_with_turns(proj: Path) -> None:
     app = app_for(proj)
     cfg = app.config

@@ -305,6 +305,10 @@ class ModelServing(TurnDeciding, TurnLive):
             "tokens": t.tokens,
             "requested": list(t.requested),
         }
+        offered = set(redacted.get("tools") or ())
+        unoffered = [n for n in t.requested if n not in offered]
+        if unoffered:  # a hallucinated call: served as recorded (the framework handles it), and reported
+            fields["unoffered"] = unoffered
         if tolerated is not None:
             fields["recorded_key"] = t.key
             fields["excused"] = tolerated

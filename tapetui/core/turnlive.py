@@ -155,6 +155,10 @@ class TurnLive:
                 "requested": requested_tools(stored) if stored is not None else [],
                 "error": error,
             }
+            offered = set(turn.request.get("tools") or ())
+            unoffered = [n for n in fields["requested"] if n not in offered]
+            if unoffered:  # the model asked for a tool it was not offered: recorded as asked, reported
+                fields["unoffered"] = unoffered
             compare = turn._compare
             behaviour: list[list[Any]] = []
             if compare is not None:

@@ -55,6 +55,10 @@ def _event_findings(e: dict[str, Any], seen_trace: list[bool]) -> tuple[list[Fin
         out.append(Finding("prompt", text, seq, TURN, {"key": e.get("key")}))
         out += [Finding("prompt", f"{where}  {change_line(c)}", seq, TURN) for c in _changes(e)[:20]]
         return out, 1
+    if kind in ("hit", "record", "live") and isinstance(e.get("unoffered"), list):
+        for name in e["unoffered"]:
+            text = f"{where}  the model asked for {str(name)!r}, a tool it was not offered (the framework handled it)"
+            out.append(Finding("model_tools", text, seq, TURN, warning=True))
     if kind == "hit":
         for x in e.get("excused") or []:
             if isinstance(x, dict):

@@ -139,6 +139,12 @@ class TurnDiff:
         out: list[tuple[str, RowLevel]] = [(f"{self.label}  request {change_line(c)}", "differs") for c in self.request]
         out += [(f"{self.label}  request {change_line(c)}  — {why}", "excused") for c, why in self.excused]
         out += [(f"{self.label}  {change_line(c)}", "differs") for c in self.response]
+        offered = set((self.new.get("request") or {}).get("tools") or ())
+        out += [
+            (f"{self.label}  the model asked for {name!r}, a tool it was not offered", "differs")
+            for name in requested_tools(self.new.get("response"))
+            if name not in offered
+        ]
         return out
 
     def to_json(self) -> dict[str, Any]:
