@@ -879,11 +879,33 @@ def _content_parts(content: Any, *, request: bool) -> list[dict[str, Any]]:
     return parts
 
 
+# the last bound tools converted, by the list's identity (a binding passes the same list at every call); the list
+# is kept with its result, so its id cannot be reused while the entry stands
+_TOOLS_SEEN: dict[int, tuple[Any, bytes, tuple[list[dict[str, Any]], dict[str, Any]]]] = {}
+
+
 def _tools(given: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The offered tools, from the call's ``tools`` (as the model's ``bind_tools`` formatted them): each
-    ``{name, description, parameters}``; what else a definition holds (``strict``, ``cache_control``...) by name."""
+    ``{name, description, parameters}``; what else a definition holds (``strict``, ``cache_control``...) by name.
+    A binding's tools are converted once while they stay as they were (checked by their JSON)."""
     if not given:
         return [], {}
+    try:
+        raw = orjson.dumps(given, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # tool objects, not dicts: converted every time
+        return _tools_of(given)
+    hit = _TOOLS_SEEN.get(id(given))
+    if hit is not None and hit[0] is given and hit[1] == raw:
+        return hit[2]  # read only: the request is built from it, nothing downstream changes it
+    out = _tools_of(given)
+    if len(_TOOLS_SEEN) > 64:
+        _TOOLS_SEEN.clear()
+    _TOOLS_SEEN[id(given)] = (given, raw, out)
+    return out
+
+
+def _tools_of(given: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """:func:`_tools`, converted."""
     defs: list[dict[str, Any]] = []
     options: dict[str, Any] = {}
     listed: list[Any] = []
