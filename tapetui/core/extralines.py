@@ -140,12 +140,13 @@ def _turn_line(idx: TapeIndex, obj: dict[str, Any], where: str, line_no: int, of
     for n, e in enumerate(events or ()):
         if type(e) is not dict or type(e.get("type")) is not str:
             raise TapeError(f"{where}: model turn 'events[{n}]' must be an object with a 'type'")
-    try:
-        computed: str | None = turn_key_of(model, request)
-    except (TypeError, TapeError):
-        computed = None
-    if computed != key:
-        idx.key_mismatches.append((line_no, seq, TURN, key, computed))
+    if idx.verify_keys:
+        try:
+            computed: str | None = turn_key_of(model, request)
+        except (TypeError, TapeError):
+            computed = None
+        if computed != key:
+            idx.key_mismatches.append((line_no, seq, TURN, key, computed))
     calls = response.get("parts", []) if type(response) is dict else []
     requested = tuple(
         str(p.get("name")) for p in calls if type(p) is dict and p.get("type") == "tool_call" and p.get("name")

@@ -115,6 +115,9 @@ class TapeIndex:
         self.notes: list[NoteRecord] = []
         self.phases: list[PhaseRecord] = []
         self.turns: list[TurnRecord] = []  # the model turns, in file order
+        # a model line's stored key is checked against its request on a validating scan (check, review) only: it
+        # costs a dump and a hash of the whole request, as a call line's check does on the slow path
+        self.verify_keys = False
         # (offset, length, line) of every note and phase line, in file order: what the index cache keeps of them
         # (their values stay out of it; a cached index reads these lines again)
         self.extra_spans: list[tuple[int, int, int]] = []
@@ -414,6 +417,7 @@ def scan_lines(idx: TapeIndex, buf: bytes, end: int, base: int, line_no: int, va
     """Index the complete lines in ``buf[:end]`` (``buf`` starts at file offset ``base``, after line ``line_no``);
     returns the number of the last line indexed. ``validate``: parse every line fully."""
     pos = 0
+    idx.verify_keys = validate
     if not validate:
         # The hot loop of opening a tape: one regex match per call line (measured faster than matching
         # at each line start found by memchr), columns appended in place, tool names and fingerprints
