@@ -7,6 +7,7 @@ logs an event instead; a fill does both, the line going into its candidate.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ class BetweenCalls:
     _phase: str | None
     _files: SessionFiles
     _fill: FillCandidate | None
+    _emit: Callable[..., None]  # the tape's (ToolServing)
 
     def note(self, kind: str, value: Any) -> None:
         """Record a labelled value of the session that is not a tool call: a model response, the final output.
@@ -105,6 +107,3 @@ class BetweenCalls:
         elif self._fill is not None:
             self._fill.hold(line)  # the candidate, if a miss opens one, starts with the hits and these
         self._emit(kind, **fields)
-
-    def _emit(self, event: EventKind, **fields: Any) -> None:
-        raise NotImplementedError  # the tape's (ToolServing)

@@ -14,7 +14,17 @@ import orjson
 from tapetui.core.paths import join as format_path
 from tapetui.core.paths import prefixed
 
-__all__ = ["DEEPER", "MISSING", "SHOWN_DEPTH", "Change", "format_changes", "format_path", "json_text", "short"]
+__all__ = [
+    "DEEPER",
+    "MISSING",
+    "SHOWN_DEPTH",
+    "Change",
+    "event_changes",
+    "format_changes",
+    "format_path",
+    "json_text",
+    "short",
+]
 
 
 class _Missing:
@@ -41,6 +51,11 @@ class Change(NamedTuple):
         if self.new is MISSING:
             return "removed"
         return "changed"
+
+
+def event_changes(changes: Iterable[Change | tuple[str, Any, Any]]) -> list[list[Any]]:
+    """Changes as a run-log event holds them: ``[path, old, new]`` each, an absent side as ``"(absent)"``."""
+    return [[p, "(absent)" if o is MISSING else o, "(absent)" if n is MISSING else n] for p, o, n in changes]
 
 
 def short(value: Any, width: int = 60, around: str | None = None) -> str:

@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tapetui.core.canon import canon
-from tapetui.core.changes import MISSING
+from tapetui.core.changes import event_changes
 from tapetui.core.codecs import json_form
 from tapetui.core.decide import Decider
 from tapetui.core.errors import TapeError
@@ -32,6 +33,8 @@ class CutPoints:
     _fd: int
     _tool_n: int
     _active: int
+    _emit: Callable[..., None]  # ToolServing's
+    _plan_live: Callable[..., LiveStep]  # ToolServing's
 
     def _plan_cut(self, request: Request, *, policy: str) -> LiveStep:
         """A tool that runs live on replay (tapes.toml's ``live``, or ``live=``): it consumes the recording at its
@@ -75,15 +78,5 @@ class CutPoints:
                 seq=step.seq,
                 tool=step.name,
                 step=index.seqs[at],
-                changes=[[c.path, _jsonable(c.old), _jsonable(c.new)] for c in changes],
+                changes=event_changes(changes),
             )
-
-    def _emit(self, event: Any, **fields: Any) -> None:
-        raise NotImplementedError  # ToolServing's
-
-    def _plan_live(self, request: Any, *, write: bool) -> LiveStep:
-        raise NotImplementedError  # ToolServing's
-
-
-def _jsonable(v: Any) -> Any:
-    return "(absent)" if v is MISSING else v

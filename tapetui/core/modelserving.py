@@ -33,7 +33,7 @@ from typing import Any
 import orjson
 
 from tapetui.core.canon import canon, canonical_json
-from tapetui.core.changes import MISSING, Change
+from tapetui.core.changes import Change, event_changes
 from tapetui.core.clock import Clock
 from tapetui.core.codecs import json_form
 from tapetui.core.config import Config
@@ -373,7 +373,7 @@ class ModelServing(TurnDeciding, TurnLive):
         t = idx.turns[j]
         self._turn_used[j] = 1
         self._counts["model_drifts"] += 1
-        shown = [[c.path, _jsonable(c.old), _jsonable(c.new)] for c in changes]
+        shown = event_changes(changes)
         self._emit(
             "drift",
             seq=seq,
@@ -419,7 +419,7 @@ class ModelServing(TurnDeciding, TurnLive):
             changes = request_changes(
                 canon(self._redactor.redact(rec.get("request"))), redacted, idx.turns[j].model, model
             )
-        shown = [[c.path, _jsonable(c.old), _jsonable(c.new)] for c in changes]
+        shown = event_changes(changes)
         self._emit(
             "miss",
             seq=seq,
@@ -446,7 +446,3 @@ class ModelServing(TurnDeciding, TurnLive):
         if self._fill is not None and self._files.writer is None:
             self._files.claim_fill_target(self._fill.opening())
         return self._turn_live(head, write=True)
-
-
-def _jsonable(v: Any) -> Any:
-    return "(absent)" if v is MISSING else v

@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from tapetui.core.canon import canon, canonical_json
-from tapetui.core.changes import MISSING
+from tapetui.core.changes import event_changes
 from tapetui.core.clock import Clock, parse_iso
 from tapetui.core.codecs import json_form
 from tapetui.core.config import Config, ToolPolicy
+from tapetui.core.contract import ContractChange
 from tapetui.core.cutpoint import CutPoints
 from tapetui.core.decide import Decider, DecisionKind
 from tapetui.core.errors import TapeDrift, TapeError, TapeMiss, TapeStale, ToolDriftError
@@ -183,7 +184,7 @@ class ToolServing(CutPoints):
             recorded_args=recorded_args,
             args=redacted,
             step=recorded.seq,
-            changes=[[c.path, _jsonable(c.old), _jsonable(c.new)] for c in changes],
+            changes=event_changes(changes),
             **({"excused": excused} if excused else {}),
         )
         raise TapeDrift(
@@ -203,7 +204,7 @@ class ToolServing(CutPoints):
         seq, tool, key, redacted = request[0], request[1], request[6], request[5]
         self._counts["tape_misses"] += 1
         nearest, changes = self._nearest(tool, seq, redacted, near)
-        shown = [[p, _jsonable(o), _jsonable(n)] for p, o, n in changes]
+        shown = event_changes(changes)
         self._emit(
             "miss", seq=seq, tool=tool, key=key, args=redacted, nearest=nearest, reason=reason or None, changes=shown
         )
@@ -381,9 +382,22 @@ class ToolServing(CutPoints):
         index = self._index
         assert index is not None
         change = self._tools.fingerprint_change(index, i, tool)
-        if change is None:
-            return
-        recorded = index.fingerprints[i]
+        if change is not None:
+            self._contract_changed(seq, tool, index.fingerprints[i], change, policy)
+
+    def _contract_changed(
+        self,
+        seq: int,
+        tool: str,
+        recorded: str,
+        change: ContractChange,
+        policy: ToolPolicy,
+        *,
+        fields: dict[str, Any] | None = None,
+        context: tuple[str, ...] = (),
+    ) -> None:
+        """A contract that is not the recorded one: counted and logged (a ``fingerprint`` event, ``fields`` added);
+        a ``ToolDriftError`` (``context`` before its explanation) unless the tool's check is off."""
         self._counts["fingerprint_changes"] += 1
         allowed = not policy.check_fingerprint
         if allowed:
@@ -399,6 +413,7 @@ class ToolServing(CutPoints):
             allowed=allowed,
             explanation=change.explanation,
             form=change.form,
+            **(fields or {}),
         )
         if not allowed:
             raise ToolDriftError(
@@ -407,9 +422,5 @@ class ToolServing(CutPoints):
                 tool=tool,
                 recorded=recorded,
                 live=change.live,
-                explanation=change.explanation,
+                explanation=[*context, *change.explanation],
             )
-
-
-def _jsonable(v: Any) -> Any:
-    return "(absent)" if v is MISSING else v

@@ -145,8 +145,12 @@ class Toolbox:
     def fingerprint_change(self, index: TapeIndex, i: int, tool: str) -> ContractChange | None:
         """How live ``tool`` differs from the contract recording ``i`` was made under (None: it does not, or
         there is nothing to compare); a match is remembered for the tool."""
+        return self.contract_change_of(index, tool, index.fingerprints[i], index.lines[i])
+
+    def contract_change_of(self, index: TapeIndex, tool: str, recorded: str, line: int) -> ContractChange | None:
+        """How live ``tool`` differs from the contract ``recorded`` (a fingerprint ``index`` holds, on its ``line``: a
+        call's, or a model turn's offered tool's); a match is remembered for the tool."""
         live = self.live_tool(tool)
-        recorded = index.fingerprints[i]
         change = None
         if live is not None and recorded:
             change = contract_change(
@@ -155,7 +159,7 @@ class Toolbox:
                 form=index.fp_forms.get(recorded, 1),
                 old=index.manifests.get(tool),
                 redactor=self.redactor,
-                where=f"{self.path}:{index.lines[i]}",
+                where=f"{self.path}:{line}",
                 ignore=self.config.fingerprint_ignore(tool),
             )
         if change is None:

@@ -13,8 +13,7 @@ from typing import Any
 from tapetui.core.canon import canon, canonical_json
 from tapetui.core.changes import Change
 from tapetui.core.config import Config
-from tapetui.core.contract import contract_change
-from tapetui.core.errors import TapeError, ToolDriftError
+from tapetui.core.errors import TapeError
 from tapetui.core.index import TapeIndex
 from tapetui.core.jsondiff import IgnoreRules, path_segments
 from tapetui.core.modelturn import ModelTurn
@@ -47,6 +46,7 @@ class TurnDeciding:
     _turn_drift: Callable[[tuple[Any, ...], int, dict[str, Any], list[Change]], ModelTurn]
     _turn_miss: Callable[[tuple[Any, ...], str, int | None], ModelTurn]
     _emit: Callable[..., None]
+    _contract_changed: Callable[..., None]  # ToolServing's: a changed contract counted, logged, raised
 
     def _turn_decide(self, head: tuple[Any, ...]) -> ModelTurn:
         seq, k, model, source, stream, key, redacted, offered, place = head
@@ -149,47 +149,18 @@ class TurnDeciding:
         t = idx.turns[j]
         for name in names:
             fp = recorded.get(name)
-            live = self._tools.live_tool(name)
-            if type(fp) is not str or not fp or live is None or self._tools.checked.get(name) == fp:
+            if type(fp) is not str or not fp or self._tools.checked.get(name) == fp:
                 continue
-            change = contract_change(
-                live,
-                fp,
-                form=idx.fp_forms.get(fp, 1),
-                old=idx.manifests.get(name),
-                redactor=self._redactor,
-                where=f"{self.path}:{t.line}",
-                ignore=self.config.fingerprint_ignore(name),
-            )
-            if change is None:
-                self._tools.checked[name] = fp
-                continue
-            allowed = not self.config.policy(name).check_fingerprint
-            self._counts["fingerprint_changes"] += 1
-            if allowed:
-                self._tools.checks_off.add(name)
-            else:
-                self._counts["drift_events"] += 1
-            self._emit(
-                "fingerprint",
-                seq=seq,
-                tool=name,
-                step=t.seq,
-                turn=k,
-                recorded=fp,
-                live=change.live,
-                allowed=allowed,
-                explanation=change.explanation,
-                form=change.form,
-            )
-            if not allowed:
-                raise ToolDriftError(
-                    path=str(self.path),
-                    seq=seq,
-                    tool=name,
-                    recorded=fp,
-                    live=change.live,
-                    explanation=[f"offered to the model at model turn {k}", *change.explanation],
+            change = self._tools.contract_change_of(idx, name, fp, t.line)
+            if change is not None:
+                self._contract_changed(
+                    seq,
+                    name,
+                    fp,
+                    change,
+                    self.config.policy(name),
+                    fields={"step": t.seq, "turn": k},
+                    context=(f"offered to the model at model turn {k}",),
                 )
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tapetui.core.canon import canon
-from tapetui.core.changes import MISSING
+from tapetui.core.changes import event_changes
 from tapetui.core.clock import Clock, Timer, iso
 from tapetui.core.codecs import json_form
 from tapetui.core.errors import TapeError
@@ -165,7 +165,7 @@ class TurnLive:
                 fields["step"] = compare["step"]
                 old = canon(self._redactor.redact({"response": compare.get("response")}))
                 new = canon({"response": stored} if stored is not None else {"error": True})
-                behaviour = [[c.path, _jsonable(c.old), _jsonable(c.new)] for c in diff_values(old, new)]
+                behaviour = event_changes(diff_values(old, new))
             if line:
                 writer = self._files.writer
                 if writer is None:
@@ -202,7 +202,3 @@ class TurnLive:
         log = getattr(self, "_log", None)
         if log is not None and events:
             log.emit_many(events)
-
-
-def _jsonable(v: Any) -> Any:
-    return "(absent)" if v is MISSING else v
