@@ -9,7 +9,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from textual.widgets import Log
+from textual.widgets import Input, Log
 
 from tapetui import load_config
 from tapetui.core.store import candidate_path, runlog_path
@@ -63,8 +63,11 @@ def _picture(app: TapeApp) -> str:
 async def settle(pilot) -> None:  # type: ignore[no-untyped-def]
     """Idle, and the picture the same after one more round of messages: a refresh the last update scheduled (a
     scrollbar for content that grew, a scroll, the screen behind a modal) has been drawn before a snapshot is
-    taken."""
+    taken. A text box's cursor is held still (shown): where its 0.5 s blink happens to be is no part of a picture."""
     await wait_for(pilot, lambda: idle(pilot.app), "the app settles")
+    for screen in pilot.app.screen_stack:
+        for box in screen.query(Input):
+            box.cursor_blink = False
     same = 0  # rounds in a row with nothing new drawn: a scrollbar laid out a round late on a busy machine
     before = _picture(pilot.app)
     for _ in range(POLLS):
