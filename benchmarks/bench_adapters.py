@@ -139,6 +139,7 @@ def langchain_pair() -> tuple[Callable[[], Any], Callable[[], Any]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=200)
+    ap.add_argument("--only", choices=["pydantic-ai", "openai-agents", "langchain"], help="one framework")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         for name, pair in (
@@ -146,6 +147,8 @@ def main() -> None:
             ("openai-agents", openai_agents_pair),
             ("langchain", langchain_pair),
         ):
+            if a.only and name != a.only:
+                continue
             try:
                 direct, taped = pair()
             except ImportError as e:
