@@ -2,7 +2,8 @@
 
 Run: python benchmarks/bench_turns_app.py        (CALLS=1: the 1,000-call session instead)
 Target (issue "Model turns on tape"): the session opens in the app in ≤ 1 s. Prints how long the app takes to
-show the session, then to show the first page of its steps (enter on it).
+show the session, then to show the first page of its steps (enter on it), and the two together: from launch to the
+steps on screen, the tape never opened before (no index cache yet).
 """
 
 from __future__ import annotations
@@ -55,7 +56,10 @@ async def main() -> None:
             await pilot.pause(0.01)
         t2 = time.perf_counter()
     shown, steps = (t1 - t0) * 1000, (t2 - t1) * 1000
-    print(f"the app shows the session: {shown:.0f} ms; its first {len(node.children)} steps: {steps:.0f} ms more")
+    print(
+        f"the app shows the session: {shown:.0f} ms; its first {len(node.children)} steps: {steps:.0f} ms more; "
+        f"from launch to its steps on screen: {shown + steps:.0f} ms (target ≤ 1000 ms)"
+    )
 
 
 if __name__ == "__main__":

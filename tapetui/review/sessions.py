@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import os
+import threading
 from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -190,6 +191,9 @@ class Session:
     loaded: bool = False  # summary and pending were read
     marked: bool = False  # chosen for a batch action (the app's space key)
     _idx: tuple[tuple[int, int], TapeIndex] | None = field(default=None, repr=False)
+    # one read of the index at a time: the app's workers ask for it at once (a session's detail, its summary), and a
+    # second scan of a big tape beside the first only takes the interpreter from the screen
+    _idx_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _cand_tools: tuple[tuple[int, int], frozenset[str], frozenset[str]] | None = field(default=None, repr=False)
     _turn_pos: tuple[TapeIndex, list[int]] | None = field(default=None, repr=False)  # see _turn_positions
     _cmp: tuple[tuple[Any, ...], Comparison] | None = field(default=None, repr=False)
@@ -225,6 +229,10 @@ class Session:
         Raises:
             TapeError: the tape cannot be read; ``error`` says why until a read succeeds.
         """
+        with self._idx_lock:
+            return self._index()
+
+    def _index(self) -> TapeIndex:
         path = self.golden if self.golden.exists() else candidate_path(self.golden)
         try:
             if self.tapes_dir is not None:

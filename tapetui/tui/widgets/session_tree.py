@@ -514,18 +514,39 @@ class SessionTree(Tree[NodeData]):
         self.go_to(target[2] or self.reveal(target[1]))
         return True
 
+    def _room(self, node: TreeNode[NodeData], width: int) -> int:
+        """The cells a node's label has in a tree ``width`` wide: what its depth's guides and its toggle leave."""
+        depth = 0
+        parent = node.parent
+        while parent is not None and parent is not self.root:
+            depth += 1
+            parent = parent.parent
+        return width - depth * self.guide_depth - (len(self.ICON_NODE) if node.allow_expand else 0)
+
+    def process_label(self, label: str | Text) -> Text:
+        """Our rows are one line already (made with ``newlines=False``): Rich's split, which Textual runs on every
+        label added, is skipped for them (an eighth of adding a page of 1,000 rows)."""
+        if isinstance(label, Text) and "\n" not in label.plain:
+            return label
+        return super().process_label(label)
+
+    def get_label_width(self, node: TreeNode[NodeData]) -> int:
+        """The width :meth:`render_label` gives a row, at most: the label, or the room it has when it is cut to
+        fit. Textual asks it of every row to size the tree; rendering each (a fitted turn row is made anew) is
+        most of laying out a page of 1,000 rows."""
+        width = self.scrollable_content_region.width
+        if width <= 0:
+            return super().get_label_width(node)
+        toggle = len(self.ICON_NODE) if node.allow_expand else 0
+        return toggle + min(node._label.cell_len, max(self._room(node, width), 1))
+
     def render_label(self, node: TreeNode[NodeData], base_style: Style, style: Style) -> Text:
         """A row cut to the tree's width ends in an ellipsis; a session's row is made compact first, so
         that its state (``● pending``) is never the part cut off."""
         width = self.scrollable_content_region.width
         if width <= 0:
             return super().render_label(node, base_style, style)
-        depth = 0
-        parent = node.parent
-        while parent is not None and parent is not self.root:
-            depth += 1
-            parent = parent.parent
-        avail = width - depth * self.guide_depth - (len(self.ICON_NODE) if node.allow_expand else 0)
+        avail = self._room(node, width)
         label = node._label
         narrow = width < WIDE_TREE and isinstance(node.data, Session)  # every session row in the compact layout
         if label.cell_len <= avail and not narrow:
