@@ -26,6 +26,7 @@ from tapetui.cli_output import Out, ProgressBar, plural, print_json
 from tapetui.core.comparators import hooks_running
 from tapetui.core.config import Config, find_config, load_config
 from tapetui.core.errors import TapeError
+from tapetui.core.files import atomic_write
 from tapetui.core.runlog import end_counts
 from tapetui.core.store import (
     candidate_path,
@@ -39,6 +40,8 @@ from tapetui.core.store import (
 from tapetui.review.lookup import session_tape, tape_file
 from tapetui.review.scrub import scrub
 from tapetui.review.sessions import FilterError, select
+from tapetui.traces.export import export_otlp
+from tapetui.traces.importer import import_otlp
 
 __all__ = ["main"]
 
@@ -56,6 +59,8 @@ SUBCOMMANDS = (
     "recover",
     "scrub",
     "mcp",
+    "import",
+    "export",
 )
 
 
@@ -542,6 +547,35 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    """``tapetui import otlp FILE...`` (see tapetui.traces.importer)."""
+    cfg = _config(args)
+    out_dir = args.out.resolve() if args.out is not None else cfg.tapes_dir
+    report = import_otlp(args.files, out_dir, group_by=args.group_by, config=cfg)
+    if args.json:
+        print_json(report.to_json())
+    else:
+        out = Out(sys.stdout)
+        for line in report.lines():
+            out.line(line, "yellow" if line.startswith("notice:") else "")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """``tapetui export otlp TAPE...`` (see tapetui.traces.export)."""
+    cfg = _config(args)
+    tapes = [session_tape(cfg, t) for t in args.tapes]
+    if args.out is None:
+        for line in export_otlp(tapes):
+            sys.stdout.buffer.write(line)
+        sys.stdout.flush()
+        return 0
+    data = b"".join(export_otlp(tapes))  # every tape read before the file is replaced
+    atomic_write(args.out, data)
+    Out(sys.stderr).line(f"wrote {len(tapes)} trace(s) to {args.out}")
+    return 0
+
+
 def _commands() -> dict[str, cli_parser.Command]:
     """Each subcommand's function, looked up when the command line is parsed."""
     return {
@@ -558,6 +592,8 @@ def _commands() -> dict[str, cli_parser.Command]:
         "recover": cmd_recover,
         "scrub": cmd_scrub,
         "mcp": cmd_mcp,
+        "import": cmd_import,
+        "export": cmd_export,
     }
 
 

@@ -26,6 +26,9 @@ _EXITS = {
     "recover": "0 done (or nothing to do); 2 an interrupted change could not be finished (left in place, said why)",
     "mcp": "as its subcommand's: tapetui mcp serve --help, tapetui mcp verify --help",
     "serve": "0 the client left (a summary goes to stderr); 2 bad input (no such tape, a tool line that is not MCP)",
+    "import": "0 done; 2 bad input (a file that is not OTLP JSON, a span without its ids: the message names the "
+    "file and line)",
+    "export": "0 done; 2 bad input (no such tape, a malformed line)",
     "verify": "0 the server matches the tape; 1 differences (a contract changed, a tool is gone, with --calls a "
     "result differs); 2 bad input, or the server could not be started or did not answer",
 }
@@ -215,7 +218,38 @@ def parser(commands: Mapping[str, Command]) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help=json_help)
     p.set_defaults(fn=commands["scrub"])
     _mcp(sub, commands["mcp"], tape_help, json_help)
+    _traces(sub, commands, tape_help, json_help)
     return ap
+
+
+def _traces(sub: Any, commands: Mapping[str, Command], tape_help: str, json_help: str) -> None:
+    """``tapetui import otlp`` and ``tapetui export otlp``."""
+    p = _sub(
+        sub,
+        "import",
+        "turn OpenTelemetry traces into tapes that replay",
+        "tapetui import otlp FILE... reads OTLP JSON (the file exporter's JSON Lines, or one document): GenAI\n"
+        "spans (chat, execute_tool; the older event and indexed forms), OpenInference (LLM, TOOL) and MCP.\n"
+        "One tape per trace (or per --group-by value); a new one is the golden (with a changelog entry),\n"
+        "beside an existing golden it is a candidate for review.",
+    )
+    p.add_argument("format", choices=["otlp"], help="the trace format (OTLP JSON)")
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="OTLP JSON files")
+    p.add_argument("--out", type=Path, help="folder for the tapes (default: the tapes folder)")
+    p.add_argument("--group-by", metavar="ATTR", help="one tape per value of this span or resource attribute")
+    p.add_argument("--json", action="store_true", help=json_help)
+    p.set_defaults(fn=commands["import"])
+    p = _sub(
+        sub,
+        "export",
+        "write tapes as OpenTelemetry spans (OTLP JSON Lines)",
+        "Each tape is one trace: a model span per turn, an execute_tool span per call with tool.fingerprint,\n"
+        "and each step's outcome in its latest run (tapetui.outcome), drift as span events.",
+    )
+    p.add_argument("format", choices=["otlp"], help="the trace format (OTLP JSON Lines)")
+    p.add_argument("tapes", nargs="+", metavar="TAPE", help=tape_help)
+    p.add_argument("--out", type=Path, help="file to write (default: standard output)")
+    p.set_defaults(fn=commands["export"])
 
 
 def _mcp(sub: Any, command: Command, tape_help: str, json_help: str) -> None:

@@ -94,6 +94,7 @@ class TapeIndex:
         self.header: dict[str, Any] | None = None
         self.manifests: dict[str, ToolManifest] = {}
         self.manifest_lines: dict[str, bytes] = {}
+        self.traced: dict[str, tuple[str, ...]] = {}  # tool → the contract fields a trace held (its "from_trace")
         # fingerprint → the form it was computed in, from every tool line that names a form other than 1
         # (see tapetui.core.fingerprint); a call whose fingerprint is not here was recorded in form 1
         self.fp_forms: dict[str, int] = {}
@@ -551,6 +552,7 @@ def _parse_line(idx: TapeIndex, raw: bytes, offset: int, length: int, line_no: i
             raise TapeError(f"{path}:{line_no}: tool manifest 'form' must be a positive integer, got {repr(form)[:40]}")
         manifest = idx.manifests[name] = ToolManifest.from_record(obj)
         idx.manifest_lines[name] = raw + b"\n"
+        note_traced(idx, name, obj)
         if form != 1:
             idx.fp_forms[manifest.fingerprint] = form
     elif kind == "session":
@@ -565,3 +567,13 @@ def _parse_line(idx: TapeIndex, raw: bytes, offset: int, length: int, line_no: i
         idx.unknown_lines += 1  # a line kind from a newer format: kept on disk, ignored here
     else:
         raise TapeError(f"{path}:{line_no}: 'type' must be a string, got {type(kind).__name__}")
+
+
+def note_traced(idx: TapeIndex, name: str, rec: dict[str, Any]) -> None:
+    """A tool line's ``from_trace`` (the contract fields a trace held: its tape was imported), kept by ``idx``;
+    a newer line of the tool without it (recorded again, a whole contract accepted) ends it."""
+    held = rec.get("from_trace")
+    if isinstance(held, list) and all(isinstance(f, str) for f in held):
+        idx.traced[name] = tuple(held)
+    else:
+        idx.traced.pop(name, None)

@@ -43,7 +43,7 @@ import orjson
 from tapetui.core.cachedir import cache_dir, entry_path
 from tapetui.core.files import atomic_write
 from tapetui.core.fingerprint import ToolManifest, redact_manifest_line
-from tapetui.core.index import TapeIndex, reindex_extra
+from tapetui.core.index import TapeIndex, note_traced, reindex_extra
 from tapetui.core.redact import DEFAULT_REDACTOR
 
 __all__ = ["MAX_ENTRIES", "MIN_BYTES", "RACY_NS", "drop_where", "load", "save"]
@@ -246,9 +246,11 @@ def _read_entry(path: Path, st: os.stat_result, fd: int, fh: Any) -> TapeIndex |
     idx.header = meta["header"] if isinstance(meta["header"], dict) else None
     for line in meta["manifest_lines"]:
         raw = line.encode()
-        manifest = ToolManifest.from_record(orjson.loads(raw))
+        rec = orjson.loads(raw)
+        manifest = ToolManifest.from_record(rec)
         idx.manifests[manifest.name] = manifest
         idx.manifest_lines[manifest.name] = raw
+        note_traced(idx, manifest.name, rec)
     fp_forms = meta.get("fp_forms")
     if not isinstance(fp_forms, dict) or not all(type(k) is str and type(v) is int for k, v in fp_forms.items()):
         return None  # an entry from before fingerprint forms: scan

@@ -52,6 +52,7 @@ from tapetui.core.turns import (
     TURN,
     RequestForm,
     change_line,
+    from_trace,
     request_changes,
     split_request,
     turn_key_of,
@@ -347,7 +348,7 @@ class ModelServing(TurnDeciding, TurnLive):
         seq, k, _, source, _, key, *_ = head
         assert self._index is not None
         t = self._index.turns[j]
-        if t.source and t.source != source and not t.source.startswith("trace"):
+        if t.source and t.source != source and not from_trace(t.source):
             raise TapeError(
                 f"{self.path}:{t.line}: model turn {k} was recorded through {t.source!r}, and this request comes "
                 f"through {source!r}: a turn one adapter recorded never serves another's request (record the "

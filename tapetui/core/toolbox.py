@@ -22,7 +22,7 @@ from tapetui.core.codecs import Codec, CodecWarning, codec_for
 from tapetui.core.config import Config
 from tapetui.core.contract import ContractChange, contract_change
 from tapetui.core.errors import TapeError
-from tapetui.core.fingerprint import redact_manifest_line
+from tapetui.core.fingerprint import MANIFEST_FIELDS, redact_manifest_line
 from tapetui.core.index import TapeIndex
 from tapetui.core.live import tool_as_written
 from tapetui.core.redact import Redactor
@@ -55,6 +55,9 @@ class Toolbox:
         self.live: dict[str, Tool] = {}
         self.unregistered: dict[str, Tool] = {}
         self.written: set[str] = set()
+        # tool → the contract fields a trace held of it (an import: tapetui.traces), written on its tool line
+        self.traced: dict[str, tuple[str, ...]] = {}
+        self.partial_seen: set[str] = set()  # tools compared on a trace's partial contract this run
         self.codecs: dict[str, Codec | None] = {}
         self.checked: dict[str, str] = {}
         self.checks_off: set[str] = set()
@@ -97,6 +100,11 @@ class Toolbox:
         self.written.discard(name)
 
     # ---- tool lines ----------------------------------------------------------------
+    def mark_traced(self, name: str, held: tuple[str, ...]) -> None:
+        """``name``'s contract is what a trace held of it (``held``: its fields, e.g. name, description and
+        schema): its tool line says so (``from_trace``), and replay compares only those fields."""
+        self.traced[name] = held
+
     def tool_line(self, name: str, index: TapeIndex | None = None) -> bytes:
         """The tool line to write before ``name``'s first call line in the target, once (empty after that)."""
         if name in self.written:
@@ -109,7 +117,10 @@ class Toolbox:
         """``name``'s tool line: the live contract's, else the one ``index`` (a golden) holds, redacted."""
         live = self.live_tool(name) or self.unregistered.get(name)
         if live is not None:
-            return dump_line(live.manifest.to_record(live.side_effect))
+            rec = live.manifest.to_record(live.side_effect)
+            if name in self.traced:
+                rec["from_trace"] = list(self.traced[name])
+            return dump_line(rec)
         assert index is not None
         # a tool line copied from an older tape: what it holds verbatim (form 1) is redacted, its fingerprint kept
         return redact_manifest_line(index.manifest_lines.get(name, b""), self.redactor)
@@ -147,6 +158,15 @@ class Toolbox:
         there is nothing to compare); a match is remembered for the tool."""
         return self.contract_change_of(index, tool, index.fingerprints[i], index.lines[i])
 
+    def _not_in_trace(self, index: TapeIndex, tool: str) -> tuple[str, ...]:
+        """The contract fields a trace did not hold of ``tool`` (its tape was imported): left out of the
+        comparison, never drift; the tool is remembered (``partial_seen``) so the run can say so once."""
+        held = index.traced.get(tool)
+        if held is None:
+            return ()
+        self.partial_seen.add(tool)
+        return tuple(f for f in MANIFEST_FIELDS if f not in held)
+
     def contract_change_of(self, index: TapeIndex, tool: str, recorded: str, line: int) -> ContractChange | None:
         """How live ``tool`` differs from the contract ``recorded`` (a fingerprint ``index`` holds, on its ``line``: a
         call's, or a model turn's offered tool's); a match is remembered for the tool."""
@@ -160,7 +180,7 @@ class Toolbox:
                 old=index.manifests.get(tool),
                 redactor=self.redactor,
                 where=f"{self.path}:{line}",
-                ignore=self.config.fingerprint_ignore(tool),
+                ignore=self.config.fingerprint_ignore(tool) + self._not_in_trace(index, tool),
             )
         if change is None:
             self.checked[tool] = recorded  # the same tool and fingerprint again need no check

@@ -112,6 +112,15 @@ def stable_ids(messages: list[dict[str, Any]], is_local: Callable[[str], bool]) 
     return out
 
 
+TRACE_SOURCES = frozenset({"otlp"})  # what an imported trace's turns are recorded through (tapetui.traces)
+
+
+def from_trace(source: str) -> bool:
+    """Whether a turn recorded through ``source`` came from a trace (``otlp``, ``trace:…``): such a turn serves
+    any adapter's request, as the neutral form it is; a turn one adapter recorded serves only that adapter."""
+    return source in TRACE_SOURCES or source.startswith("trace")
+
+
 # ---- the request ------------------------------------------------------------------------
 def split_request(request: Any, where: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A neutral request checked: ``(the request as stored, with the offered tools by name; the offered tools'

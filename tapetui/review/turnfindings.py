@@ -13,7 +13,7 @@ from tapetui.core.changes import Change
 from tapetui.core.comparators import CompareSettings
 from tapetui.core.config import Config
 from tapetui.core.index import TapeIndex
-from tapetui.core.turns import TURN, change_line
+from tapetui.core.turns import TURN, change_line, from_trace
 from tapetui.review.finding import Finding
 from tapetui.review.turns import cost_line, model_tools_line, token_verdict
 from tapetui.review.verdicts import Verdict, new_capabilities
@@ -69,7 +69,7 @@ def _event_findings(e: dict[str, Any], seen_trace: list[bool]) -> tuple[list[Fin
             text = f'{where}  served over a changed input ([compare] model_turns = "by_place"): {paths}'
             out.append(Finding("prompt", text, seq, TURN, warning=True))
         src = e.get("source")
-        if isinstance(src, str) and src.startswith("trace") and not seen_trace[0]:
+        if isinstance(src, str) and from_trace(src) and not seen_trace[0]:
             seen_trace[0] = True
             out.append(
                 Finding("prompt", f"{where}  served from a turn a trace import wrote ({src})", seq, TURN, warning=True)

@@ -1,0 +1,301 @@
+"""``tapetui export otlp``: a tape (with what its latest run said of each step) as OTLP JSON Lines.
+
+One ``TracesData`` line per tape, in the OTLP file format (hex ids, nanosecond times as strings, ``kind`` and
+status codes as integers), under the current GenAI conventions:
+
+- a root ``invoke_agent {session}`` span (INTERNAL);
+- a ``chat {model}`` span (CLIENT) per model turn: ``gen_ai.operation.name``, ``gen_ai.provider.name``,
+  ``gen_ai.request.model`` and its settings as ``gen_ai.request.*``, ``gen_ai.system_instructions``,
+  ``gen_ai.input.messages``, ``gen_ai.output.messages``, ``gen_ai.tool.definitions`` (from the tape's tool lines),
+  ``gen_ai.response.{id,model,finish_reasons}``, ``gen_ai.usage.*``;
+- an ``execute_tool {tool}`` span (INTERNAL) per call: ``gen_ai.tool.{name,call.id,call.arguments,call.result}``,
+  ``tool.fingerprint`` and ``tool.version`` (the contract the call was recorded under), ``tool.side_effect``;
+- on every step's span ``tapetui.outcome``: its status in the latest run log (``hit``, ``drift``, ``contract``,
+  ``miss``, ``stale``, ``unused``, ``tolerated``, ``served over a changed input``, ``behaviour drift``), ``live``
+  for a step a run made live, ``recorded`` when no run has replayed it; a drift is a span event
+  ``tapetui.drift`` with the changed paths (``tapetui.changes``), as a contract change is ``tapetui.contract``.
+
+A step's span ends at its ``recorded_at`` and lasts its ``ms``. Ids are derived from the tape (its trace id when
+it was imported from one), so exporting the same tape twice writes the same ids. Importing the output gives the
+same tape back: the same keys, the same requests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tapetui.core.clock import parse_iso
+from tapetui.core.errors import TapeError
+from tapetui.core.files import open_regular
+from tapetui.core.runlog import read_run_log
+from tapetui.core.store import runlog_path
+from tapetui.core.tapefile import read_index
+from tapetui.core.turns import TURN
+
+__all__ = ["SCOPE", "export_otlp", "tape_spans"]
+
+SCOPE = "tapetui"
+_INTERNAL, _CLIENT = 1, 3
+
+
+def export_otlp(tapes: list[Path], service: str = "tapetui") -> Iterator[bytes]:
+    """One OTLP JSON line (``TracesData``, newline-terminated) per tape.
+
+    Raises:
+        TapeError: a tape or its run log cannot be read; the message names the file and line.
+    """
+    for tape in tapes:
+        doc = {
+            "resourceSpans": [
+                {
+                    "resource": {"attributes": _attributes({"service.name": service})},
+                    "scopeSpans": [{"scope": {"name": SCOPE}, "spans": tape_spans(tape)}],
+                }
+            ]
+        }
+        yield orjson.dumps(doc) + b"\n"
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    read_index(path, validate=True)  # a malformed line: a TapeError naming it
+    with open(open_regular(path), "rb", closefd=True) as fh:
+        return [orjson.loads(raw) for raw in fh if raw.strip()]
+
+
+_OUTCOME = {"hit": "hit", "drift": "drift", "contract": "contract", "miss": "miss", "stale": "stale",
+            "unused": "unused", "live": "live", "behaviour": "behaviour drift"}  # fmt: skip
+_LOUD = frozenset({"drift", "contract", "behaviour drift"})  # an outcome a later event never hides
+
+
+def _outcomes(tape: Path) -> tuple[dict[int, str], dict[int, list[dict[str, Any]]]]:
+    """The latest run's outcome of each recorded step, and its drift, contract and behaviour events."""
+    log = runlog_path(tape)
+    events = read_run_log(log) if log.exists() else []
+    status: dict[int, str] = {}
+    found: dict[int, list[dict[str, Any]]] = {}
+    for e in events:
+        step = e.get("step", e.get("seq"))
+        kind = _OUTCOME.get(str(e.get("event")))
+        if type(step) is not int or kind is None:
+            continue
+        if kind in _LOUD:
+            found.setdefault(step, []).append(e)
+        if kind == "hit" and e.get("excused"):
+            kind = "tolerated"
+        elif kind == "hit" and e.get("changed_input"):
+            kind = "served over a changed input"
+        if status.get(step) not in _LOUD:
+            status[step] = kind
+    return status, found
+
+
+def tape_spans(tape: Path) -> list[dict[str, Any]]:
+    """The spans of one tape (see the module doc)."""
+    lines = _lines(tape)
+    header = next((r for r in lines if r.get("type") == "session"), {})
+    labels: dict[str, Any] = header["labels"] if isinstance(header.get("labels"), dict) else {}
+    trace_id = labels.get("trace_id") if isinstance(labels.get("trace_id"), str) else None
+    if trace_id is None or len(trace_id) != 32:
+        seed = f"{tape.name}:{header.get('created_at')}"
+        trace_id = hashlib.sha256(seed.encode()).hexdigest()[:32]
+    status, found = _outcomes(tape)
+    tools = {r["name"]: r for r in lines if r.get("type") == "tool" and isinstance(r.get("name"), str)}
+    steps = [r for r in lines if r.get("type") in ("call", TURN) and type(r.get("seq")) is int]
+    ends = [_end(r) for r in steps]
+    first_start = min((e - _ms(r) for e, r in zip(ends, steps, strict=True)), default=0)
+    last_end = max(ends, default=first_start)
+    root_id = _span_id(trace_id, 0)
+    session = tape.name.removesuffix(".jsonl")
+    spans = [
+        _span(
+            trace_id,
+            root_id,
+            None,
+            f"invoke_agent {session}",
+            _INTERNAL,
+            first_start,
+            last_end,
+            {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": session, "tapetui.tape": str(tape)},
+        )
+    ]
+    for r, end in zip(steps, ends, strict=True):
+        seq = r["seq"]
+        outcome = status.get(seq, "recorded")
+        if r.get("type") == TURN:
+            name, kind, attrs = _turn_span(r, tools)
+        else:
+            name, kind, attrs = _call_span(r, tools)
+        attrs["tapetui.outcome"] = outcome
+        attrs["tapetui.step"] = seq
+        span = _span(trace_id, _span_id(trace_id, seq), root_id, name, kind, end - _ms(r), end, attrs)
+        error = r.get("error")
+        if isinstance(error, dict):
+            span["status"] = {"code": 2, "message": str(error.get("message", ""))}
+        span["events"] = [_event(e, end) for e in found.get(seq, [])]
+        spans.append(span)
+    return spans
+
+
+def _ms(r: dict[str, Any]) -> int:
+    ms = r.get("ms")
+    return int(ms * 1e6) if isinstance(ms, (int, float)) and ms >= 0 else 0
+
+
+def _end(r: dict[str, Any]) -> int:
+    at = r.get("recorded_at")
+    when = parse_iso(at) if isinstance(at, str) else None
+    return _ns(when) if when is not None else 0  # a line without its time: the epoch, never today
+
+
+def _ns(when: datetime) -> int:
+    return int(when.timestamp()) * 1_000_000_000 + when.microsecond * 1000
+
+
+def _span_id(trace_id: str, seq: int) -> str:
+    return hashlib.sha256(f"{trace_id}:{seq}".encode()).hexdigest()[:16]
+
+
+def _span(
+    trace_id: str, span_id: str, parent: str | None, name: str, kind: int, start: int, end: int, attrs: dict[str, Any]
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "traceId": trace_id,
+        "spanId": span_id,
+        "name": name,
+        "kind": kind,
+        "startTimeUnixNano": str(max(0, start)),
+        "endTimeUnixNano": str(max(0, end)),
+        "attributes": _attributes(attrs),
+        "status": {},
+    }
+    if parent is not None:
+        out["parentSpanId"] = parent
+    return out
+
+
+def _event(e: dict[str, Any], at: int) -> dict[str, Any]:
+    kind = e.get("event")
+    attrs: dict[str, Any] = {}
+    changes = e.get("changes")
+    if isinstance(changes, list):
+        attrs["tapetui.changes"] = [str(c[0]) for c in changes if isinstance(c, list) and c]
+        attrs["tapetui.detail"] = orjson.dumps(changes, default=str).decode()
+    for k in ("recorded", "live", "explanation"):
+        if k in e:
+            attrs[f"tapetui.{k}"] = e[k] if isinstance(e[k], str) else orjson.dumps(e[k], default=str).decode()
+    return {"timeUnixNano": str(at), "name": f"tapetui.{kind}", "attributes": _attributes(attrs)}
+
+
+def _definitions(names: list[Any], tools: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for n in names:
+        t = tools.get(n) if isinstance(n, str) else None
+        d: dict[str, Any] = {"type": "function", "name": n}
+        if t is not None:
+            if isinstance(t.get("description"), str):
+                d["description"] = t["description"]
+            if isinstance(t.get("schema"), dict):
+                d["parameters"] = t["schema"]
+        out.append(d)
+    return out
+
+
+def _turn_span(r: dict[str, Any], tools: dict[str, dict[str, Any]]) -> tuple[str, int, dict[str, Any]]:
+    model = str(r.get("model") or "")
+    provider, _, name = model.partition(":")
+    if not name:
+        provider, name = "", model
+    request: dict[str, Any] = r["request"] if isinstance(r.get("request"), dict) else {}
+    response: dict[str, Any] = r["response"] if isinstance(r.get("response"), dict) else {}
+    attrs: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.request.model": name}
+    if provider:
+        attrs["gen_ai.provider.name"] = provider
+    instructions = request.get("instructions")
+    if isinstance(instructions, str):
+        attrs["gen_ai.system_instructions"] = [{"type": "text", "content": instructions}]
+    elif isinstance(instructions, list):
+        attrs["gen_ai.system_instructions"] = instructions
+    if request.get("content") is None:
+        attrs["gen_ai.input.messages"] = request.get("messages") or []
+    names = request.get("tools") or []
+    if names:
+        attrs["gen_ai.tool.definitions"] = _definitions(names, tools)
+    for k, v in (request.get("settings") or {}).items():
+        attrs[f"gen_ai.request.{k}"] = v
+    if response and response.get("content") is None:
+        message: dict[str, Any] = {"role": "assistant", "parts": response.get("parts") or []}
+        if response.get("finish_reason") is not None:
+            message["finish_reason"] = response["finish_reason"]
+        attrs["gen_ai.output.messages"] = [message]
+    if response.get("finish_reason") is not None:
+        attrs["gen_ai.response.finish_reasons"] = [str(response["finish_reason"])]
+    for k, attr in (("id", "gen_ai.response.id"), ("model_name", "gen_ai.response.model")):
+        if response.get(k) is not None:
+            attrs[attr] = str(response[k])
+    usage: dict[str, Any] = r["usage"] if isinstance(r.get("usage"), dict) else {}
+    for k, attr in (
+        ("input", "gen_ai.usage.input_tokens"),
+        ("output", "gen_ai.usage.output_tokens"),
+        ("cache_read", "gen_ai.usage.cache_read.input_tokens"),
+        ("cache_write", "gen_ai.usage.cache_write.input_tokens"),
+    ):
+        if type(usage.get(k)) is int:
+            attrs[attr] = usage[k]
+    error = r.get("error")
+    if isinstance(error, dict):
+        attrs["error.type"] = str(error.get("type", "Error"))
+    return f"chat {name}", _CLIENT, attrs
+
+
+def _call_span(r: dict[str, Any], tools: dict[str, dict[str, Any]]) -> tuple[str, int, dict[str, Any]]:
+    tool = str(r.get("tool"))
+    t: dict[str, Any] = tools.get(tool) or {}
+    attrs: dict[str, Any] = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": tool,
+        "gen_ai.tool.type": "function",
+        "gen_ai.tool.call.arguments": r.get("args"),
+        "tool.fingerprint": str(r.get("fingerprint") or ""),
+        "tool.version": str(t.get("version", "")),
+        "tool.side_effect": bool(r.get("side_effect")),
+    }
+    if isinstance(t.get("description"), str):
+        attrs["gen_ai.tool.description"] = t["description"]
+    if r.get("call_id") is not None:
+        attrs["gen_ai.tool.call.id"] = str(r["call_id"])
+    error = r.get("error")
+    if isinstance(error, dict):
+        attrs["error.type"] = str(error.get("type", "Error"))
+    elif "result" in r:
+        attrs["gen_ai.tool.call.result"] = r["result"]
+    return f"execute_tool {tool}", _INTERNAL, attrs
+
+
+# ---- OTLP's AnyValue ---------------------------------------------------------------------------------------
+def _attributes(attrs: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"key": k, "value": _any(v)} for k, v in attrs.items() if v is not None]
+
+
+def _any(v: Any) -> dict[str, Any]:
+    """A value as OTLP's ``AnyValue``: a scalar as itself (an integer as a string, as the protobuf JSON mapping
+    writes int64), a list of scalars as an array, anything structured as its JSON text (the conventions' form)."""
+    if isinstance(v, bool):
+        return {"boolValue": v}
+    if isinstance(v, int):
+        return {"intValue": str(v)}
+    if isinstance(v, float):
+        return {"doubleValue": v}
+    if isinstance(v, str):
+        return {"stringValue": v}
+    if isinstance(v, list) and all(isinstance(x, (str, bool)) for x in v):
+        return {"arrayValue": {"values": [_any(x) for x in v]}}
+    try:
+        return {"stringValue": orjson.dumps(v).decode()}
+    except TypeError as e:
+        raise TapeError(f"a value that is not JSON cannot be exported: {e}") from None

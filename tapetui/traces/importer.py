@@ -1,0 +1,441 @@
+"""``tapetui import otlp``: OTLP traces become tapes that replay.
+
+One tape per trace (or per value of ``--group-by ATTR``, a span's or its resource's attribute), its model turns
+and tool calls in span start order, written through :class:`~tapetui.core.tape.Tape` in record mode as an
+adapter would write them (``source: "otlp"``): the same redaction, keys, fingerprints and lock protocol. So:
+
+- a tape that does not exist yet becomes the golden, with a changelog entry naming the trace; an existing golden
+  is never touched: the import is its candidate, for review (``tapetui diff``, ``accept --why``);
+- the tool definitions a model span carries (``gen_ai.tool.definitions``) become the tools' contracts, marked
+  as seen in a trace (``from_trace``: the fields it held, a name, a description and a parameter schema): replay
+  compares only those until the tape is recorded again or a candidate with the whole contract is accepted;
+- a span's times are the step's ``recorded_at`` and ``ms``; provenance (service, provider, model, trace id, the
+  file) goes in the session header's labels.
+
+Memory: spans are read a line at a time and spilled to a temporary file per group, so a file of gigabytes costs
+the memory of its biggest trace, not of the file. Duplicate spans (the same span id twice, from two exporters or a
+retried export) are merged; an MCP ``tools/call`` span and the GenAI tool span of the same call (one call id, or
+one inside the other) are one call. Spans that are neither turns nor tool calls are counted and skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sys
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tapetui.core.clock import now_iso
+from tapetui.core.config import Config, config_for_tape
+from tapetui.core.errors import TapeError
+from tapetui.core.store import candidate_path, session_name
+from tapetui.core.tape import Tape
+from tapetui.review.changelog import Entry, append_entry
+from tapetui.traces.conventions import NOT_CAPTURED, TraceCall, TraceTurn, classify
+from tapetui.traces.otlp import IdNotes, Span, TraceFormatError, read_spans
+
+__all__ = ["SOURCE", "TRACE_HELD", "ImportReport", "TracedError", "import_otlp"]
+
+SOURCE = "otlp"
+TRACE_HELD = ("name", "description", "schema")  # what gen_ai.tool.definitions holds of a contract
+_SPILL_SPANS = 20_000  # spans held in memory across groups before they are appended to their spill files
+CAPTURE_HINT = (
+    "set OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true (pydantic-ai: InstrumentationSettings("
+    "include_content=True); OpenInference: OPENINFERENCE_HIDE_INPUTS/OUTPUTS unset) and capture the trace again"
+)
+
+
+class TracedError(Exception):
+    """What a traced span's error becomes on the tape when its class is not one Python knows: replayed as
+    :class:`~tapetui.core.errors.TapeReplayedError` carrying the traced type and message."""
+
+
+@dataclass
+class ImportReport:
+    """What an import did: the tapes written and what was read, counted."""
+
+    tapes: list[tuple[Path, str, str]] = field(default_factory=list)  # (file, "golden" | "candidate", group)
+    turns: int = 0
+    calls: int = 0
+    skipped: int = 0
+    merged: int = 0
+    duplicates: int = 0
+    not_captured: int = 0
+    notes: IdNotes = field(default_factory=IdNotes)
+
+    def lines(self) -> list[str]:
+        out = [f"{kind} {path}  ({group})" for path, kind, group in self.tapes]
+        out.append(
+            f"imported {self.notes.spans:,} spans from {len(self.notes.files)} file(s): {self.turns:,} model turns, "
+            f"{self.calls:,} tool calls into {len(self.tapes)} tape(s); {self.skipped:,} other spans skipped"
+            + (f"; {self.duplicates:,} duplicate spans merged" if self.duplicates else "")
+            + (f"; {self.merged:,} MCP spans merged with their tool spans" if self.merged else "")
+        )
+        if self.notes.base64_ids:
+            out.append(
+                f"notice: {self.notes.base64_ids:,} ids were base64 (the protobuf JSON mapping), not the OTLP file "
+                "format's hex: read as the bytes they decode to"
+            )
+        if self.not_captured:
+            out.append(
+                f"notice: {self.not_captured:,} turns and calls without their content (messages or arguments were "
+                f"not captured): imported marked '{NOT_CAPTURED}', and replaying one is an error; {CAPTURE_HINT}"
+            )
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tapes": [{"path": str(p), "kind": k, "group": g} for p, k, g in self.tapes],
+            "spans": self.notes.spans,
+            "turns": self.turns,
+            "calls": self.calls,
+            "skipped": self.skipped,
+            "merged": self.merged,
+            "duplicates": self.duplicates,
+            "not_captured": self.not_captured,
+            "base64_ids": self.notes.base64_ids,
+        }
+
+
+def import_otlp(
+    files: Iterable[Path], out_dir: Path, *, group_by: str | None = None, config: Config | None = None
+) -> ImportReport:
+    """Import OTLP JSON ``files`` into tapes in ``out_dir`` (see the module doc).
+
+    Raises:
+        TraceFormatError: a file that is not OTLP JSON, a span without its ids or times, cyclic parent ids;
+            the message names the file and line (nothing is written for a file that fails to read).
+        TapeError: a tape cannot be written.
+    """
+    report = ImportReport()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="tapetui-import-") as tmp:
+        spill = _Spill(Path(tmp))
+        for f in files:
+            for span in read_spans(Path(f), report.notes):
+                spill.add(_group_of(span, group_by), span)
+        spill.flush()
+        for group in spill.groups():
+            _import_group(group, spill.spans(group), out_dir, report, config, group_by)
+    return report
+
+
+def _group_of(span: Span, group_by: str | None) -> str:
+    if group_by is None:
+        return span.trace_id
+    v = span.attrs.get(group_by, span.resource.get(group_by))
+    return "(none)" if v is None else str(v)
+
+
+class _Spill:
+    """Spans by group, in temporary JSON Lines files: memory bounded by :data:`_SPILL_SPANS`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.buffer: dict[str, list[bytes]] = {}
+        self.held = 0
+        self.order: dict[str, Path] = {}
+
+    def add(self, group: str, span: Span) -> None:
+        if group not in self.order:
+            self.order[group] = self.root / (hashlib.sha256(group.encode()).hexdigest()[:24] + ".jsonl")
+        self.buffer.setdefault(group, []).append(orjson.dumps(span.to_json()))
+        self.held += 1
+        if self.held >= _SPILL_SPANS:
+            self.flush()
+
+    def flush(self) -> None:
+        for group, lines in self.buffer.items():
+            with open(self.order[group], "ab") as fh:
+                fh.write(b"\n".join(lines) + b"\n")
+        self.buffer, self.held = {}, 0
+
+    def groups(self) -> list[str]:
+        return list(self.order)
+
+    def spans(self, group: str) -> list[Span]:
+        with open(self.order[group], "rb") as fh:
+            return [Span.from_json(orjson.loads(line)) for line in fh if line.strip()]
+
+
+# ---- one group: one tape ----------------------------------------------------------------------------------
+def _import_group(
+    group: str, spans: list[Span], out_dir: Path, report: ImportReport, config: Config | None, group_by: str | None
+) -> None:
+    spans = _unique(spans, report)
+    _check_parents(spans)
+    spans.sort(key=lambda s: (s.start, s.end))
+    items: list[TraceTurn | TraceCall] = []
+    for s in spans:
+        item = classify(s)
+        if item is None:
+            report.skipped += 1
+        else:
+            items.append(item)
+    items = _merge_mcp(items, spans, report)
+    if not items:
+        return
+    path = out_dir / f"{_tape_name(group, group_by)}.jsonl"
+    kind = "candidate" if path.exists() else "golden"
+    _write(path, group, items, report, config)
+    report.tapes.append((candidate_path(path) if kind == "candidate" else path, kind, group))
+    if kind == "golden":
+        _changelog(path, group, items, config)
+
+
+def _unique(spans: list[Span], report: ImportReport) -> list[Span]:
+    """One span per span id: a duplicate (two exporters, a retried export) merged into the first, whose
+    attributes it completes."""
+    seen: dict[tuple[str, str], Span] = {}
+    for s in spans:
+        k = (s.trace_id, s.span_id)
+        first = seen.get(k)
+        if first is None:
+            seen[k] = s
+        else:
+            report.duplicates += 1
+            first.attrs = {**s.attrs, **first.attrs}
+            first.events = first.events or s.events
+    return list(seen.values())
+
+
+def _check_parents(spans: list[Span]) -> None:
+    parent = {s.span_id: s.parent_id for s in spans}
+    where = {s.span_id: s for s in spans}
+    done: set[str] = set()
+    for s in spans:
+        path: list[str] = []
+        at: str | None = s.span_id
+        on_path: set[str] = set()
+        while at is not None and at in parent and at not in done:
+            if at in on_path:
+                span = where[at]
+                raise TraceFormatError(
+                    f"{span.where}: span {span.name!r} ({at}) is its own ancestor: the parent ids "
+                    f"{' → '.join(path[path.index(at) :] + [at])} form a cycle"
+                )
+            on_path.add(at)
+            path.append(at)
+            at = parent[at]
+        done.update(path)
+
+
+def _merge_mcp(items: list[TraceTurn | TraceCall], spans: list[Span], report: ImportReport) -> list[Any]:
+    """An MCP ``tools/call`` span covered by a GenAI (or other) tool span of the same call is not a call of its
+    own: the same call id, or nested one in the other. What it captured completes the other span's."""
+    parent = {s.span_id: s.parent_id for s in spans}
+    calls = [i for i in items if isinstance(i, TraceCall) and not i.mcp]
+    by_id = {c.call_id: c for c in calls if c.call_id}
+    by_span = {c.span.span_id: c for c in calls}
+    out: list[Any] = []
+    for item in items:
+        if not (isinstance(item, TraceCall) and item.mcp):
+            out.append(item)
+            continue
+        other = by_id.get(item.call_id) if item.call_id else None
+        if other is None:  # nested: an ancestor or a descendant tool span of the same tool
+            at = parent.get(item.span.span_id)
+            while at is not None and other is None:
+                c = by_span.get(at)
+                other = c if c is not None and c.tool == item.tool else None
+                at = parent.get(at)
+            if other is None:
+                other = next(
+                    (c for c in calls if c.tool == item.tool and _descends(c.span.span_id, item.span.span_id, parent)),
+                    None,
+                )
+        if other is None:
+            out.append(item)
+            continue
+        report.merged += 1
+        if not other.captured and item.captured:
+            other.args, other.result, other.captured = item.args, item.result, True
+        other.error = other.error or item.error
+    return out
+
+
+def _descends(child: str, ancestor: str, parent: dict[str, str | None]) -> bool:
+    at = parent.get(child)
+    while at is not None:
+        if at == ancestor:
+            return True
+        at = parent.get(at)
+    return False
+
+
+def _tape_name(group: str, group_by: str | None) -> str:
+    if group_by is None:
+        return f"trace-{group[:16]}"
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", group).strip("._")[:80] or "group"
+    return name if group_by is None else f"{name}-{hashlib.sha256(group.encode()).hexdigest()[:6]}"
+
+
+def _ns(ns: int) -> datetime:
+    return datetime.fromtimestamp(ns / 1e9, UTC)
+
+
+class _SpanTime:
+    """The tape's clock and timer during an import: the span being written, its start and its duration."""
+
+    def __init__(self) -> None:
+        self.at = datetime.now(UTC)
+        self.t = 0.0
+
+    def clock(self) -> datetime:
+        return self.at
+
+    def timer(self) -> float:
+        return self.t
+
+    def span(self, span: Span) -> None:
+        self.at = _ns(span.start)
+
+    def ran(self, span: Span) -> None:
+        """The live call the tape times has run: it took the span's duration."""
+        self.t += max(0, span.end - span.start) / 1e9
+
+
+def _labels(group: str, items: list[TraceTurn | TraceCall]) -> dict[str, Any]:
+    first = items[0].span
+    turns = [i for i in items if isinstance(i, TraceTurn)]
+    labels: dict[str, Any] = {"source": SOURCE, "trace_id": first.trace_id}
+    service = first.resource.get("service.name")
+    if service is not None:
+        labels["service"] = str(service)
+    if turns:
+        labels["provider"] = turns[0].provider
+        labels["model"] = turns[0].model
+    labels["file"] = first.where.rsplit(":", 1)[0]
+    labels["conventions"] = sorted({i.convention for i in items})
+    if group != first.trace_id:
+        labels["group"] = group
+    return labels
+
+
+def _write(
+    path: Path, group: str, items: list[TraceTurn | TraceCall], report: ImportReport, config: Config | None
+) -> None:
+    times = _SpanTime()
+    times.span(items[0].span)
+    cfg = config if config is not None else config_for_tape(path)
+    orders: dict[str, tuple[int, int]] = {}  # call id → (turn, index): the place the model asked for it
+    turn_k = 0
+    with Tape(
+        path, "record", config=cfg, labels=_labels(group, items), clock=times.clock, timer=times.timer, run_log=False
+    ) as tape:
+        for item in items:
+            times.span(item.span)
+            if isinstance(item, TraceTurn):
+                turn_k += 1
+                for j, (cid, _) in enumerate(item.requested):
+                    if cid:
+                        orders.setdefault(cid, (turn_k, j))
+                _write_turn(tape, item, times, report)
+            else:
+                _write_call(tape, item, times, orders, report)
+
+
+def _write_turn(tape: Tape, item: TraceTurn, times: _SpanTime, report: ImportReport) -> None:
+    report.turns += 1
+    if not item.captured:
+        report.not_captured += 1
+    for d in item.definitions:
+        tape._tools.mark_traced(d["name"], TRACE_HELD)
+    where = f"{item.span.where}: span {item.span.name!r} ({item.span.span_id})"
+    try:
+        turn = tape.model_turn(item.request, model=item.model, source=SOURCE)
+    except TapeError as e:
+        raise TraceFormatError(f"{where}: {e}") from None
+    times.ran(item.span)
+    if item.error is not None:
+        turn.fail(_error(item.error))
+        return
+    response = dict(item.response or {})
+    response["usage"] = item.usage
+    try:
+        turn.finish(response, ms=item.span.ms)
+    except TapeError as e:
+        raise TraceFormatError(f"{where}: {e}") from None
+
+
+def _write_call(
+    tape: Tape, item: TraceCall, times: _SpanTime, orders: dict[str, tuple[int, int]], report: ImportReport
+) -> None:
+    report.calls += 1
+    if not item.captured:
+        report.not_captured += 1
+    args = item.args
+    if not item.captured:
+        args = {"content": NOT_CAPTURED}
+    elif not isinstance(args, dict):
+        args = {"input": args}  # a tool given text (not an object): the text, under one key
+    if item.definition is not None and item.tool not in tape._tools.traced:
+        tape._tools.mark_traced(item.tool, TRACE_HELD)
+        d = item.definition
+        tape.contract(item.tool, schema=d.get("parameters"), description=d.get("description"))
+    elif tape.registry is None or tape.registry.get(item.tool) is None:
+        tape._tools.mark_traced(item.tool, ("name",))  # no definition in the trace: its name alone
+    error = item.error
+
+    def live() -> Any:
+        times.ran(item.span)
+        if error is not None:
+            raise _error(error)
+        return item.result
+
+    where = f"{item.span.where}: span {item.span.name!r} ({item.span.span_id})"
+    order = orders.get(item.call_id) if item.call_id else None
+    try:
+        tape.call(item.tool, args, live=live, call_id=item.call_id, order=list(order) if order else None)
+    except TracedError:
+        pass  # recorded as the call's error
+    except Exception as e:  # noqa: BLE001 - a traced error of a class Python knows, recorded as it
+        if error is None or type(e).__name__ != error["type"].rpartition(".")[2]:
+            if isinstance(e, TapeError):
+                raise TraceFormatError(f"{where}: {e}") from None
+            raise
+
+
+_ERROR_CLASSES: dict[tuple[str, str], type[Exception]] = {}
+
+
+def _error(error: dict[str, str]) -> Exception:
+    """A traced error as an exception to record: a builtin exception class when the trace names one (so replay
+    raises it), else a :class:`TracedError` named as the trace names it (data: a name, never looked up)."""
+    etype = error.get("type") or "Error"
+    module, _, name = etype.rpartition(".")
+    builtin = getattr(sys.modules["builtins"], name, None) if module in ("", "builtins") else None
+    if isinstance(builtin, type) and issubclass(builtin, Exception) and builtin.__module__ == "builtins":
+        try:
+            return builtin(error.get("message", ""))
+        except Exception:  # noqa: BLE001 - a builtin whose constructor wants more: a traced error instead
+            pass
+    key = (module or "trace", name or "Error")
+    cls = _ERROR_CLASSES.get(key)
+    if cls is None:
+        cls = _ERROR_CLASSES[key] = type(
+            name or "Error", (TracedError,), {"__module__": key[0], "__qualname__": key[1]}
+        )
+    return cls(error.get("message", ""))
+
+
+def _changelog(path: Path, group: str, items: list[Any], config: Config | None) -> None:
+    cfg = config if config is not None else config_for_tape(path)
+    first = items[0].span
+    entry = Entry(
+        id=hashlib.sha256(f"import:{path}:{group}:{now_iso()}".encode()).hexdigest()[:16],
+        when=now_iso(),
+        action="imported",
+        session=session_name(path, cfg.tapes_dir),
+        steps=(),
+        details=(f"from the OTLP trace {first.trace_id} in {first.where.rsplit(':', 1)[0]}",),
+        rationale=None,
+    )
+    append_entry(cfg.changelog, entry, cfg.redactor())

@@ -1,0 +1,330 @@
+"""Reading OTLP JSON: the OpenTelemetry file exporter's format, one ``TracesData`` document per line (JSON Lines),
+or one document in a file of its own.
+
+Each span comes out as a :class:`Span`: ids as lowercase hex, times as integer nanoseconds, attributes decoded from
+OTLP's ``AnyValue`` (``stringValue``, ``intValue`` as a number or a string, ``doubleValue``, ``boolValue``,
+``bytesValue`` as its base64 text, ``arrayValue`` as a list, ``kvlistValue`` as an object), its resource's
+attributes and its scope's name beside it. The file is read a line at a time: a file of gigabytes in JSON Lines
+costs the memory of its longest line. A one-document file (pretty-printed, as a collector's debug output is) is
+read whole, up to :data:`ONE_DOCUMENT_LIMIT`.
+
+Ids: OTLP's file format writes them as hex (32 digits a trace id, 16 a span id). The protobuf JSON mapping writes
+bytes as base64, and some exporters do so: an id that decodes from base64 to exactly 16 (trace) or 8 (span) bytes
+is accepted, and counted so the importer can say so once. Anything else is a :class:`TraceFormatError`.
+
+Nothing read is ever run, imported or evaluated: a trace is data from wherever it came from.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tapetui.core.errors import TapeError
+from tapetui.core.files import open_regular
+
+__all__ = ["ONE_DOCUMENT_LIMIT", "IdNotes", "Span", "TraceFormatError", "read_spans"]
+
+ONE_DOCUMENT_LIMIT = 256 * 1024 * 1024  # a file that is one JSON document: read whole up to this size
+_MAX_DEPTH = 64  # AnyValue nesting: deeper is not a trace any exporter writes
+
+
+class TraceFormatError(TapeError):
+    """An OTLP file that cannot be read as one: its message names the file, the line and what is wrong."""
+
+
+@dataclass(slots=True)
+class Span:
+    """One span as the importer reads it (see the module doc)."""
+
+    trace_id: str
+    span_id: str
+    parent_id: str | None
+    name: str
+    kind: int  # 0 unspecified, 1 internal, 2 server, 3 client, 4 producer, 5 consumer
+    start: int  # ns since the epoch
+    end: int
+    attrs: dict[str, Any]
+    events: list[dict[str, Any]]  # each {name, time, attrs}
+    status: int  # 0 unset, 1 ok, 2 error
+    status_message: str
+    resource: dict[str, Any]
+    scope: str
+    where: str  # "file:line" of the document that held it
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Span:
+        return cls(**d)
+
+    @property
+    def ms(self) -> float:
+        return round(max(0, self.end - self.start) / 1e6, 3)
+
+
+@dataclass
+class IdNotes:
+    """What the reader noticed of ids: how many were base64 (the protobuf JSON mapping) rather than hex."""
+
+    base64_ids: int = 0
+    documents: int = 0
+    spans: int = 0
+    files: list[str] = field(default_factory=list)
+
+
+def read_spans(path: Path, notes: IdNotes | None = None) -> Iterator[Span]:
+    """Every span of an OTLP JSON file, in file order.
+
+    Raises:
+        TraceFormatError: the file cannot be opened as a regular file, is not OTLP JSON (the console exporter's
+            output is named as such), or a span lacks what a span must have; the message names the file and line.
+    """
+    notes = notes if notes is not None else IdNotes()
+    notes.files.append(str(path))
+    try:
+        fd = open_regular(path)
+    except TapeError as e:
+        raise TraceFormatError(str(e)) from None
+    with open(fd, "rb", closefd=True) as fh:
+        first = fh.readline()
+        head = first.strip()
+        single = False
+        if head:
+            try:
+                doc = orjson.loads(head)
+            except orjson.JSONDecodeError:
+                single = head.startswith(b"{") or head.startswith(b"[")
+                if not single:
+                    raise TraceFormatError(f"{path}:1: not JSON: an OTLP file holds JSON documents") from None
+            else:
+                yield from _document(doc, path, 1, notes)
+        if single:  # one document across lines (pretty-printed)
+            rest = fh.read(ONE_DOCUMENT_LIMIT + 1)
+            if len(first) + len(rest) > ONE_DOCUMENT_LIMIT:
+                raise TraceFormatError(
+                    f"{path}:1: one JSON document of more than {ONE_DOCUMENT_LIMIT >> 20} MB: write the trace as "
+                    "JSON Lines (one TracesData per line, the OTLP file exporter's format) to import it streamed"
+                )
+            try:
+                doc = orjson.loads(first + rest)
+            except orjson.JSONDecodeError as e:
+                raise TraceFormatError(f"{path}: not JSON: {_json_error(e)}") from None
+            yield from _document(doc, path, 1, notes)
+            return
+        n = 1
+        for raw in fh:
+            n += 1
+            line = raw.strip()
+            if not line:
+                continue
+            try:
+                doc = orjson.loads(line)
+            except orjson.JSONDecodeError as e:
+                raise TraceFormatError(f"{path}:{n}: not JSON: {_json_error(e)}") from None
+            yield from _document(doc, path, n, notes)
+
+
+def _json_error(e: orjson.JSONDecodeError) -> str:
+    return f"{e.msg} at character {e.pos}"
+
+
+def _document(doc: Any, path: Path, line: int, notes: IdNotes) -> Iterator[Span]:
+    where = f"{path}:{line}"
+    if isinstance(doc, list):
+        if doc and all(isinstance(d, dict) and _is_console(d) for d in doc):
+            raise TraceFormatError(_console(where))
+        raise TraceFormatError(f'{where}: a list, not an OTLP TracesData object ({{"resourceSpans": [...]}})')
+    if not isinstance(doc, dict):
+        raise TraceFormatError(f"{where}: {type(doc).__name__}, not an OTLP TracesData object")
+    if "resourceSpans" not in doc and "resource_spans" not in doc:
+        if _is_console(doc):
+            raise TraceFormatError(_console(where))
+        if "resourceLogs" in doc or "resourceMetrics" in doc:
+            raise TraceFormatError(f"{where}: OTLP logs or metrics, not traces (no resourceSpans)")
+        raise TraceFormatError(f"{where}: no resourceSpans: not an OTLP TracesData document")
+    notes.documents += 1
+    for r, rs in enumerate(_list(doc.get("resourceSpans", doc.get("resource_spans")), where, "resourceSpans")):
+        at = f"resourceSpans[{r}]"
+        rs = _obj(rs, where, at)
+        resource = _attributes(_obj(rs.get("resource") or {}, where, f"{at}.resource").get("attributes"), where, at)
+        for s_i, ss in enumerate(_list(rs.get("scopeSpans", rs.get("scope_spans")), where, f"{at}.scopeSpans")):
+            sat = f"{at}.scopeSpans[{s_i}]"
+            ss = _obj(ss, where, sat)
+            scope = _obj(ss.get("scope") or {}, where, f"{sat}.scope").get("name")
+            for i, sp in enumerate(_list(ss.get("spans"), where, f"{sat}.spans")):
+                notes.spans += 1
+                yield _span(_obj(sp, where, f"{sat}.spans[{i}]"), where, f"{sat}.spans[{i}]", resource, scope, notes)
+
+
+def _is_console(d: dict[str, Any]) -> bool:
+    """The shape of ``ConsoleSpanExporter``'s output: ``context.trace_id`` as ``0x…``, ``kind`` as ``SpanKind.X``."""
+    ctx = d.get("context")
+    return isinstance(ctx, dict) and "trace_id" in ctx or str(d.get("kind", "")).startswith("SpanKind.")
+
+
+def _console(where: str) -> str:
+    return (
+        f"{where}: this is the OpenTelemetry console exporter's output (ConsoleSpanExporter), not OTLP JSON: "
+        "export the spans as OTLP JSON Lines instead (tapetui.integrations.otel.OTLPJsonFileExporter, or a "
+        "collector's file exporter)"
+    )
+
+
+def _list(v: Any, where: str, at: str) -> list[Any]:
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise TraceFormatError(f"{where}: {at} must be a list, got {type(v).__name__}")
+    return v
+
+
+def _obj(v: Any, where: str, at: str) -> dict[str, Any]:
+    if not isinstance(v, dict):
+        raise TraceFormatError(f"{where}: {at} must be an object, got {type(v).__name__}")
+    return v
+
+
+def _span(sp: dict[str, Any], where: str, at: str, resource: dict[str, Any], scope: Any, notes: IdNotes) -> Span:
+    name = sp.get("name")
+    if not isinstance(name, str):
+        raise TraceFormatError(f"{where}: {at}: a span needs a name (text)")
+    at = f"{at} ({name!r})"
+    trace_id = _id(sp.get("traceId", sp.get("trace_id")), 16, where, f"{at}.traceId", notes)
+    span_id = _id(sp.get("spanId", sp.get("span_id")), 8, where, f"{at}.spanId", notes)
+    parent_raw = sp.get("parentSpanId", sp.get("parent_span_id"))
+    parent = _id(parent_raw, 8, where, f"{at}.parentSpanId", notes) if parent_raw else None
+    kind = sp.get("kind", 0)
+    if isinstance(kind, str) and kind.startswith("SPAN_KIND_"):  # the protobuf mapping's enum names
+        kind = _KINDS.get(kind, 0)
+    if type(kind) is not int:
+        raise TraceFormatError(f"{where}: {at}.kind must be an integer (OTLP's SpanKind), got {kind!r}")
+    start = _nanos(sp.get("startTimeUnixNano", sp.get("start_time_unix_nano")), where, f"{at}.startTimeUnixNano")
+    end = _nanos(sp.get("endTimeUnixNano", sp.get("end_time_unix_nano")), where, f"{at}.endTimeUnixNano")
+    status = _obj(sp.get("status") or {}, where, f"{at}.status")
+    code = status.get("code", 0)
+    if isinstance(code, str):
+        code = _STATUS.get(code, 0)
+    if type(code) is not int:
+        raise TraceFormatError(f"{where}: {at}.status.code must be an integer, got {code!r}")
+    events = []
+    for j, ev in enumerate(_list(sp.get("events"), where, f"{at}.events")):
+        ev = _obj(ev, where, f"{at}.events[{j}]")
+        events.append(
+            {
+                "name": str(ev.get("name", "")),
+                "time": _nanos(ev.get("timeUnixNano", 0), where, f"{at}.events[{j}].timeUnixNano"),
+                "attrs": _attributes(ev.get("attributes"), where, f"{at}.events[{j}]"),
+            }
+        )
+    return Span(
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_id=parent,
+        name=name,
+        kind=kind,
+        start=start,
+        end=end,
+        attrs=_attributes(sp.get("attributes"), where, at),
+        events=events,
+        status=code,
+        status_message=str(status.get("message") or ""),
+        resource=resource,
+        scope=scope if isinstance(scope, str) else "",
+        where=where,
+    )
+
+
+_KINDS = {
+    "SPAN_KIND_UNSPECIFIED": 0,
+    "SPAN_KIND_INTERNAL": 1,
+    "SPAN_KIND_SERVER": 2,
+    "SPAN_KIND_CLIENT": 3,
+    "SPAN_KIND_PRODUCER": 4,
+    "SPAN_KIND_CONSUMER": 5,
+}
+_STATUS = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def _id(v: Any, size: int, where: str, at: str, notes: IdNotes) -> str:
+    """A trace (16 bytes) or span (8 bytes) id as lowercase hex."""
+    if not isinstance(v, str) or not v:
+        raise TraceFormatError(f"{where}: {at} is missing (a span needs its trace and span ids)")
+    if len(v) == size * 2 and set(v) <= _HEX:
+        return v.lower()
+    try:
+        raw = base64.b64decode(v, validate=True)
+    except (binascii.Error, ValueError):
+        raw = b""
+    if len(raw) == size:
+        notes.base64_ids += 1
+        return raw.hex()
+    raise TraceFormatError(
+        f"{where}: {at} {v[:80]!r} is not an id: {size * 2} hex digits expected (base64 of {size} bytes is read too)"
+    )
+
+
+def _nanos(v: Any, where: str, at: str) -> int:
+    if type(v) is int and v >= 0:
+        return v
+    if isinstance(v, str) and v.isdigit():
+        return int(v)
+    if v is None:
+        raise TraceFormatError(f"{where}: {at} is missing")
+    raise TraceFormatError(f"{where}: {at} must be nanoseconds since the epoch (digits), got {str(v)[:40]!r}")
+
+
+def _attributes(v: Any, where: str, at: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for i, kv in enumerate(_list(v, where, f"{at}.attributes")):
+        if not isinstance(kv, dict) or not isinstance(kv.get("key"), str):
+            raise TraceFormatError(f'{where}: {at}.attributes[{i}] must be {{"key": text, "value": AnyValue}}')
+        out[kv["key"]] = _value(kv.get("value"), where, f"{at}.attributes[{kv['key']!r}]", 0)
+    return out
+
+
+def _value(v: Any, where: str, at: str, depth: int) -> Any:
+    if depth > _MAX_DEPTH:
+        raise TraceFormatError(f"{where}: {at} is nested more than {_MAX_DEPTH} levels deep")
+    if v is None or v == {}:
+        return None
+    if not isinstance(v, dict) or len(v) != 1:
+        raise TraceFormatError(f"{where}: {at} must be an OTLP AnyValue (one of stringValue, intValue, ...)")
+    ((k, x),) = v.items()
+    if k in ("stringValue", "string_value"):
+        return x if isinstance(x, str) else str(x)
+    if k in ("boolValue", "bool_value"):
+        return bool(x)
+    if k in ("intValue", "int_value"):
+        try:
+            return int(x)
+        except (TypeError, ValueError):
+            raise TraceFormatError(f"{where}: {at}.intValue must be an integer, got {str(x)[:40]!r}") from None
+    if k in ("doubleValue", "double_value"):
+        if isinstance(x, (int, float)) and not isinstance(x, bool):
+            return float(x)
+        if x in ("NaN", "Infinity", "-Infinity"):
+            return None  # not JSON: a tape cannot hold it
+        raise TraceFormatError(f"{where}: {at}.doubleValue must be a number")
+    if k in ("bytesValue", "bytes_value"):
+        return x if isinstance(x, str) else None
+    if k in ("arrayValue", "array_value"):
+        values = x.get("values") if isinstance(x, dict) else None
+        return [_value(e, where, f"{at}[{i}]", depth + 1) for i, e in enumerate(_list(values, where, at))]
+    if k in ("kvlistValue", "kvlist_value"):
+        values = x.get("values") if isinstance(x, dict) else None
+        out = {}
+        for i, kv in enumerate(_list(values, where, at)):
+            if not isinstance(kv, dict) or not isinstance(kv.get("key"), str):
+                raise TraceFormatError(f'{where}: {at}[{i}] must be {{"key": text, "value": AnyValue}}')
+            out[kv["key"]] = _value(kv.get("value"), where, f"{at}.{kv['key']}", depth + 1)
+        return out
+    raise TraceFormatError(f"{where}: {at}: {k!r} is not an OTLP AnyValue field")
