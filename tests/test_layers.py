@@ -2,6 +2,7 @@
 
     fronts (cli, tui, pytest_plugin, sample_agent, __main__)  ->  review  ->  core
     integrations                                               ->  review, core
+    traces (OTLP import and export)                            ->  review, core
 
 An import inside a function hides a circle from Python but not from this test; it is allowed only
 to defer a heavy or optional dependency, and then says why in a comment on its line or the one above.
@@ -22,8 +23,9 @@ ALLOWED = {
     "core": {"core"},
     "review": {"review", "core"},
     "integrations": {"integrations", "review", "core"},
+    "traces": {"traces", "review", "core"},
     "tui": {"tui", "review", "core"},
-    "front": {"front", "tui", "review", "core", "integrations"},
+    "front": {"front", "tui", "review", "core", "integrations", "traces"},
     "api": {"core", "review"},  # tapetui/__init__.py
 }
 HEAVY_OR_OPTIONAL = ("textual", "watchfiles", "rich", "deepdiff", "pytest", "pydantic", "regex")
@@ -39,7 +41,7 @@ def _layer(module: str) -> str:
     parts = module.split(".")
     if len(parts) == 1:
         return "api"
-    if parts[1] in ("core", "review", "integrations", "tui"):
+    if parts[1] in ("core", "review", "integrations", "tui", "traces"):
         return parts[1]
     return "front"
 
@@ -206,6 +208,20 @@ def test_the_engine_and_review_layers_never_import_a_screen() -> None:
         for node, _n, _t in found
         for name in _target(mod, node, path.name == "__init__.py")
         if name.split(".")[0] in screens
+    ]
+    assert wrong == []
+
+
+def test_only_the_otel_integration_imports_opentelemetry() -> None:
+    """Import and export are JSON work: OpenTelemetry (the extra tapetui[otel]) is imported by
+    tapetui.integrations.otel alone, so the core, review and traces run without it."""
+    wrong = [
+        f"{mod}: {ast.unparse(node)}"
+        for mod, (path, found) in MODULES.items()
+        if mod != "tapetui.integrations.otel"
+        for node, _n, _t in found
+        for name in _target(mod, node, path.name == "__init__.py")
+        if name.split(".")[0] in ("opentelemetry", "google", "openinference")
     ]
     assert wrong == []
 

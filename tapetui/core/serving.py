@@ -33,6 +33,7 @@ from tapetui.core.redact import Redactor
 from tapetui.core.runlog import EventKind, RunLog, add_status, step_status
 from tapetui.core.session import SessionFiles
 from tapetui.core.toolbox import UNKNOWN, Toolbox
+from tapetui.core.turns import CAPTURE_HINT, NOT_CAPTURED
 
 __all__ = ["Request", "ToolServing"]
 
@@ -173,6 +174,11 @@ class ToolServing(CutPoints):
         recorded = matcher.index.record(j, self._files.fh)
         # a tape written under older rules: what they let through stays out of the run log and the error
         recorded_args = self._redactor.redact(recorded.args)
+        if recorded_args == {"content": NOT_CAPTURED}:
+            raise TapeError(
+                f"{self.path}:{recorded.line}: call {seq} ({tool}) was imported from a trace that did not capture "
+                f"its arguments ({NOT_CAPTURED}): it cannot be replayed; {CAPTURE_HINT}"
+            )
         changes = diff_values(canon(recorded_args), redacted)
         self._counts["drift_events"] += 1
         self._emit(

@@ -20,7 +20,7 @@ from tapetui.core.modelturn import ModelTurn
 from tapetui.core.redact import Redactor
 from tapetui.core.session import SessionFiles
 from tapetui.core.toolbox import Toolbox
-from tapetui.core.turns import TURN, change_line, request_changes
+from tapetui.core.turns import CAPTURE_HINT, NOT_CAPTURED, TURN, change_line, request_changes
 
 __all__ = ["TurnDeciding"]
 
@@ -67,6 +67,11 @@ class TurnDeciding:
         at = self._turn_place(k, place[0])
         j = hit if hit is not None else at
         rec = idx.turn(j, self._files.fh) if j is not None else None
+        if rec is not None and j is not None and _not_captured(rec.get("request")):
+            raise TapeError(
+                f"{self.path}:{idx.turns[j].line}: model turn {k} was imported from a trace that did not capture "
+                f"its messages ({NOT_CAPTURED}): it cannot be replayed; {CAPTURE_HINT}"
+            )
         if rec is not None and j is not None:
             self._turn_offered(j, rec, seq, k, list(redacted.get("tools") or []))
         if hit is not None:
@@ -168,3 +173,8 @@ def _inside_tool_result(path: str) -> bool:
     """Whether a request path lies inside a tool result the request carries (``messages[3].parts[0].response``)."""
     segs = path_segments(path)
     return len(segs) >= 5 and segs[0] == "messages" and segs[2] == "parts" and segs[4] == "response"
+
+
+def _not_captured(request: Any) -> bool:
+    """A traced turn imported without its messages (see tapetui.traces)."""
+    return isinstance(request, dict) and request.get("content") == NOT_CAPTURED

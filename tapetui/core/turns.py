@@ -112,6 +112,12 @@ def stable_ids(messages: list[dict[str, Any]], is_local: Callable[[str], bool]) 
     return out
 
 
+NOT_CAPTURED = "not captured"  # a traced turn's or call's content the instrumentation did not record
+CAPTURE_HINT = (
+    "capture it with the instrumentation's content setting (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT="
+    "true; pydantic-ai: InstrumentationSettings(include_content=True); OpenInference: OPENINFERENCE_HIDE_INPUTS and "
+    "OPENINFERENCE_HIDE_OUTPUTS unset) and import the trace again, or record the session"
+)
 TRACE_SOURCES = frozenset({"otlp"})  # what an imported trace's turns are recorded through (tapetui.traces)
 
 

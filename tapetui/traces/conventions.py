@@ -36,12 +36,11 @@ from typing import Any
 
 import orjson
 
-from tapetui.core.turns import stable_ids
+from tapetui.core.turns import NOT_CAPTURED, stable_ids
 from tapetui.traces.otlp import Span
 
 __all__ = ["NOT_CAPTURED", "TraceCall", "TraceTurn", "classify"]
 
-NOT_CAPTURED = "not captured"
 MODEL_OPERATIONS = frozenset({"chat", "generate_content", "text_completion"})
 _SETTINGS_SKIP = frozenset({"model"})
 _LOCAL_IDS = ("pyd_ai_",)  # ids pydantic-ai makes up, new at each run (its adapter keys them as call_N too)
@@ -227,7 +226,7 @@ def _messages(raw: Any, *, request: bool = True) -> list[dict[str, Any]]:
             continue
         role = str(m.get("role") or "user")
         parts = m.get("parts")
-        if parts is None and "content" in m:  # the older {role, content} form
+        if parts is None:  # the older {role, content, tool_calls} form
             parts = [{"type": "text", "content": m["content"]}] if m.get("content") not in (None, "") else []
             parts += [_older_call(c) for c in m.get("tool_calls") or [] if isinstance(c, dict)]
             if role == "tool":

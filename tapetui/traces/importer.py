@@ -37,8 +37,9 @@ from tapetui.core.config import Config, config_for_tape
 from tapetui.core.errors import TapeError
 from tapetui.core.store import candidate_path, session_name
 from tapetui.core.tape import Tape
+from tapetui.core.turns import CAPTURE_HINT, NOT_CAPTURED
 from tapetui.review.changelog import Entry, append_entry
-from tapetui.traces.conventions import NOT_CAPTURED, TraceCall, TraceTurn, classify
+from tapetui.traces.conventions import TraceCall, TraceTurn, classify
 from tapetui.traces.otlp import IdNotes, Span, TraceFormatError, read_spans
 
 __all__ = ["SOURCE", "TRACE_HELD", "ImportReport", "TracedError", "import_otlp"]
@@ -46,10 +47,6 @@ __all__ = ["SOURCE", "TRACE_HELD", "ImportReport", "TracedError", "import_otlp"]
 SOURCE = "otlp"
 TRACE_HELD = ("name", "description", "schema")  # what gen_ai.tool.definitions holds of a contract
 _SPILL_SPANS = 20_000  # spans held in memory across groups before they are appended to their spill files
-CAPTURE_HINT = (
-    "set OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true (pydantic-ai: InstrumentationSettings("
-    "include_content=True); OpenInference: OPENINFERENCE_HIDE_INPUTS/OUTPUTS unset) and capture the trace again"
-)
 
 
 class TracedError(Exception):

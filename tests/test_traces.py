@@ -1,0 +1,493 @@
+"""Traces in and out: OTLP JSON imported as tapes that replay (each attribute generation, OpenInference, MCP, bad
+input), tapes exported as OTLP the official protobuf definitions accept, and a real instrumented agent's trace
+replayed with zero model calls and zero tool runs."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.protobuf import json_format
+from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from pydantic_ai import Agent
+from pydantic_ai.capabilities.instrumentation import Instrumentation
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.instrumented import InstrumentationSettings
+
+from tapetui import ModelDrift, Tape, TapeError, ToolDriftError, ToolRegistry, use_tape
+from tapetui.cli import main
+from tapetui.core.config import load_config
+from tapetui.integrations.otel import OTLPJsonFileExporter
+from tapetui.integrations.pydantic_ai import TapeCapability
+from tapetui.traces.importer import import_otlp
+from tests import otlp_fixtures as fx
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def proj(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "tapes").mkdir()
+    (tmp_path / "tapes.toml").write_text('[tapes]\ndir = "tapes"\n')
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def steps(path: Path) -> list[dict[str, Any]]:
+    return [r for r in lines(path) if r["type"] in ("call", "model")]
+
+
+def only_tape(proj: Path) -> Path:
+    (tape,) = [p for p in (proj / "tapes").glob("*.jsonl") if not p.name.endswith((".run.jsonl", ".candidate.jsonl"))]
+    return tape
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+# ---- the current GenAI conventions ------------------------------------------------------------------------
+def test_a_genai_trace_becomes_a_golden_with_its_turns_calls_contracts_and_provenance(
+    proj: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = fx.write(proj / "trace.jsonl", fx.doc(fx.genai_trace()))
+    code, out, err = run_cli(capsys, "import", "otlp", str(trace))
+    assert code == 0, err
+    assert "2 model turns, 1 tool calls into 1 tape(s); 1 other spans skipped" in out
+    tape = only_tape(proj)
+    recs = lines(tape)
+    header, tool = recs[0], recs[1]
+    assert header["labels"] == {
+        "source": "otlp",
+        "trace_id": fx.TRACE,
+        "service": "shop-agent",
+        "provider": "openai",
+        "model": "openai:gpt-4o",
+        "file": str(trace),
+        "conventions": ["genai"],
+    }
+    assert (
+        tool["type"] == "tool" and tool["name"] == "weather" and tool["from_trace"] == ["name", "description", "schema"]
+    )
+    assert tool["description"] == "The weather of a city." and tool["schema"]["required"] == ["city"]
+    first, call, second = steps(tape)
+    assert [first["type"], call["type"], second["type"]] == ["model", "call", "model"]
+    assert first["source"] == "otlp" and first["model"] == "openai:gpt-4o"
+    assert first["request"]["instructions"] == "Be brief."
+    assert first["request"]["settings"] == {"temperature": 0.0}
+    assert first["request"]["tools"] == ["weather"] and first["offered"] == {"weather": tool["fingerprint"]}
+    assert first["response"]["parts"] == [
+        {"type": "tool_call", "id": "call_a", "name": "weather", "arguments": {"city": "Paris"}}
+    ]
+    assert first["response"]["id"] == "resp_1" and first["usage"] == {"input": 50, "output": 7}
+    assert first["ms"] == 10.0
+    assert call["args"] == {"city": "Paris"} and call["result"] == 14.5 and call["call_id"] == "call_a"
+    assert call["order"] == [1, 0] and call["fingerprint"] == tool["fingerprint"]
+    tool_msg = second["request"]["messages"][2]
+    assert tool_msg == {"role": "tool", "parts": [{"type": "tool_call_response", "id": "call_a", "response": 14.5}]}
+    changelog = (proj / "tapes" / "CHANGELOG.md").read_text()
+    assert "imported" in changelog and fx.TRACE in changelog
+
+
+def test_an_import_beside_a_golden_is_a_candidate_and_the_golden_is_untouched(
+    proj: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = fx.write(proj / "trace.jsonl", fx.doc(fx.genai_trace()))
+    assert run_cli(capsys, "import", "otlp", str(trace))[0] == 0
+    golden = only_tape(proj)
+    before = golden.read_bytes()
+    code, out, _ = run_cli(capsys, "import", "otlp", str(trace))
+    assert code == 0 and out.startswith("candidate ")
+    assert golden.read_bytes() == before
+    candidate = golden.with_name(golden.name.replace(".jsonl", ".candidate.jsonl"))
+    assert [s["key"] for s in steps(candidate)] == [s["key"] for s in steps(golden)]
+    assert run_cli(capsys, "pending")[1].count(golden.stem) >= 1
+
+
+def test_an_imported_trace_replays_offline_with_zero_live_calls_and_a_changed_prompt_is_model_drift(
+    proj: Path,
+) -> None:
+    trace = fx.write(proj / "trace.jsonl", fx.doc(fx.genai_trace()))
+    cfg = load_config(proj / "tapes.toml")
+    import_otlp([trace], cfg.tapes_dir, config=cfg)
+    tape = only_tape(proj)
+    first, call, second = steps(tape)
+
+    def ask(t: Tape, instructions: str) -> Any:
+        definition = {k: v for k, v in fx.WEATHER_DEF.items() if k != "type"}
+        req = {**first["request"], "instructions": instructions, "tools": [definition]}
+        return t.model(req, model="openai:gpt-4o", live=lambda: pytest.fail("the model ran"))
+
+    with Tape(tape, "replay", config=cfg) as t:
+        out = ask(t, "Be brief.")
+        assert out["parts"][0]["name"] == "weather"
+        result = t.call("weather", {"city": "Paris"}, live=lambda: pytest.fail("the tool ran"))
+        assert result == 14.5
+        assert t.stats()["live_model_calls"] == 0 and t.stats()["live_tool_calls"] == 0
+    with Tape(tape, "replay", config=cfg) as t, pytest.raises(ModelDrift, match="instructions"):
+        ask(t, "Be long-winded.")
+
+
+# ---- a contract seen in a trace is partial ------------------------------------------------------------------
+def test_a_traced_contract_is_compared_only_on_what_the_trace_held(proj: Path) -> None:
+    trace = fx.write(proj / "trace.jsonl", fx.doc(fx.genai_trace()))
+    cfg = load_config(proj / "tapes.toml")
+    import_otlp([trace], cfg.tapes_dir, config=cfg)
+    tape = only_tape(proj)
+
+    def registry(description: str) -> ToolRegistry:
+        reg = ToolRegistry()
+
+        @reg.tool(
+            description=description,
+            schema=fx.WEATHER_DEF["parameters"],
+            output_schema={"type": "number"},
+            version="3",
+        )
+        def weather(city: str) -> float:
+            return 99.0
+
+        return reg
+
+    # the whole contract registered: an output schema, a version and a signature the trace never held
+    with Tape(tape, "replay", registry(fx.WEATHER_DEF["description"]), config=cfg) as t:
+        assert t.call("weather", {"city": "Paris"}) == 14.5
+        assert t.stats()["fingerprint_changes"] == 0
+    with Tape(tape, "replay", registry("The weather, in Fahrenheit."), config=cfg) as t:
+        with pytest.raises(ToolDriftError, match="description"):
+            t.call("weather", {"city": "Paris"})
+
+
+# ---- older generations, OpenInference, MCP ------------------------------------------------------------------
+def test_the_older_per_message_events_import_as_the_same_turns(proj: Path) -> None:
+    cfg = load_config(proj / "tapes.toml")
+    a = {"gen_ai.system": "openai", "gen_ai.request.model": "gpt-4o", "gen_ai.operation.name": "chat"}
+    events = [
+        ("gen_ai.system.message", {"content": "Be brief."}),
+        ("gen_ai.user.message", {"content": "How warm is Paris?"}),
+        (
+            "gen_ai.choice",
+            {"message": json.dumps({"role": "assistant", "content": "Mild.", "tool_calls": []}), "index": 0},
+        ),
+    ]
+    trace = fx.write(proj / "t.jsonl", fx.doc([fx.span(0, "chat gpt-4o", a, parent=None, kind=3, events=events)]))
+    import_otlp([trace], cfg.tapes_dir, config=cfg)
+    (turn,) = steps(only_tape(proj))
+    assert turn["model"] == "openai:gpt-4o"
+    assert turn["request"]["instructions"] == "Be brief."
+    assert turn["request"]["messages"] == [
+        {"role": "user", "parts": [{"type": "text", "content": "How warm is Paris?"}]}
+    ]
+    assert turn["response"]["parts"] == [{"type": "text", "content": "Mild."}]
+
+
+def test_openllmetry_indexed_attributes_import_with_their_tool_calls(proj: Path) -> None:
+    cfg = load_config(proj / "tapes.toml")
+    a = {
+        "gen_ai.system": "openai",
+        "gen_ai.request.model": "gpt-4o",
+        "gen_ai.prompt.0.role": "system",
+        "gen_ai.prompt.0.content": "Be brief.",
+        "gen_ai.prompt.1.role": "user",
+        "gen_ai.prompt.1.content": "How warm is Paris?",
+        "gen_ai.completion.0.role": "assistant",
+        "gen_ai.completion.0.tool_calls.0.id": "c9",
+        "gen_ai.completion.0.tool_calls.0.name": "weather",
+        "gen_ai.completion.0.tool_calls.0.arguments": '{"city": "Paris"}',
+        "gen_ai.usage.prompt_tokens": 30,
+        "gen_ai.usage.completion_tokens": 4,
+        "llm.request.functions.0.name": "weather",
+        "llm.request.functions.0.description": "The weather of a city.",
+        "llm.request.functions.0.parameters": json.dumps(fx.WEATHER_DEF["parameters"]),
+    }
+    trace = fx.write(proj / "t.jsonl", fx.doc([fx.span(0, "openai.chat", a, parent=None, kind=3)]))
+    report = import_otlp([trace], cfg.tapes_dir, config=cfg)
+    assert report.turns == 1
+    (turn,) = steps(only_tape(proj))
+    assert turn["request"]["instructions"] == "Be brief."
+    assert turn["request"]["tools"] == ["weather"]
+    assert turn["response"]["parts"] == [
+        {"type": "tool_call", "id": "c9", "name": "weather", "arguments": {"city": "Paris"}}
+    ]
+    assert turn["usage"] == {"input": 30, "output": 4}
+
+
+def test_pydantic_ais_older_running_tool_spans_are_calls(proj: Path) -> None:
+    cfg = load_config(proj / "tapes.toml")
+    a = {"gen_ai.tool.name": "weather", "tool_arguments": '{"city": "Rome"}', "tool_response": "21.0"}
+    trace = fx.write(proj / "t.jsonl", fx.doc([fx.span(0, "running tool: weather", a, parent=None)]))
+    import_otlp([trace], cfg.tapes_dir, config=cfg)
+    (call,) = steps(only_tape(proj))
+    assert (call["tool"], call["args"], call["result"]) == ("weather", {"city": "Rome"}, 21.0)
+
+
+def test_openinference_llm_and_tool_spans_import_numbered_from_one(proj: Path) -> None:
+    cfg = load_config(proj / "tapes.toml")
+    llm = {
+        "openinference.span.kind": "LLM",
+        "llm.provider": "openai",
+        "llm.model_name": "gpt-4o",
+        "llm.input_messages.1.message.role": "system",
+        "llm.input_messages.1.message.content": "Be brief.",
+        "llm.input_messages.2.message.role": "user",
+        "llm.input_messages.2.message.content": "How warm is Paris?",
+        "llm.output_messages.0.message.role": "assistant",
+        "llm.output_messages.0.message.tool_calls.0.tool_call.id": "call_x",
+        "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "weather",
+        "llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments": '{"city": "Paris"}',
+        "llm.tools.0.tool.json_schema": json.dumps({"type": "function", "function": fx.WEATHER_DEF}),
+        "llm.token_count.prompt": 20,
+        "llm.token_count.completion": 3,
+        "llm.invocation_parameters": json.dumps({"temperature": 0.2, "model": "gpt-4o"}),
+    }
+    tool = {
+        "openinference.span.kind": "TOOL",
+        "tool.name": "weather",
+        "input.value": '{"city": "Paris"}',
+        "output.value": "14.5",
+    }
+    trace = fx.write(proj / "t.jsonl", fx.doc([fx.span(0, "response", llm, parent=None), fx.span(1, "weather", tool)]))
+    import_otlp([trace], cfg.tapes_dir, config=cfg)
+    turn, call = steps(only_tape(proj))
+    assert turn["request"]["instructions"] == "Be brief." and turn["request"]["settings"] == {"temperature": 0.2}
+    assert turn["request"]["messages"] == [
+        {"role": "user", "parts": [{"type": "text", "content": "How warm is Paris?"}]}
+    ]
+    assert turn["response"]["parts"][0]["name"] == "weather" and turn["usage"] == {"input": 20, "output": 3}
+    assert (call["tool"], call["args"], call["result"]) == ("weather", {"city": "Paris"}, 14.5)
+
+
+def test_an_mcp_span_under_the_genai_tool_span_of_the_same_call_is_one_call(proj: Path) -> None:
+    cfg = load_config(proj / "tapes.toml")
+    spans = fx.genai_trace()
+    mcp = {
+        "mcp.method.name": "tools/call",
+        "gen_ai.tool.name": "weather",
+        "jsonrpc.request.id": "7",
+        "mcp.session.id": "s1",
+    }
+    spans.append(fx.span(4, "tools/call weather", mcp, parent=2, kind=3))
+    spans.append(
+        fx.span(5, "tools/call lookup", {**mcp, "gen_ai.tool.name": "lookup", "jsonrpc.request.id": "8"}, parent=0)
+    )
+    trace = fx.write(proj / "t.jsonl", fx.doc(spans))
+    report = import_otlp([trace], cfg.tapes_dir, config=cfg)
+    assert report.merged == 1 and report.calls == 2  # weather once (merged); lookup, an MCP call of its own
+    assert [s.get("tool") for s in steps(only_tape(proj)) if s["type"] == "call"] == ["weather", "lookup"]
+
+
+def test_duplicate_spans_merge_and_base64_ids_are_read_with_a_notice(
+    proj: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spans = fx.genai_trace()
+    b64 = json.loads(json.dumps(spans))
+    for s in b64:
+        for k in ("traceId", "spanId", "parentSpanId"):
+            if k in s:
+                s[k] = base64.b64encode(bytes.fromhex(s[k])).decode()
+    trace = fx.write(proj / "t.jsonl", fx.doc(spans), fx.doc(b64))  # the same spans twice, the second in base64
+    code, out, _ = run_cli(capsys, "import", "otlp", str(trace))
+    assert code == 0
+    assert "4 duplicate spans merged" in out and "ids were base64" in out
+    assert len(steps(only_tape(proj))) == 3
+
+
+def test_group_by_makes_one_tape_per_attribute_value(proj: Path) -> None:
+    cfg = load_config(proj / "tapes.toml")
+    other = [dict(s, traceId="0" * 31 + "1") for s in fx.genai_trace()]
+    for s in other:
+        s["attributes"] = s["attributes"] + fx.attrs({"session.id": "beta"})
+    mine = [dict(s, attributes=s["attributes"] + fx.attrs({"session.id": "alpha"})) for s in fx.genai_trace()]
+    trace = fx.write(proj / "t.jsonl", fx.doc(mine + other))
+    report = import_otlp([trace], cfg.tapes_dir, group_by="session.id", config=cfg)
+    assert sorted(g for _, _, g in report.tapes) == ["alpha", "beta"]
+
+
+# ---- content not captured -----------------------------------------------------------------------------------
+def test_spans_without_content_import_marked_and_replaying_them_says_how_to_capture(
+    proj: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = fx.write(proj / "t.jsonl", fx.doc(fx.genai_trace(content=False)))
+    code, out, _ = run_cli(capsys, "import", "otlp", str(trace))
+    assert code == 0 and "3 turns and calls without their content" in out
+    assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT" in out
+    tape = only_tape(proj)
+    first = steps(tape)[0]
+    assert first["request"]["content"] == "not captured"
+    with Tape(tape, "replay") as t, pytest.raises(TapeError, match="did not capture its messages"):
+        t.model(
+            {"messages": [{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]},
+            model="openai:gpt-4o",
+            live=lambda: pytest.fail("the model ran"),
+        )
+
+
+# ---- bad input ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ('{"resourceSpans": []}\n{"resourceSpans": [\n', "t.jsonl:2: not JSON"),
+        ('{"hello": 1}\n', "t.jsonl:1: no resourceSpans"),
+        (
+            json.dumps({"name": "x", "context": {"trace_id": "0x1", "span_id": "0x2"}, "kind": "SpanKind.INTERNAL"}),
+            "console exporter's output (ConsoleSpanExporter), not OTLP JSON",
+        ),
+        (json.dumps(fx.doc([dict(fx.span(0, "x", {}), spanId="")])), "spanId is missing"),
+        (json.dumps(fx.doc([dict(fx.span(0, "x", {}), traceId="zz")])), "traceId 'zz' is not an id"),
+        (json.dumps(fx.doc([dict(fx.span(0, "x", {}), startTimeUnixNano="soon")])), "startTimeUnixNano must be"),
+        (
+            json.dumps(fx.doc([fx.span(0, "a", {}, parent=1), fx.span(1, "b", {}, parent=0)])),
+            "is its own ancestor: the parent ids",
+        ),
+        ("[1, 2]\n", "a list, not an OTLP TracesData object"),
+    ],
+)
+def test_bad_input_is_a_clear_error_naming_the_file_and_line(
+    proj: Path, capsys: pytest.CaptureFixture[str], content: str, expected: str
+) -> None:
+    trace = proj / "t.jsonl"
+    trace.write_text(content)
+    code, out, err = run_cli(capsys, "import", "otlp", str(trace))
+    assert code == 2, out
+    assert expected in err and "Traceback" not in err
+    assert str(trace) in err
+    assert not list((proj / "tapes").glob("*.jsonl"))
+
+
+def test_arguments_that_are_not_json_are_kept_as_text(proj: Path) -> None:
+    cfg = load_config(proj / "tapes.toml")
+    a = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search", "gen_ai.tool.call.arguments": "cats {"}
+    trace = fx.write(proj / "t.jsonl", fx.doc([fx.span(0, "execute_tool search", a, parent=None)]))
+    import_otlp([trace], cfg.tapes_dir, config=cfg)
+    assert steps(only_tape(proj))[0]["args"] == {"input": "cats {"}
+
+
+def test_a_fifo_in_place_of_the_trace_is_refused_without_hanging(
+    proj: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fifo = proj / "t.jsonl"
+    os.mkfifo(fifo)
+    code, _, err = run_cli(capsys, "import", "otlp", str(fifo))
+    assert code == 2 and "t.jsonl" in err
+
+
+def test_a_pretty_printed_one_document_file_is_read(proj: Path) -> None:
+    cfg = load_config(proj / "tapes.toml")
+    trace = proj / "t.json"
+    trace.write_text(json.dumps(fx.doc(fx.genai_trace()), indent=2))
+    assert import_otlp([trace], cfg.tapes_dir, config=cfg).turns == 2
+
+
+# ---- export ------------------------------------------------------------------------------------------------
+def _protobuf(line: str) -> TracesData:
+    """The official definitions' JSON parsing: ids converted from the file format's hex to the mapping's base64."""
+    d = json.loads(line)
+    for rs in d["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            for sp in ss["spans"]:
+                for k in ("traceId", "spanId", "parentSpanId"):
+                    if k in sp:
+                        sp[k] = base64.b64encode(bytes.fromhex(sp[k])).decode()
+    return json_format.ParseDict(d, TracesData())
+
+
+def test_export_writes_spans_the_protobuf_definitions_accept_with_fingerprints_and_outcomes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copytree(ROOT / "sample_tapes", tmp_path / "s")
+    monkeypatch.chdir(tmp_path / "s")
+    code, out, err = run_cli(capsys, "export", "otlp", "drift_summarize", "research_prompt")
+    assert code == 0, err
+    docs = out.splitlines()
+    assert len(docs) == 2
+    spans = list(_protobuf(docs[0]).resource_spans[0].scope_spans[0].spans)
+    assert all(len(s.trace_id) == 16 and len(s.span_id) == 8 for s in spans)
+    assert spans[0].name == "invoke_agent drift_summarize"
+    tools = [s for s in spans if s.name.startswith("execute_tool ")]
+    assert tools and all(s.parent_span_id == spans[0].span_id for s in tools)
+    attrs = [{a.key: json_format.MessageToDict(a.value) for a in s.attributes} for s in tools]
+    assert all(a["tool.fingerprint"]["stringValue"] and "tool.version" in a for a in attrs)
+    outcomes = [a["tapetui.outcome"]["stringValue"] for a in attrs]
+    assert "drift" in outcomes and "hit" in outcomes
+    drifted = tools[outcomes.index("drift")]
+    (event,) = drifted.events
+    assert event.name == "tapetui.drift"
+    changed = {a.key: json_format.MessageToDict(a.value) for a in event.attributes}["tapetui.changes"]
+    assert changed["arrayValue"]["values"]
+    turns = list(_protobuf(docs[1]).resource_spans[0].scope_spans[0].spans)
+    chat = [s for s in turns if s.name.startswith("chat ")]
+    assert chat and all(s.kind == 3 for s in chat)
+    assert {a.key for a in chat[0].attributes} >= {
+        "gen_ai.input.messages",
+        "gen_ai.usage.input_tokens",
+        "tapetui.outcome",
+    }
+
+
+def test_an_exported_tape_imports_back_to_the_same_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shutil.copytree(ROOT / "sample_tapes", tmp_path / "s")
+    monkeypatch.chdir(tmp_path / "s")
+    assert main(["export", "otlp", "research_prompt", "--out", str(tmp_path / "out.jsonl")]) == 0
+    assert main(["import", "otlp", str(tmp_path / "out.jsonl"), "--out", str(tmp_path / "back")]) == 0
+    (back,) = (tmp_path / "back").glob("*.jsonl")
+    original = steps(tmp_path / "s" / "research_prompt.jsonl")
+    assert [(s["type"], s["key"]) for s in steps(back)] == [(s["type"], s["key"]) for s in original]
+
+
+# ---- a real instrumented agent ----------------------------------------------------------------------------
+def _agent(capabilities: list[Any], counts: dict[str, int], instructions: str = "Be brief.") -> Agent[None, str]:
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        counts["model"] += 1
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart("weather", {"city": "Paris"})])
+        return ModelResponse(parts=[TextPart("14.5 degrees.")])
+
+    agent = Agent(FunctionModel(model, model_name="weather-bot"), instructions=instructions, capabilities=capabilities)
+
+    @agent.tool_plain
+    def weather(city: str) -> float:
+        """The weather of a city."""
+        counts["tool"] += 1
+        return 14.5
+
+    return agent
+
+
+def test_a_pydantic_ai_trace_replays_the_agent_offline_and_a_prompt_change_is_drift_against_production(
+    proj: Path,
+) -> None:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(OTLPJsonFileExporter(proj / "prod.jsonl")))
+    counts = {"model": 0, "tool": 0}
+    settings = InstrumentationSettings(tracer_provider=provider, include_content=True)
+    asyncio.run(_agent([Instrumentation(settings=settings)], counts).run("How warm is Paris?"))
+    assert counts == {"model": 2, "tool": 1}
+    cfg = load_config(proj / "tapes.toml")
+    report = import_otlp([proj / "prod.jsonl"], cfg.tapes_dir, config=cfg)
+    assert (report.turns, report.calls) == (2, 1)
+    tape = only_tape(proj)
+    counts = {"model": 0, "tool": 0}
+    with Tape(tape, "replay", config=cfg) as t, use_tape(t):
+        out = asyncio.run(_agent([TapeCapability(models=True)], counts).run("How warm is Paris?"))
+        stats = t.stats()
+    assert out.output == "14.5 degrees."
+    assert counts == {"model": 0, "tool": 0}
+    assert stats["live_model_calls"] == 0 and stats["live_tool_calls"] == 0 and stats["model_hits"] == 2
+    with Tape(tape, "replay", config=cfg) as t, use_tape(t), pytest.raises(ModelDrift, match="instructions"):
+        asyncio.run(_agent([TapeCapability(models=True)], counts, "Be verbose.").run("How warm is Paris?"))
+    assert counts == {"model": 0, "tool": 0}
