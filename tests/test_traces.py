@@ -168,9 +168,9 @@ def test_a_traced_contract_is_compared_only_on_what_the_trace_held(proj: Path) -
     with Tape(tape, "replay", registry(fx.WEATHER_DEF["description"]), config=cfg) as t:
         assert t.call("weather", {"city": "Paris"}) == 14.5
         assert t.stats()["fingerprint_changes"] == 0
-    with Tape(tape, "replay", registry("The weather, in Fahrenheit."), config=cfg) as t:
-        with pytest.raises(ToolDriftError, match="description"):
-            t.call("weather", {"city": "Paris"})
+    changed = registry("The weather, in Fahrenheit.")
+    with Tape(tape, "replay", changed, config=cfg) as t, pytest.raises(ToolDriftError, match="description"):
+        t.call("weather", {"city": "Paris"})
 
 
 # ---- older generations, OpenInference, MCP ------------------------------------------------------------------

@@ -102,9 +102,11 @@ def file_kind(mode: int) -> str:
     return "not a file"
 
 
-def atomic_write(path: Path, data: bytes | Iterable[Any], *, mode: int | None = None) -> None:
+def atomic_write(path: Path, data: bytes | Iterable[Any], *, mode: int | None = None, sync: bool = True) -> None:
     """Replace ``path`` with ``data`` (bytes, or buffers written in turn): temp file in the same folder,
-    fsync, rename, fsync the folder. The file keeps its permissions, or gets ``mode`` (default: the umask's)."""
+    fsync, rename, fsync the folder. The file keeps its permissions, or gets ``mode`` (default: the umask's).
+    ``sync=False`` leaves out the two fsyncs: the rename still never shows a torn file to a reader or after a
+    crash of the process, only a power loss may lose it (a recording that does not fsync its lines either)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -119,13 +121,15 @@ def atomic_write(path: Path, data: bytes | Iterable[Any], *, mode: int | None = 
             for part in parts:
                 fh.write(part)
             fh.flush()
-            os.fsync(fh.fileno())
+            if sync:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    fsync_dir(path.parent)
+    if sync:
+        fsync_dir(path.parent)
 
 
 def _umask() -> int:

@@ -108,7 +108,9 @@ class SessionFiles:
             self.notices.append(note)
             _log.warning("%s", note)
         labels = self._redactor.redact(self._labels) if self._labels else None
-        atomic_write(self.target, session_line(created_at=iso(self._clock()), origin=origin, labels=labels) + body)
+        header = session_line(created_at=iso(self._clock()), origin=origin, labels=labels)
+        # fsynced as the recording's lines are (Tape's fsync=): the rename alone never shows a torn header
+        atomic_write(self.target, header + body, sync=self._fsync)
         self.writer = Appender(self.target, fsync=self._fsync)
 
     def claim_fill_target(self, body: bytes) -> None:

@@ -19,7 +19,7 @@ from tapetui.core.errors import TapeError
 from tapetui.core.redact import DEFAULT_REDACTOR, Redactor
 from tapetui.core.textsafe import safe_text
 
-__all__ = ["Entry", "Logged", "append_entry", "has_entry", "logged_entries", "read_entries", "rendered_session"]
+__all__ = ["Entry", "Logged", "append_entries", "append_entry", "has_entry", "logged_entries", "read_entries", "rendered_session"]
 
 _HEADER = "# Tape changelog\n\nEvery change to a golden tape, newest last, with the reason it was accepted.\n"
 _MARK = "<!-- tapetui:entry "
@@ -108,13 +108,20 @@ def append_entry(changelog: Path, entry: Entry, redactor: Redactor = DEFAULT_RED
     All or nothing: a failed write (a full disk) is cut off again, so a half entry never
     counts as written.
     """
+    append_entries(changelog, [entry], redactor)
+
+
+def append_entries(changelog: Path, entries: list[Entry], redactor: Redactor = DEFAULT_REDACTOR) -> None:
+    """Append ``entries`` in one write under one lock and one fsync, all or none (an import's thousand goldens)."""
+    if not entries:
+        return
     changelog = Path(changelog)
     changelog.parent.mkdir(parents=True, exist_ok=True)
     fd = _open_changelog(changelog, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
-        text = entry.render(redactor)
+        text = "".join(e.render(redactor) for e in entries)
         if size == 0:
             text = _HEADER + "\n" + text
         elif os.pread(fd, 1, size - 1) != b"\n":

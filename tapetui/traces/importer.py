@@ -21,6 +21,7 @@ one inside the other) are one call. Spans that are neither turns nor tool calls 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import sys
 import tempfile
@@ -38,7 +39,7 @@ from tapetui.core.errors import TapeError
 from tapetui.core.store import candidate_path, session_name
 from tapetui.core.tape import Tape
 from tapetui.core.turns import CAPTURE_HINT, NOT_CAPTURED
-from tapetui.review.changelog import Entry, append_entry
+from tapetui.review.changelog import Entry, append_entries
 from tapetui.traces.conventions import TraceCall, TraceTurn, classify
 from tapetui.traces.otlp import IdNotes, Span, TraceFormatError, read_spans
 
@@ -46,7 +47,7 @@ __all__ = ["SOURCE", "TRACE_HELD", "ImportReport", "TracedError", "import_otlp"]
 
 SOURCE = "otlp"
 TRACE_HELD = ("name", "description", "schema")  # what gen_ai.tool.definitions holds of a contract
-_SPILL_SPANS = 20_000  # spans held in memory across groups before they are appended to their spill files
+_SPILL_BYTES = 8 << 20  # span bytes held in memory across groups before they are appended to their spill files
 
 
 class TracedError(Exception):
@@ -119,8 +120,14 @@ def import_otlp(
             for span in read_spans(Path(f), report.notes):
                 spill.add(_group_of(span, group_by), span)
         spill.flush()
-        for group in spill.groups():
-            _import_group(group, spill.spans(group), out_dir, report, config, group_by)
+        entries: list[Entry] = []
+        try:
+            for group in spill.groups():
+                _import_group(group, spill.spans(group), out_dir, report, config, group_by, entries)
+        finally:  # every golden written has its entry, even when a later trace fails
+            cfg = config if config is not None else config_for_tape(out_dir / "x.jsonl")
+            append_entries(cfg.changelog, entries, cfg.redactor())
+            os.sync()  # the tapes are written without an fsync each (thousands of traces): made durable at once
     return report
 
 
@@ -132,7 +139,7 @@ def _group_of(span: Span, group_by: str | None) -> str:
 
 
 class _Spill:
-    """Spans by group, in temporary JSON Lines files: memory bounded by :data:`_SPILL_SPANS`."""
+    """Spans by group, in temporary JSON Lines files: memory bounded by :data:`_SPILL_BYTES`."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -143,9 +150,10 @@ class _Spill:
     def add(self, group: str, span: Span) -> None:
         if group not in self.order:
             self.order[group] = self.root / (hashlib.sha256(group.encode()).hexdigest()[:24] + ".jsonl")
-        self.buffer.setdefault(group, []).append(orjson.dumps(span.to_json()))
-        self.held += 1
-        if self.held >= _SPILL_SPANS:
+        raw = orjson.dumps(span.to_json())
+        self.buffer.setdefault(group, []).append(raw)
+        self.held += len(raw)
+        if self.held >= _SPILL_BYTES:
             self.flush()
 
     def flush(self) -> None:
@@ -164,7 +172,13 @@ class _Spill:
 
 # ---- one group: one tape ----------------------------------------------------------------------------------
 def _import_group(
-    group: str, spans: list[Span], out_dir: Path, report: ImportReport, config: Config | None, group_by: str | None
+    group: str,
+    spans: list[Span],
+    out_dir: Path,
+    report: ImportReport,
+    config: Config | None,
+    group_by: str | None,
+    entries: list[Entry],
 ) -> None:
     spans = _unique(spans, report)
     _check_parents(spans)
@@ -184,7 +198,7 @@ def _import_group(
     _write(path, group, items, report, config)
     report.tapes.append((candidate_path(path) if kind == "candidate" else path, kind, group))
     if kind == "golden":
-        _changelog(path, group, items, config)
+        entries.append(_entry(path, group, items, config))
 
 
 def _unique(spans: list[Span], report: ImportReport) -> list[Span]:
@@ -269,7 +283,7 @@ def _descends(child: str, ancestor: str, parent: dict[str, str | None]) -> bool:
 
 def _tape_name(group: str, group_by: str | None) -> str:
     if group_by is None:
-        return f"trace-{group[:16]}"
+        return f"trace-{group}"  # the whole id: two traces never share a tape
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", group).strip("._")[:80] or "group"
     return name if group_by is None else f"{name}-{hashlib.sha256(group.encode()).hexdigest()[:6]}"
 
@@ -423,10 +437,10 @@ def _error(error: dict[str, str]) -> Exception:
     return cls(error.get("message", ""))
 
 
-def _changelog(path: Path, group: str, items: list[Any], config: Config | None) -> None:
+def _entry(path: Path, group: str, items: list[Any], config: Config | None) -> Entry:
     cfg = config if config is not None else config_for_tape(path)
     first = items[0].span
-    entry = Entry(
+    return Entry(
         id=hashlib.sha256(f"import:{path}:{group}:{now_iso()}".encode()).hexdigest()[:16],
         when=now_iso(),
         action="imported",
@@ -435,4 +449,3 @@ def _changelog(path: Path, group: str, items: list[Any], config: Config | None) 
         details=(f"from the OTLP trace {first.trace_id} in {first.where.rsplit(':', 1)[0]}",),
         rationale=None,
     )
-    append_entry(cfg.changelog, entry, cfg.redactor())
