@@ -98,6 +98,7 @@ class Config:
     compare: CompareSettings = field(default_factory=CompareSettings)  # `[compare]`, every session
     compare_sessions: tuple[tuple[str, CompareSettings], ...] = ()  # `[compare.sessions."PATTERN"]`, in file order
     models: dict[str, ModelPolicy] = field(default_factory=dict)  # `[models."NAME"]`
+    otel_enabled: bool = False  # `[otel] enabled`: every run emits live spans (tapetui.core.stepspans)
 
     def model_policy(self, name: str) -> ModelPolicy:
         """``[models."NAME"]`` for ``name`` (a pattern such as ``"openai:*"`` matches too), else the default."""
@@ -176,6 +177,9 @@ _SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
     },
     "fingerprint": {
         "ignore": ((list,), "a list of manifest field patterns"),
+    },
+    "otel": {
+        "enabled": ((bool,), "true or false"),
     },
 }
 _TABLES = (*_SCHEMA, "tools", "compare", "models")
@@ -371,6 +375,7 @@ def config_from_text(text: str, path: Path) -> Config:
         compare=compare,
         compare_sessions=sessions,
         models=models,
+        otel_enabled=values.get("otel.enabled", False),
     )
 
 

@@ -45,6 +45,7 @@ from tapetui.core.modes import Mode
 from tapetui.core.recorded_errors import raise_recorded
 from tapetui.core.redact import Redactor
 from tapetui.core.session import SessionFiles
+from tapetui.core.stepspans import StepSpans, step_span
 from tapetui.core.toolbox import Toolbox
 from tapetui.core.turndecide import TurnDeciding
 from tapetui.core.turnlive import TurnLive
@@ -118,6 +119,7 @@ class ModelServing(TurnDeciding, TurnLive):
     _index: TapeIndex | None
     _session: str
     _expired: Callable[[str], bool]
+    _spans: StepSpans | None
     contract: Callable[..., Any]  # Tape.contract
 
     def _init_turns(self, live_names: frozenset[str], on_drift: str) -> None:
@@ -220,6 +222,25 @@ class ModelServing(TurnDeciding, TurnLive):
         Raises:
             as :meth:`model`.
         """
+        if self._spans is None:
+            return self._model_turn(request, model, source, stream, order)
+        attrs = {"gen_ai.operation.name": "chat", "gen_ai.request.model": str(model)}
+        span = step_span(self._spans, "model", str(model), attrs).__enter__()
+        try:
+            turn = self._model_turn(request, model, source, stream, order)
+        except BaseException as e:
+            span.detach()
+            span.close(e)
+            raise
+        span.detach()
+        if turn.served:
+            span.close()
+        else:  # the live call ends in finish() or fail(), maybe in another context: the turn closes its span
+            span.note["outcome"] = "recorded" if self._records else "live"
+            turn.span = span
+        return turn
+
+    def _model_turn(self, request: Any, model: str, source: str, stream: bool, order: Any) -> ModelTurn:
         if type(model) is not str or not model.strip():
             raise InvalidValue(f"{self.path}: model= must be the model's name (a non-empty string), got {_kind(model)}")
         if type(source) is not str or not source:

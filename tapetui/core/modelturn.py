@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tapetui.core.errors import InvalidValue, TapeError
+from tapetui.core.stepspans import step_span
 from tapetui.core.turns import normal_response, rebuild_error, stream_events
 
 if TYPE_CHECKING:
@@ -50,6 +51,7 @@ class ModelTurn:
         "seq",
         "served",
         "source",
+        "span",
         "stream",
         "turn",
     )
@@ -92,6 +94,7 @@ class ModelTurn:
         self.order = order
         self._done = served
         self._start = tape._timer()  # the tape's timer: a sample tape's fixed clock too
+        self.span: step_span | None = None  # a live turn's span (Tape(tracer=...)): closed when the turn ends
 
     @property
     def path(self) -> Path:
@@ -135,7 +138,17 @@ class ModelTurn:
             raise
         self._tape._turn_end(self, line, usage, stored, took, error=False)
         self.response = norm
+        self._close_span(None, usage)
         return norm
+
+    def _close_span(self, error: BaseException | None, usage: Any = None) -> None:
+        span, self.span = self.span, None
+        if span is not None:
+            if isinstance(usage, dict):
+                span.note["attrs"].update(
+                    {f"gen_ai.usage.{k}_tokens": v for k, v in usage.items() if k in ("input", "output")}
+                )
+            span.close(error)
 
     def fail(self, error: BaseException) -> None:
         """The live model call raised ``error``: an ``Exception`` is written as the turn's error (replay raises
@@ -145,6 +158,7 @@ class ModelTurn:
         self._done = True
         if not isinstance(error, Exception):
             self._tape._turn_abandon()
+            self._close_span(error)
             return
         took = round((self._tape._timer() - self._start) * 1000, 3)
         where = f"{self._tape.path}: step {self.seq} (model turn {self.turn})"
@@ -154,9 +168,11 @@ class ModelTurn:
             self._tape._turn_abandon()
             raise
         self._tape._turn_end(self, line, usage, stored, took, error=True)
+        self._close_span(error)
 
     def abandon(self) -> None:
         """Nothing is written for this turn (a live call that never returned)."""
         if not self._done:
             self._done = True
             self._tape._turn_abandon()
+            self._close_span(None)

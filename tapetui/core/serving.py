@@ -32,6 +32,7 @@ from tapetui.core.recorded_errors import raise_recorded
 from tapetui.core.redact import Redactor
 from tapetui.core.runlog import EventKind, RunLog, add_status, step_status
 from tapetui.core.session import SessionFiles
+from tapetui.core.stepspans import StepSpans, note_event
 from tapetui.core.toolbox import UNKNOWN, Toolbox
 from tapetui.core.turns import CAPTURE_HINT, NOT_CAPTURED
 
@@ -65,6 +66,7 @@ class ToolServing(CutPoints):
     _fd: int
     _tool_n: int
     _live_names: frozenset[str]
+    _spans: StepSpans | None
     _all_live: bool
 
     def _serve_other(
@@ -376,6 +378,8 @@ class ToolServing(CutPoints):
         at, status = step_status(event, fields)
         if at is not None and status is not None:
             add_status(self._status, at, status)
+        if self._spans is not None:
+            note_event(event, fields)
         if self._log is not None:
             self._log.emit(event, **fields)
 

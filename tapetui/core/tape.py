@@ -40,6 +40,7 @@ from tapetui.core.registry import Tool, ToolRegistry, make_contract
 from tapetui.core.runlog import RunLog, status_counts
 from tapetui.core.serving import Request, ToolServing
 from tapetui.core.session import SessionFiles
+from tapetui.core.stepspans import StepSpans, load_spans, step_span
 from tapetui.core.store import runlog_path, session_name
 from tapetui.core.toolbox import Toolbox
 
@@ -68,6 +69,9 @@ class Tape(ToolServing, ModelServing, BetweenCalls):
         clock / timer: injectable time sources (deterministic sample tapes use them).
         run_log: write the run's events beside the tape (``name.run.jsonl``).
         fsync: fsync each appended record (slower; crash-proof even against power loss).
+        tracer: live spans: an OpenTelemetry ``Tracer`` (the extra ``tapetui[otel]``) or any
+            :class:`~tapetui.core.stepspans.StepSpans`; each call and model turn is a span with its fingerprint
+            and outcome (``tapes.toml``'s ``[otel] enabled = true`` does it with the global tracer provider).
         live: the boundaries that run live in this run without editing tapes.toml: tool names, and
             ``"model"`` for the model turns (a cut-point replay). In replay each runs, consumes the recording at
             its place and is compared with it: a difference is reported by path (``behaviour`` on its ``live``
@@ -90,6 +94,7 @@ class Tape(ToolServing, ModelServing, BetweenCalls):
         fsync: bool = False,
         live: Iterable[str] = (),
         on_drift: str = "raise",
+        tracer: Any = None,
     ) -> None:
         if mode not in MODES:
             raise InvalidValue(f"unknown tape mode {mode!r}; valid modes: {', '.join(MODES)}")
@@ -102,6 +107,8 @@ class Tape(ToolServing, ModelServing, BetweenCalls):
         self._clock = clock
         self._timer = timer
         self._redactor: Redactor = self.config.redactor()
+        # live spans (tapetui.core.stepspans): a tracer given, or tapes.toml's [otel] enabled; None costs nothing
+        self._spans: StepSpans | None = load_spans(tracer, self.config.otel_enabled)
         self._seq = 0  # steps so far: tool calls and model turns, one sequence
         self._tool_n = 0  # tool calls so far: a call's position among the tape's tool calls (the matcher's rule 3)
         self._overrides: dict[int, tuple[Any, BaseException | None]] = {}
@@ -214,6 +221,20 @@ class Tape(ToolServing, ModelServing, BetweenCalls):
             TapeError: a bad argument or result value, a closed tape, a missing tool, an async tool called
                 from inside a running event loop (use :meth:`acall`).
         """
+        if self._spans is not None:
+            with self._tool_span(tool, call_id):
+                return self._call(tool, args, requested_tool, live, order, call_id)
+        return self._call(tool, args, requested_tool, live, order, call_id)
+
+    def _call(
+        self,
+        tool: str,
+        args: dict[str, Any] | None,
+        requested_tool: str | None,
+        live: Callable[[], Any] | None,
+        order: Any,
+        call_id: str | None,
+    ) -> Any:
         step, value = self._begin(tool, args, requested_tool, live, order, call_id)
         if step is None:
             return value
@@ -223,6 +244,17 @@ class Tape(ToolServing, ModelServing, BetweenCalls):
             self._abandon()
             raise
         return self._end(step, result, error, ms)
+
+    def _tool_span(self, tool: str, call_id: str | None) -> step_span:
+        assert self._spans is not None
+        attrs: dict[str, Any] = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool}
+        if call_id is not None:
+            attrs["gen_ai.tool.call.id"] = str(call_id)
+        t = self._tools.live_tool(tool)
+        if t is not None:
+            attrs["tool.fingerprint"] = t.fingerprint
+            attrs["tool.version"] = t.manifest.version
+        return step_span(self._spans, "tool", tool, attrs)
 
     async def acall(
         self,
@@ -239,6 +271,20 @@ class Tape(ToolServing, ModelServing, BetweenCalls):
         An async tool (or a ``live`` callable returning an awaitable) is awaited on the caller's event loop,
         with no thread hop; a sync one runs inline. Many ``acall`` may run at once (``asyncio.gather``).
         """
+        if self._spans is not None:
+            with self._tool_span(tool, call_id):
+                return await self._acall(tool, args, requested_tool, live, order, call_id)
+        return await self._acall(tool, args, requested_tool, live, order, call_id)
+
+    async def _acall(
+        self,
+        tool: str,
+        args: dict[str, Any] | None,
+        requested_tool: str | None,
+        live: Callable[[], Any] | None,
+        order: Any,
+        call_id: str | None,
+    ) -> Any:
         step, value = self._begin(tool, args, requested_tool, live, order, call_id)
         if step is None:
             return value

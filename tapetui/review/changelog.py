@@ -19,7 +19,16 @@ from tapetui.core.errors import TapeError
 from tapetui.core.redact import DEFAULT_REDACTOR, Redactor
 from tapetui.core.textsafe import safe_text
 
-__all__ = ["Entry", "Logged", "append_entries", "append_entry", "has_entry", "logged_entries", "read_entries", "rendered_session"]
+__all__ = [
+    "Entry",
+    "Logged",
+    "append_entries",
+    "append_entry",
+    "has_entry",
+    "logged_entries",
+    "read_entries",
+    "rendered_session",
+]
 
 _HEADER = "# Tape changelog\n\nEvery change to a golden tape, newest last, with the reason it was accepted.\n"
 _MARK = "<!-- tapetui:entry "
