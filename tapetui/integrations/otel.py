@@ -89,6 +89,7 @@ class OTelSpans:
         if own:
             span.end()
 
+
 _ID_KEYS = ("traceId", "spanId", "parentSpanId")
 
 

@@ -143,7 +143,7 @@ class _Spill:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.buffer: dict[str, list[bytes]] = {}
+        self.buffer: dict[str, bytearray] = {}
         self.held = 0
         self.order: dict[str, Path] = {}
 
@@ -151,15 +151,19 @@ class _Spill:
         if group not in self.order:
             self.order[group] = self.root / (hashlib.sha256(group.encode()).hexdigest()[:24] + ".jsonl")
         raw = orjson.dumps(span.to_json())
-        self.buffer.setdefault(group, []).append(raw)
-        self.held += len(raw)
+        buf = self.buffer.get(group)
+        if buf is None:
+            buf = self.buffer[group] = bytearray()
+        buf += raw  # copied: orjson's own buffer is many times the line's length, and freed now
+        buf += b"\n"
+        self.held += len(raw) + 1
         if self.held >= _SPILL_BYTES:
             self.flush()
 
     def flush(self) -> None:
-        for group, lines in self.buffer.items():
+        for group, buf in self.buffer.items():
             with open(self.order[group], "ab") as fh:
-                fh.write(b"\n".join(lines) + b"\n")
+                fh.write(buf)
         self.buffer, self.held = {}, 0
 
     def groups(self) -> list[str]:
