@@ -231,6 +231,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
     other = Path(args.b) if args.b else None
     if other is not None and not other.is_absolute() and not other.exists():
         other = golden.parent / other  # a name beside the golden, as `rerecord` and `pending` print them
+        if not other.exists() and not other.suffix:
+            with contextlib.suppress(TapeError):
+                other = session_tape(cfg, args.b)  # another session: `tapetui diff monday tuesday`
     d = review.diff(cfg, golden, other.resolve() if other is not None else None)
     if args.json:
         print_json(d.to_json())

@@ -12,11 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import orjson
+
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
+from tapetui.core.files import open_regular
 from tapetui.core.runlog import read_run_log
 from tapetui.core.store import candidate_path, runlog_path
 from tapetui.core.tapefile import read_index
+from tapetui.core.turns import TURN, from_trace
+from tapetui.core.turns import tokens as turn_tokens
 from tapetui.review.comparison import Comparison, HooksArg, LoadedTape, compare
 from tapetui.review.findings import Finding, compare_run, run_log_stale
 
@@ -36,6 +41,7 @@ class Diff:
     source: DiffSource
     comparison: Comparison | None = None  # source "candidate" or "tape"
     findings: tuple[Finding, ...] = ()  # source "run_log"
+    totals: tuple[str, ...] = ()  # two imported traces: steps, tokens and latency, each side and the change
 
     @property
     def differs(self) -> bool:
@@ -53,7 +59,7 @@ class Diff:
         if self.comparison is not None:
             cmp = self.comparison
             if cmp.clean and not cmp.new_capabilities:
-                return [("no differences", "clean")]
+                return [("no differences", "clean"), *((line, "clean") for line in self.totals)]
             within = cmp.passed  # every difference within its dimension's threshold: shown, not failing
             level: dict[str, DiffLevel] = {
                 "pass": "clean",
@@ -62,7 +68,8 @@ class Diff:
                 "differs": "warning" if within else "differs",
                 "capability": "differs",  # a tool the golden never used fails the comparison (Comparison.passed)
             }
-            return [(line, level[how]) for line, how in cmp.rows()]
+            rows = [(line, level[how]) for line, how in cmp.rows()]
+            return rows + [(line, "clean") for line in self.totals]
         if not self.findings:
             return [("no differences", "clean")]
         return [(f.text, "warning" if f.warning else "differs") for f in self.findings]
@@ -74,7 +81,10 @@ class Diff:
     def to_json(self) -> dict[str, Any]:
         """What ``tapetui diff --json`` prints."""
         if self.comparison is not None:
-            return self.comparison.to_json()
+            out = self.comparison.to_json()
+            if self.totals:
+                out["totals"] = list(self.totals)
+            return out
         return {
             "golden": str(self.golden),
             "run_log": str(self.other),
@@ -125,4 +135,49 @@ def diff(
         return Diff(golden, other, "run_log", findings=tuple(findings))
     if source == "tape" and other == candidate_path(golden):
         source = "candidate"
-    return Diff(golden, other, source, comparison=compare(loaded or golden, other, config, hooks=hooks))
+    cmp = compare(loaded or golden, other, config, hooks=hooks)
+    return Diff(golden, other, source, comparison=cmp, totals=trace_totals(golden, other))
+
+
+def _sums(path: Path) -> tuple[dict[str, Any], int, int, float]:
+    """A tape's header, steps, tokens and milliseconds (its lines read as JSON; the comparison read them already,
+    so a malformed one has been named)."""
+    header: dict[str, Any] = {}
+    steps = tokens = 0
+    ms = 0.0
+    with open(open_regular(path), "rb", closefd=True) as fh:
+        for raw in fh:
+            try:
+                rec = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                continue
+            if not isinstance(rec, dict):
+                continue
+            kind = rec.get("type")
+            if kind == "session" and not header:
+                header = rec
+            elif kind in ("call", TURN):
+                steps += 1
+                tokens += turn_tokens(rec.get("usage")) if kind == TURN else 0
+                took = rec.get("ms")
+                ms += took if isinstance(took, (int, float)) and not isinstance(took, bool) else 0.0
+    return header, steps, tokens, ms
+
+
+def _change(old: float, new: float) -> str:
+    return f" ({(new - old) / old:+.0%})" if old else ""
+
+
+def trace_totals(a: Path, b: Path) -> tuple[str, ...]:
+    """For two imported traces of a task (``tapetui import otlp``): their steps, tokens and summed latency, side by
+    side; nothing for other tapes."""
+    ha, sa, ta, ma = _sums(a)
+    hb, sb, tb, mb = _sums(b)
+    traced = [isinstance(h.get("labels"), dict) and from_trace(str(h["labels"].get("source", ""))) for h in (ha, hb)]
+    if not all(traced):
+        return ()
+    return (
+        f"[STEPS] {sa} → {sb}",
+        f"[TOKENS] {ta:,} → {tb:,}{_change(ta, tb)}",
+        f"[LATENCY] {ma:,.1f} ms → {mb:,.1f} ms{_change(ma, mb)} (the steps' own time, summed)",
+    )

@@ -36,14 +36,45 @@ from typing import Any
 
 import orjson
 
-from tapetui.core.turns import NOT_CAPTURED, stable_ids
+from tapetui.core.turns import NOT_CAPTURED
 from tapetui.traces.otlp import Span
 
-__all__ = ["NOT_CAPTURED", "TraceCall", "TraceTurn", "classify"]
+__all__ = ["NOT_CAPTURED", "LocalIds", "TraceCall", "TraceTurn", "classify"]
 
 MODEL_OPERATIONS = frozenset({"chat", "generate_content", "text_completion"})
 _SETTINGS_SKIP = frozenset({"model"})
 _LOCAL_IDS = ("pyd_ai_",)  # ids pydantic-ai makes up, new at each run (its adapter keys them as call_N too)
+
+
+class LocalIds:
+    """Tool-call ids an agent made up (pydantic-ai's ``pyd_ai_…``, new at each run) as ``call_1``, ``call_2``... by
+    first appearance in the trace: in the requests as the adapters key them (each request numbers its history by
+    first appearance, which is the trace's order), and in the responses and calls alike, so a replayed response's
+    call comes back in the next request under the id that request was recorded with."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+
+    def name(self, ident: Any) -> Any:
+        if not isinstance(ident, str) or not ident.startswith(_LOCAL_IDS):
+            return ident
+        return self.names.setdefault(ident, f"call_{len(self.names) + 1}")
+
+    def parts(self, parts: list[Any]) -> list[Any]:
+        return [
+            {**p, "id": self.name(p.get("id"))}
+            if isinstance(p, dict) and p.get("type") in ("tool_call", "tool_call_response") and "id" in p
+            else p
+            for p in parts
+        ]
+
+    def turn(self, turn: TraceTurn) -> None:
+        turn.request["messages"] = [{**m, "parts": self.parts(m["parts"])} for m in turn.request["messages"]]
+        if turn.response is not None:
+            turn.response["parts"] = self.parts(turn.response.get("parts") or [])
+
+    def call(self, call: TraceCall) -> None:
+        call.call_id = self.name(call.call_id)
 
 
 @dataclass
@@ -218,8 +249,8 @@ def _part(p: Any) -> dict[str, Any]:
 
 
 def _messages(raw: Any, *, request: bool = True) -> list[dict[str, Any]]:
-    """GenAI messages as neutral ones: a tool's response in a ``tool`` message of its own (as adapters write it);
-    in a request, made-up call ids as ``call_1``... (a response keeps its own: its calls are recorded under them)."""
+    """GenAI messages as neutral ones: a tool's response in a ``tool`` message of its own (as adapters write it).
+    Made-up call ids stay as they are here: the importer numbers them across the whole trace (:class:`LocalIds`)."""
     out: list[dict[str, Any]] = []
     for m in raw if isinstance(raw, list) else []:
         if not isinstance(m, dict):
@@ -240,7 +271,7 @@ def _messages(raw: Any, *, request: bool = True) -> list[dict[str, Any]]:
                 last = {"role": r, "parts": []}
                 out.append(last)
             last["parts"].append(n)
-    return stable_ids(out, lambda i: i.startswith(_LOCAL_IDS)) if request else out
+    return out
 
 
 def _older_call(c: dict[str, Any]) -> dict[str, Any]:

@@ -40,7 +40,7 @@ from tapetui.core.store import candidate_path, session_name
 from tapetui.core.tape import Tape
 from tapetui.core.turns import CAPTURE_HINT, NOT_CAPTURED
 from tapetui.review.changelog import Entry, append_entries
-from tapetui.traces.conventions import TraceCall, TraceTurn, classify
+from tapetui.traces.conventions import LocalIds, TraceCall, TraceTurn, classify
 from tapetui.traces.otlp import IdNotes, Span, TraceFormatError, read_spans
 
 __all__ = ["SOURCE", "TRACE_HELD", "ImportReport", "TracedError", "import_otlp"]
@@ -195,6 +195,12 @@ def _import_group(
         else:
             items.append(item)
     items = _merge_mcp(items, spans, report)
+    ids = LocalIds()
+    for item in items:
+        if isinstance(item, TraceTurn):
+            ids.turn(item)
+        else:
+            ids.call(item)
     if not items:
         return
     path = out_dir / f"{_tape_name(group, group_by)}.jsonl"
@@ -289,7 +295,8 @@ def _tape_name(group: str, group_by: str | None) -> str:
     if group_by is None:
         return f"trace-{group}"  # the whole id: two traces never share a tape
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", group).strip("._")[:80] or "group"
-    return name if group_by is None else f"{name}-{hashlib.sha256(group.encode()).hexdigest()[:6]}"
+    # a value that is not a file name as it is gets a short hash of itself: two such values never share a tape
+    return name if name == group else f"{name}-{hashlib.sha256(group.encode()).hexdigest()[:6]}"
 
 
 def _ns(ns: int) -> datetime:
