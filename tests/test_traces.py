@@ -491,3 +491,63 @@ def test_a_pydantic_ai_trace_replays_the_agent_offline_and_a_prompt_change_is_dr
     with Tape(tape, "replay", config=cfg) as t, use_tape(t), pytest.raises(ModelDrift, match="instructions"):
         asyncio.run(_agent([TapeCapability(models=True)], counts, "Be verbose.").run("How warm is Paris?"))
     assert counts == {"model": 0, "tool": 0}
+
+
+# ---- the OpenAI Agents SDK through OpenInference's instrumentor ----------------------------------------------
+def test_an_agents_sdk_trace_through_openinference_replays_its_tool_calls_offline(proj: Path) -> None:
+    """The Agents SDK makes LLM spans only inside OpenAI's own models: with an offline model its trace holds the
+    agent, turn and TOOL spans, and the tool calls replay with zero tool runs through the SDK adapter."""
+    agents = pytest.importorskip("agents")
+    from agents.testing import assistant_message, function_call
+    from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+
+    from tapetui.integrations.openai_agents import taped
+
+    class Scripted(agents.Model):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self.n = 0
+
+        async def get_response(self, *args: Any, **kwargs: Any) -> Any:
+            self.n += 1
+            out = [function_call("add", {"a": 1, "b": 2}, call_id="c1")] if self.n == 1 else [assistant_message("3")]
+            usage = agents.Usage(requests=1, input_tokens=10, output_tokens=2, total_tokens=12)
+            return agents.ModelResponse(output=out, usage=usage, response_id=f"r{self.n}")
+
+        def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError
+
+    runs = {"add": 0}
+
+    @agents.function_tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        runs["add"] += 1
+        return a + b
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(OTLPJsonFileExporter(proj / "prod.jsonl")))
+    instrumentor = OpenAIAgentsInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        agent = agents.Agent(name="calc", instructions="You add numbers.", model=Scripted(), tools=[add])
+        assert asyncio.run(agents.Runner.run(agent, "What is 1 + 2?")).final_output == "3"
+    finally:
+        instrumentor.uninstrument()
+    cfg = load_config(proj / "tapes.toml")
+    report = import_otlp([proj / "prod.jsonl"], cfg.tapes_dir, config=cfg)
+    assert report.calls == 1 and report.skipped >= 3  # the workflow, agent and turn spans
+    tape = only_tape(proj)
+    (call,) = steps(tape)
+    assert (call["tool"], call["args"], call["result"]) == ("add", {"a": 1, "b": 2}, 3)
+    assert lines(tape)[1]["description"] == "Add two numbers."
+    runs["add"] = 0
+    with Tape(tape, "replay", config=cfg) as t, use_tape(t):
+        agent = agents.Agent(name="calc", instructions="You add numbers.", model=Scripted(), tools=taped([add]))
+        assert (
+            asyncio.run(
+                agents.Runner.run(agent, "What is 1 + 2?", run_config=agents.RunConfig(tracing_disabled=True))
+            ).final_output
+            == "3"
+        )
+        assert t.stats()["live_tool_calls"] == 0 and t.stats()["fingerprint_changes"] == 0
+    assert runs["add"] == 0
