@@ -469,7 +469,7 @@ def _agent(capabilities: list[Any], counts: dict[str, int], instructions: str = 
 
 
 def test_a_pydantic_ai_trace_replays_the_agent_offline_and_a_prompt_change_is_drift_against_production(
-    proj: Path,
+    proj: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(OTLPJsonFileExporter(proj / "prod.jsonl")))
@@ -488,6 +488,11 @@ def test_a_pydantic_ai_trace_replays_the_agent_offline_and_a_prompt_change_is_dr
     assert out.output == "14.5 degrees."
     assert counts == {"model": 0, "tool": 0}
     assert stats["live_model_calls"] == 0 and stats["live_tool_calls"] == 0 and stats["model_hits"] == 2
+    assert stats["contracts_from_trace"] == ["weather"]
+    # check is green on it, and says once what a trace's contract left out
+    assert main(["check"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("weather: its contract is from a trace: name, description, schema compared") == 1
     with Tape(tape, "replay", config=cfg) as t, use_tape(t), pytest.raises(ModelDrift, match="instructions"):
         asyncio.run(_agent([TapeCapability(models=True)], counts, "Be verbose.").run("How warm is Paris?"))
     assert counts == {"model": 0, "tool": 0}

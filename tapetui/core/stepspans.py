@@ -24,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from tapetui.core.errors import TapeError
 
-__all__ = ["StepSpans", "load_spans", "note_event", "step_span"]
+__all__ = ["StepSpans", "load_spans", "note_event", "step_span", "tool_span"]
 
 
 @runtime_checkable
@@ -105,6 +105,18 @@ class step_span:  # noqa: N801 - used as a context manager, named as one
     def close(self, error: BaseException | None = None) -> None:
         outcome = self.note["outcome"] or ("error" if error is not None else "hit")
         self._spans.end(self._token, outcome, self.note["attrs"], error)
+
+
+def tool_span(spans: StepSpans, tool: str, call_id: str | None, live: Any) -> step_span:
+    """A call's span: the tool, its call id and (``live``: the registered tool, when there is one) the contract it
+    runs under."""
+    attrs: dict[str, Any] = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool}
+    if call_id is not None:
+        attrs["gen_ai.tool.call.id"] = str(call_id)
+    if live is not None:
+        attrs["tool.fingerprint"] = live.fingerprint
+        attrs["tool.version"] = live.manifest.version
+    return step_span(spans, "tool", tool, attrs)
 
 
 def load_spans(tracer: Any, enabled: bool) -> StepSpans | None:

@@ -40,7 +40,7 @@ from tapetui.core.registry import Tool, ToolRegistry, make_contract
 from tapetui.core.runlog import RunLog, status_counts
 from tapetui.core.serving import Request, ToolServing
 from tapetui.core.session import SessionFiles
-from tapetui.core.stepspans import StepSpans, load_spans, step_span
+from tapetui.core.stepspans import StepSpans, load_spans, tool_span
 from tapetui.core.store import runlog_path, session_name
 from tapetui.core.toolbox import Toolbox
 
@@ -107,8 +107,7 @@ class Tape(ToolServing, ModelServing, BetweenCalls):
         self._clock = clock
         self._timer = timer
         self._redactor: Redactor = self.config.redactor()
-        # live spans (tapetui.core.stepspans): a tracer given, or tapes.toml's [otel] enabled; None costs nothing
-        self._spans: StepSpans | None = load_spans(tracer, self.config.otel_enabled)
+        self._spans: StepSpans | None = load_spans(tracer, self.config.otel_enabled)  # live spans; None: no cost
         self._seq = 0  # steps so far: tool calls and model turns, one sequence
         self._tool_n = 0  # tool calls so far: a call's position among the tape's tool calls (the matcher's rule 3)
         self._overrides: dict[int, tuple[Any, BaseException | None]] = {}
@@ -156,12 +155,8 @@ class Tape(ToolServing, ModelServing, BetweenCalls):
         )
         self._init_turns(live_names, on_drift)
         if run_log:
-            header = {
-                "mode": str(self.mode),
-                "tape": self.path.name,
-                "started": iso(clock()),
-                "golden_sha256": files.index.sha256() if files.index is not None else None,
-            }
+            sha = files.index.sha256() if files.index is not None else None
+            header = {"mode": str(self.mode), "tape": self.path.name, "started": iso(clock()), "golden_sha256": sha}
             self._log = RunLog(runlog_path(self.path), header, clock=event_clock(clock))
 
     @property
@@ -222,7 +217,7 @@ class Tape(ToolServing, ModelServing, BetweenCalls):
                 from inside a running event loop (use :meth:`acall`).
         """
         if self._spans is not None:
-            with self._tool_span(tool, call_id):
+            with tool_span(self._spans, tool, call_id, self._tools.live_tool(tool)):
                 return self._call(tool, args, requested_tool, live, order, call_id)
         return self._call(tool, args, requested_tool, live, order, call_id)
 
@@ -245,17 +240,6 @@ class Tape(ToolServing, ModelServing, BetweenCalls):
             raise
         return self._end(step, result, error, ms)
 
-    def _tool_span(self, tool: str, call_id: str | None) -> step_span:
-        assert self._spans is not None
-        attrs: dict[str, Any] = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool}
-        if call_id is not None:
-            attrs["gen_ai.tool.call.id"] = str(call_id)
-        t = self._tools.live_tool(tool)
-        if t is not None:
-            attrs["tool.fingerprint"] = t.fingerprint
-            attrs["tool.version"] = t.manifest.version
-        return step_span(self._spans, "tool", tool, attrs)
-
     async def acall(
         self,
         tool: str,
@@ -272,7 +256,7 @@ class Tape(ToolServing, ModelServing, BetweenCalls):
         with no thread hop; a sync one runs inline. Many ``acall`` may run at once (``asyncio.gather``).
         """
         if self._spans is not None:
-            with self._tool_span(tool, call_id):
+            with tool_span(self._spans, tool, call_id, self._tools.live_tool(tool)):
                 return await self._acall(tool, args, requested_tool, live, order, call_id)
         return await self._acall(tool, args, requested_tool, live, order, call_id)
 
@@ -400,6 +384,8 @@ class Tape(ToolServing, ModelServing, BetweenCalls):
             # count events: a step that went stale, then missed, is one stale and one miss there, one miss here)
             "statuses": status_counts(self._status),
             "fingerprint_checks_off": sorted(self._tools.checks_off),
+            # tools compared on a contract seen in a trace (an imported tape): only the fields it held
+            "contracts_from_trace": sorted(self._tools.partial_seen),
             "run_log": "off" if log is None else (f"failed: {log.problem}" if log.problem else "written"),
         }
 

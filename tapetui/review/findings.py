@@ -140,6 +140,7 @@ def judge_run(
     out += unused_findings(facts, settings.sequence, loose=facts.judged and tools_v.passed)
     out[:0] = tools_findings(facts, golden, tools_v)
     out += capability_findings(golden, facts)
+    out += trace_contract_findings(golden, events)
     notes, notes_v = note_findings([(n.kind, n.value) for n in golden.notes], facts.notes, settings, config, hooks)
     out += notes
     turn_found, turn_verdicts = run_turn_findings(golden, events, settings, config)
@@ -148,6 +149,23 @@ def judge_run(
 
 
 # ---- the rules: a run's facts → findings and verdicts --------------------------------
+def trace_contract_findings(golden: TapeIndex, events: list[dict[str, Any]]) -> list[Finding]:
+    """Once per tool whose contract the golden holds from a trace (``from_trace``) and this run called or was
+    offered: what was compared and what the trace did not hold (a warning: never drift)."""
+    used = {e.get("tool") for e in events} | {n for e in events for n in (e.get("offered") or ())}
+    out = []
+    for tool, held in sorted(golden.traced.items()):
+        if tool not in used and not any(e.get("tool") == TURN for e in events):
+            continue
+        missing = [f for f in ("params", "output_schema", "annotations", "title", "version") if f not in held]
+        text = (
+            f"{tool}: its contract is from a trace: {', '.join(held)} compared; {', '.join(missing)} not in the "
+            "trace (record the session again, or accept a candidate with the whole contract)"
+        )
+        out.append(Finding("fingerprint", text, tool=tool, warning=True))
+    return out
+
+
 def _tools_only(facts: RunFacts, events: list[dict[str, Any]]) -> tuple[RunFacts, list[Finding]]:
     """A run that requested no model turn at all replayed the tool calls only (a tools-only adapter, an older
     test): its golden's turns are one warning, not each a skipped step."""
