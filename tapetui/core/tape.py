@@ -218,21 +218,15 @@ class Tape(ToolServing, ModelServing, BetweenCalls):
         """
         if self._spans is not None:
             with tool_span(self._spans, tool, call_id, self._tools.live_tool(tool)):
-                return self._call(tool, args, requested_tool, live, order, call_id)
-        return self._call(tool, args, requested_tool, live, order, call_id)
+                step, value = self._begin(tool, args, requested_tool, live, order, call_id)
+                return value if step is None else self._run(step)
+        step, value = self._begin(
+            tool, args, requested_tool, live, order, call_id
+        )  # a hit returns from here, with no call more
+        return value if step is None else self._run(step)
 
-    def _call(
-        self,
-        tool: str,
-        args: dict[str, Any] | None,
-        requested_tool: str | None,
-        live: Callable[[], Any] | None,
-        order: Any,
-        call_id: str | None,
-    ) -> Any:
-        step, value = self._begin(tool, args, requested_tool, live, order, call_id)
-        if step is None:
-            return value
+    def _run(self, step: LiveStep) -> Any:
+        """Run a call live (its decision said so) and write what it returned or raised."""
         try:
             result, error, ms = step.run(self._timer)
         except BaseException:
@@ -257,21 +251,15 @@ class Tape(ToolServing, ModelServing, BetweenCalls):
         """
         if self._spans is not None:
             with tool_span(self._spans, tool, call_id, self._tools.live_tool(tool)):
-                return await self._acall(tool, args, requested_tool, live, order, call_id)
-        return await self._acall(tool, args, requested_tool, live, order, call_id)
+                step, value = self._begin(tool, args, requested_tool, live, order, call_id)
+                return value if step is None else await self._arun(step)
+        step, value = self._begin(
+            tool, args, requested_tool, live, order, call_id
+        )  # a hit returns from here, with no await more
+        return value if step is None else await self._arun(step)
 
-    async def _acall(
-        self,
-        tool: str,
-        args: dict[str, Any] | None,
-        requested_tool: str | None,
-        live: Callable[[], Any] | None,
-        order: Any,
-        call_id: str | None,
-    ) -> Any:
-        step, value = self._begin(tool, args, requested_tool, live, order, call_id)
-        if step is None:
-            return value
+    async def _arun(self, step: LiveStep) -> Any:
+        """:meth:`_run` for ``acall``: an async tool awaited on the caller's loop."""
         try:
             result, error, ms = await step.arun(self._timer)
         except BaseException:  # a cancellation, an interrupt: nothing is recorded
