@@ -567,13 +567,23 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     """``tapetui export otlp TAPE...`` (see tapetui.traces.export)."""
     cfg = _config(args)
-    tapes = [session_tape(cfg, t) for t in args.tapes]
+    tapes: list[Path] = []
+    logs: list[Path | None] = []
+    for name in args.tapes:
+        given = Path(name)
+        golden = golden_of(given) if name.endswith(".run.jsonl") and given.is_file() else None
+        if golden is not None:  # a run log: the golden's spans with that run's outcomes
+            tapes.append(golden)
+            logs.append(given)
+        else:
+            tapes.append(session_tape(cfg, name))
+            logs.append(None)
     if args.out is None:
-        for line in export_otlp(tapes):
+        for line in export_otlp(tapes, run_logs=logs):
             sys.stdout.buffer.write(line)
         sys.stdout.flush()
         return 0
-    data = b"".join(export_otlp(tapes))  # every tape read before the file is replaced
+    data = b"".join(export_otlp(tapes, run_logs=logs))  # every tape read before the file is replaced
     atomic_write(args.out, data)
     Out(sys.stderr).line(f"wrote {len(tapes)} trace(s) to {args.out}")
     return 0

@@ -247,7 +247,9 @@ def _traces(sub: Any, commands: Mapping[str, Command], tape_help: str, json_help
         "and each step's outcome in its latest run (tapetui.outcome), drift as span events.",
     )
     p.add_argument("format", choices=["otlp"], help="the trace format (OTLP JSON Lines)")
-    p.add_argument("tapes", nargs="+", metavar="TAPE", help=tape_help)
+    p.add_argument(
+        "tapes", nargs="+", metavar="TAPE", help=tape_help + "; or a run log (NAME.run.jsonl): that run's outcomes"
+    )
     p.add_argument("--out", type=Path, help="file to write (default: standard output)")
     p.set_defaults(fn=commands["export"])
 

@@ -556,3 +556,41 @@ def test_an_agents_sdk_trace_through_openinference_replays_its_tool_calls_offlin
         )
         assert t.stats()["live_tool_calls"] == 0 and t.stats()["fingerprint_changes"] == 0
     assert runs["add"] == 0
+
+
+def test_a_run_log_exports_the_goldens_spans_with_that_runs_outcomes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copytree(ROOT / "sample_tapes", tmp_path / "s")
+    monkeypatch.chdir(tmp_path / "s")
+    code, out, err = run_cli(capsys, "export", "otlp", "drift_summarize.run.jsonl")
+    assert code == 0, err
+    spans = json.loads(out)["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    outcomes = {
+        s["name"]: next(a["value"]["stringValue"] for a in s["attributes"] if a["key"] == "tapetui.outcome")
+        for s in spans[1:]
+    }
+    assert outcomes == {
+        "execute_tool fetch_doc": "hit",
+        "execute_tool search_index": "hit",
+        "execute_tool summarize": "drift",
+        "execute_tool write_report": "unused",
+    }
+
+
+def test_secrets_in_a_trace_are_redacted_on_import(proj: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    secret = "sk-proj-" + "A1b2C3d4" * 5
+    spans = fx.genai_trace()
+    for s in spans:
+        s["attributes"] = [
+            {**a, "value": {"stringValue": a["value"]["stringValue"].replace("Paris", f"Paris {secret}")}}
+            if "stringValue" in a["value"]
+            else a
+            for a in s["attributes"]
+        ]
+    trace = fx.write(proj / "t.jsonl", fx.doc(spans, service=f"svc {secret}"))
+    code, out, err = run_cli(capsys, "import", "otlp", str(trace))
+    assert code == 0, err
+    written = "".join(p.read_text() for p in (proj / "tapes").iterdir() if p.is_file())
+    assert "Paris" in written and secret not in written
+    assert secret not in out + err

@@ -44,18 +44,22 @@ SCOPE = "tapetui"
 _INTERNAL, _CLIENT = 1, 3
 
 
-def export_otlp(tapes: list[Path], service: str = "tapetui") -> Iterator[bytes]:
-    """One OTLP JSON line (``TracesData``, newline-terminated) per tape.
+def export_otlp(
+    tapes: list[Path], service: str = "tapetui", run_logs: list[Path | None] | None = None
+) -> Iterator[bytes]:
+    """One OTLP JSON line (``TracesData``, newline-terminated) per tape; ``run_logs``: the run whose outcomes each
+    tape's spans carry (None: its latest).
 
     Raises:
         TapeError: a tape or its run log cannot be read; the message names the file and line.
     """
-    for tape in tapes:
+    for n, tape in enumerate(tapes):
+        log = run_logs[n] if run_logs is not None else None
         doc = {
             "resourceSpans": [
                 {
                     "resource": {"attributes": _attributes({"service.name": service})},
-                    "scopeSpans": [{"scope": {"name": SCOPE}, "spans": tape_spans(tape)}],
+                    "scopeSpans": [{"scope": {"name": SCOPE}, "spans": tape_spans(tape, log)}],
                 }
             ]
         }
@@ -73,9 +77,10 @@ _OUTCOME = {"hit": "hit", "drift": "drift", "contract": "contract", "miss": "mis
 _LOUD = frozenset({"drift", "contract", "behaviour drift"})  # an outcome a later event never hides
 
 
-def _outcomes(tape: Path) -> tuple[dict[int, str], dict[int, list[dict[str, Any]]]]:
-    """The latest run's outcome of each recorded step, and its drift, contract and behaviour events."""
-    log = runlog_path(tape)
+def _outcomes(tape: Path, log: Path | None) -> tuple[dict[int, str], dict[int, list[dict[str, Any]]]]:
+    """A run's outcome of each recorded step (``log``; None: the latest run's), and its drift, contract and
+    behaviour events."""
+    log = log if log is not None else runlog_path(tape)
     events = read_run_log(log) if log.exists() else []
     status: dict[int, str] = {}
     found: dict[int, list[dict[str, Any]]] = {}
@@ -95,8 +100,8 @@ def _outcomes(tape: Path) -> tuple[dict[int, str], dict[int, list[dict[str, Any]
     return status, found
 
 
-def tape_spans(tape: Path) -> list[dict[str, Any]]:
-    """The spans of one tape (see the module doc)."""
+def tape_spans(tape: Path, run_log: Path | None = None) -> list[dict[str, Any]]:
+    """The spans of one tape (see the module doc), with the outcomes of ``run_log`` (None: its latest run's)."""
     lines = _lines(tape)
     header = next((r for r in lines if r.get("type") == "session"), {})
     labels: dict[str, Any] = header["labels"] if isinstance(header.get("labels"), dict) else {}
@@ -104,7 +109,7 @@ def tape_spans(tape: Path) -> list[dict[str, Any]]:
     if trace_id is None or len(trace_id) != 32:
         seed = f"{tape.name}:{header.get('created_at')}"
         trace_id = hashlib.sha256(seed.encode()).hexdigest()[:32]
-    status, found = _outcomes(tape)
+    status, found = _outcomes(tape, run_log)
     tools = {r["name"]: r for r in lines if r.get("type") == "tool" and isinstance(r.get("name"), str)}
     steps = [r for r in lines if r.get("type") in ("call", TURN) and type(r.get("seq")) is int]
     ends = [_end(r) for r in steps]
