@@ -460,53 +460,42 @@ def _content(body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _genai_call(span: Span) -> TraceCall:
+def _attr_call(
+    span: Span, convention: str, prefix: str, ids: tuple[str, ...], args: str, result: str, *, mcp: bool = False
+) -> TraceCall:
+    """A tool span whose call is in attributes: its name (``gen_ai.tool.name``, else the span name after
+    ``prefix``), its id (the first of ``ids`` present), its arguments and result (the ``args`` and ``result``
+    attributes; without ``args``, the content was not captured)."""
     a = span.attrs
-    name = a.get("gen_ai.tool.name") or span.name.removeprefix("execute_tool ").strip()
-    captured = "gen_ai.tool.call.arguments" in a
+    name = a.get("gen_ai.tool.name") or span.name.removeprefix(prefix).strip(": ")
+    captured = args in a
     return TraceCall(
         span=span,
         tool=str(name),
-        convention="genai",
-        call_id=_str(a.get("gen_ai.tool.call.id")),
-        args=_args(a.get("gen_ai.tool.call.arguments")) if captured else None,
-        result=_json(a.get("gen_ai.tool.call.result")),
+        convention=convention,
+        call_id=_str(next((a[k] for k in ids if a.get(k) is not None), None)),
+        args=_args(a.get(args)) if captured else None,
+        result=_json(a.get(result)),
         error=_error(span),
         captured=captured,
+        mcp=mcp,
     )
+
+
+def _genai_call(span: Span) -> TraceCall:
+    ids = ("gen_ai.tool.call.id",)
+    return _attr_call(span, "genai", "execute_tool", ids, "gen_ai.tool.call.arguments", "gen_ai.tool.call.result")
 
 
 def _pydantic_ai_call(span: Span) -> TraceCall:
-    a = span.attrs
-    name = a.get("gen_ai.tool.name") or span.name.removeprefix("running tool").strip(": ")
-    captured = "tool_arguments" in a
-    return TraceCall(
-        span=span,
-        tool=str(name),
-        convention="pydantic-ai",
-        call_id=_str(a.get("gen_ai.tool.call.id") or a.get("tool_call_id")),
-        args=_args(a.get("tool_arguments")) if captured else None,
-        result=_json(a.get("tool_response")),
-        error=_error(span),
-        captured=captured,
-    )
+    ids = ("gen_ai.tool.call.id", "tool_call_id")
+    return _attr_call(span, "pydantic-ai", "running tool", ids, "tool_arguments", "tool_response")
 
 
 def _mcp_call(span: Span) -> TraceCall:
-    a = span.attrs
-    name = a.get("gen_ai.tool.name") or span.name.removeprefix("tools/call").strip()
-    captured = "gen_ai.tool.call.arguments" in a
-    return TraceCall(
-        span=span,
-        tool=str(name),
-        convention="mcp",
-        call_id=_str(a.get("gen_ai.tool.call.id") or a.get("jsonrpc.request.id")),
-        args=_args(a.get("gen_ai.tool.call.arguments")) if captured else None,
-        result=_json(a.get("gen_ai.tool.call.result")),
-        error=_error(span),
-        captured=captured,
-        mcp=True,
-    )
+    ids = ("gen_ai.tool.call.id", "jsonrpc.request.id")
+    args, result = "gen_ai.tool.call.arguments", "gen_ai.tool.call.result"
+    return _attr_call(span, "mcp", "tools/call", ids, args, result, mcp=True)
 
 
 def _str(v: Any) -> str | None:
