@@ -554,6 +554,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     """``tapetui import otlp FILE...`` (see tapetui.traces.importer)."""
     cfg = _config(args)
     out_dir = args.out.resolve() if args.out is not None else cfg.tapes_dir
+    if out_dir.exists() and not out_dir.is_dir():
+        raise TapeError(f"{args.out}: --out must be a folder (the tapes go there), and this is a file")
+    if args.group_by is not None and not args.group_by.strip():
+        raise TapeError("--group-by needs an attribute's name (e.g. session.id)")
     report = import_otlp(args.files, out_dir, group_by=args.group_by, config=cfg)
     if args.json:
         print_json(report.to_json())
@@ -583,6 +587,8 @@ def cmd_export(args: argparse.Namespace) -> int:
             sys.stdout.buffer.write(line)
         sys.stdout.flush()
         return 0
+    if args.out.is_dir():
+        raise TapeError(f"{args.out}: --out must be a file to write the spans to, and this is a folder")
     data = b"".join(export_otlp(tapes, run_logs=logs))  # every tape read before the file is replaced
     atomic_write(args.out, data)
     Out(sys.stderr).line(f"wrote {len(tapes)} trace(s) to {args.out}")

@@ -9,6 +9,8 @@ import base64
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -355,6 +357,16 @@ def test_spans_without_content_import_marked_and_replaying_them_says_how_to_capt
             "is its own ancestor: the parent ids",
         ),
         ("[1, 2]\n", "a list, not an OTLP TracesData object"),
+        (
+            json.dumps(fx.doc([dict(fx.span(0, "x", {}), attributes=[{"key": "n", "value": {"intValue": "9" * 30}}])])),
+            "intValue must be a 64-bit integer",
+        ),
+        (json.dumps(fx.doc([dict(fx.span(0, "x", {}), startTimeUnixNano="\u00b2")])), "ASCII digits, within 64 bits"),
+        (
+            json.dumps(fx.doc([dict(fx.span(0, "x", {}), attributes=[{"key": "b", "value": {"boolValue": "false"}}])])),
+            "boolValue must be true or false",
+        ),
+        ('{"resourceSpans": [\n{"resourceSpans": []}\n', "t.jsonl:1: not JSON"),
     ],
 )
 def test_bad_input_is_a_clear_error_naming_the_file_and_line(
@@ -594,3 +606,49 @@ def test_secrets_in_a_trace_are_redacted_on_import(proj: Path, capsys: pytest.Ca
     written = "".join(p.read_text() for p in (proj / "tapes").iterdir() if p.is_file())
     assert "Paris" in written and secret not in written
     assert secret not in out + err
+
+
+def test_a_trace_that_fails_to_import_leaves_no_part_of_a_tape(proj: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spans = fx.genai_trace()
+    twice = json.dumps([fx.WEATHER_DEF, fx.WEATHER_DEF])  # a tool offered twice: the request is refused
+    spans[3]["attributes"] = [
+        {**a, "value": {"stringValue": twice}} if a["key"] == "gen_ai.tool.definitions" else a
+        for a in spans[3]["attributes"]
+    ]
+    trace = fx.write(proj / "t.jsonl", fx.doc(spans))
+    code, _, err = run_cli(capsys, "import", "otlp", str(trace))
+    assert code == 2 and "offered twice" in err
+    assert list((proj / "tapes").iterdir()) == []  # no golden of two steps, no changelog entry
+
+
+def test_two_imports_at_once_make_one_golden_and_one_entry_per_trace(proj: Path) -> None:
+    docs = [fx.doc([dict(s, traceId=f"{n:032x}") for s in fx.genai_trace()]) for n in range(1, 21)]
+    trace = fx.write(proj / "t.jsonl", *docs)
+    runs = [subprocess.Popen([sys.executable, "-m", "tapetui", "import", "otlp", str(trace)], cwd=proj) for _ in "ab"]
+    assert [r.wait(timeout=300) for r in runs] == [0, 0]
+    goldens = sorted(p.name for p in (proj / "tapes").glob("trace-*.jsonl") if ".candidate." not in p.name)
+    candidates = sorted((proj / "tapes").glob("trace-*.candidate.jsonl"))
+    assert len(goldens) == 20 and len(candidates) == 20
+    assert (proj / "tapes" / "CHANGELOG.md").read_text().count("— imported `trace-") == 20
+
+
+def test_hostile_names_and_text_stay_inert(proj: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spans = [dict(s, attributes=s["attributes"] + fx.attrs({"session.id": "-rf"})) for s in fx.genai_trace()]
+    spans[2]["attributes"] = [
+        {**a, "value": {"stringValue": "1180591620717411303424"}} if a["key"] == "gen_ai.tool.call.result" else a
+        for a in spans[2]["attributes"]
+    ]
+    spans[1]["attributes"] = [
+        {**a, "value": {"stringValue": a["value"]["stringValue"].replace("Paris", "Paris \u202e")}}
+        if a["key"] == "gen_ai.input.messages"
+        else a
+        for a in spans[1]["attributes"]
+    ]
+    trace = fx.write(proj / "t.jsonl", fx.doc(spans))
+    assert run_cli(capsys, "import", "otlp", str(trace), "--group-by", "session.id")[0] == 0
+    (tape,) = [p for p in (proj / "tapes").glob("*.jsonl")]
+    assert not tape.name.startswith("-")
+    call = next(s for s in steps(tape) if s["type"] == "call")
+    assert call["result"] == "1180591620717411303424"  # text a float would change stays text
+    code, out, _ = run_cli(capsys, "export", "otlp", tape.stem)
+    assert code == 0 and "\u202e" not in out and "\\u202e" in out

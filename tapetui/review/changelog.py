@@ -120,8 +120,11 @@ def append_entry(changelog: Path, entry: Entry, redactor: Redactor = DEFAULT_RED
     append_entries(changelog, [entry], redactor)
 
 
-def append_entries(changelog: Path, entries: list[Entry], redactor: Redactor = DEFAULT_REDACTOR) -> None:
-    """Append ``entries`` in one write under one lock and one fsync, all or none (an import's thousand goldens)."""
+def append_entries(
+    changelog: Path, entries: list[Entry], redactor: Redactor = DEFAULT_REDACTOR, *, sync: bool = True
+) -> None:
+    """Append ``entries`` in one write under one lock, all or none; fsynced unless ``sync=False`` (an import of
+    thousands of traces syncs everything it wrote once, at its end)."""
     if not entries:
         return
     changelog = Path(changelog)
@@ -139,7 +142,8 @@ def append_entries(changelog: Path, entries: list[Entry], redactor: Redactor = D
         try:
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
         except OSError:
             os.ftruncate(fd, size)
             raise

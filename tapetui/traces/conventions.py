@@ -152,9 +152,12 @@ def _json(v: Any) -> Any:
         s = v.strip()
         if s[:1] in ("{", "[") or s in ("null", "true", "false") or _number(s):
             try:
-                return orjson.loads(s)
+                parsed = orjson.loads(s)
             except orjson.JSONDecodeError:
                 return v
+            if isinstance(parsed, (int, float)) and not isinstance(parsed, bool) and orjson.dumps(parsed) != s.encode():
+                return v  # "1180591620717411303424", "1e5": a number that would not come back as written stays text
+            return parsed
     return v
 
 

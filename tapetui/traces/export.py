@@ -36,6 +36,7 @@ from tapetui.core.files import open_regular
 from tapetui.core.runlog import read_run_log
 from tapetui.core.store import runlog_path
 from tapetui.core.tapefile import read_index
+from tapetui.core.textsafe import safe_json_text
 from tapetui.core.turns import TURN
 
 __all__ = ["SCOPE", "export_otlp", "tape_spans"]
@@ -63,7 +64,8 @@ def export_otlp(
                 }
             ]
         }
-        yield orjson.dumps(doc) + b"\n"
+        # C1 controls and bidi overrides a tape may hold, written as \\uXXXX: the line is printed to terminals too
+        yield safe_json_text(orjson.dumps(doc).decode()).encode() + b"\n"
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:

@@ -21,8 +21,10 @@ one inside the other) are one call. Spans that are neither turns nor tool calls 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterable
@@ -36,7 +38,9 @@ import orjson
 from tapetui.core.clock import now_iso
 from tapetui.core.config import Config, config_for_tape
 from tapetui.core.errors import TapeError
-from tapetui.core.store import candidate_path, session_name
+from tapetui.core.files import atomic_write
+from tapetui.core.locks import gate, recording_lock
+from tapetui.core.store import prepare_recording, recording_target, session_name
 from tapetui.core.tape import Tape
 from tapetui.core.turns import CAPTURE_HINT, NOT_CAPTURED
 from tapetui.review.changelog import Entry, append_entries
@@ -44,6 +48,8 @@ from tapetui.traces.conventions import LocalIds, TraceCall, TraceTurn, classify
 from tapetui.traces.otlp import IdNotes, Span, TraceFormatError, read_spans
 
 __all__ = ["SOURCE", "TRACE_HELD", "ImportReport", "TracedError", "import_otlp"]
+
+_log = logging.getLogger("tapetui")
 
 SOURCE = "otlp"
 TRACE_HELD = ("name", "description", "schema")  # what gen_ai.tool.definitions holds of a contract
@@ -60,6 +66,7 @@ class ImportReport:
     """What an import did: the tapes written and what was read, counted."""
 
     tapes: list[tuple[Path, str, str]] = field(default_factory=list)  # (file, "golden" | "candidate", group)
+    names: dict[str, str] = field(default_factory=dict, repr=False)  # tape name → its group, within this import
     turns: int = 0
     calls: int = 0
     skipped: int = 0
@@ -114,21 +121,39 @@ def import_otlp(
     """
     report = ImportReport()
     out_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="tapetui-import-") as tmp:
+    _sweep_spills()
+    with tempfile.TemporaryDirectory(prefix=f"{_SPILL_PREFIX}{os.getpid()}-") as tmp:
         spill = _Spill(Path(tmp))
         for f in files:
             for span in read_spans(Path(f), report.notes):
                 spill.add(_group_of(span, group_by), span)
         spill.flush()
-        entries: list[Entry] = []
+        work = Path(tmp) / "tapes"
+        work.mkdir()
         try:
             for group in spill.groups():
-                _import_group(group, spill.spans(group), out_dir, report, config, group_by, entries)
-        finally:  # every golden written has its entry, even when a later trace fails
-            cfg = config if config is not None else config_for_tape(out_dir / "x.jsonl")
-            append_entries(cfg.changelog, entries, cfg.redactor())
-            os.sync()  # the tapes are written without an fsync each (thousands of traces): made durable at once
+                _import_group(group, spill.spans(group), out_dir, report, config, group_by, work)
+        finally:
+            os.sync()  # the tapes and entries are written without an fsync each (thousands of traces): durable at once
     return report
+
+
+_SPILL_PREFIX = "tapetui-import-"
+
+
+def _sweep_spills() -> None:
+    """Spill folders of imports that were killed (their process is gone): removed, so a kill leaves no lasting copy
+    of a trace in the temporary folder."""
+    for d in Path(tempfile.gettempdir()).glob(f"{_SPILL_PREFIX}*-*"):
+        pid = d.name[len(_SPILL_PREFIX) :].split("-", 1)[0]
+        if not pid.isdigit() or d.is_symlink() or not d.is_dir():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+        except OSError:
+            pass  # alive (another user's, even): left alone
 
 
 def _group_of(span: Span, group_by: str | None) -> str:
@@ -182,7 +207,7 @@ def _import_group(
     report: ImportReport,
     config: Config | None,
     group_by: str | None,
-    entries: list[Entry],
+    work: Path,
 ) -> None:
     spans = _unique(spans, report)
     _check_parents(spans)
@@ -203,12 +228,36 @@ def _import_group(
             ids.call(item)
     if not items:
         return
-    path = out_dir / f"{_tape_name(group, group_by)}.jsonl"
-    kind = "candidate" if path.exists() else "golden"
-    _write(path, group, items, report, config)
-    report.tapes.append((candidate_path(path) if kind == "candidate" else path, kind, group))
-    if kind == "golden":
-        entries.append(_entry(path, group, items, config))
+    name = _tape_name(group, group_by)
+    if report.names.setdefault(name, group) != group:  # two groups of this import made one name
+        name = f"{name}-{hashlib.sha256(group.encode()).hexdigest()[:6]}"
+    path = out_dir / f"{name}.jsonl"
+    cfg = config if config is not None else config_for_tape(path)
+    # written whole beside the spill first, then published: a failed or killed import leaves no part of a tape
+    draft = work / f"{len(report.tapes)}.jsonl"
+    _write(draft, group, items, report, cfg)
+    target = _publish(draft, path, _entry(path, group, items, cfg), cfg)
+    report.tapes.append((target, "golden" if target == path else "candidate", group))
+
+
+def _publish(draft: Path, golden: Path, entry: Entry, cfg: Config) -> Path:
+    """Put a written tape in place as a recording of ``golden`` would go (the same locks, in the same order): the
+    golden when there is none (its changelog entry first: a kill between leaves an entry, never a golden without
+    one), else the candidate, a pending one moved to ``NAME.samples/``. Returns where it went."""
+    prepare_recording(golden)
+    data = draft.read_bytes()
+    with gate(golden):
+        lock = recording_lock(golden)
+        try:
+            target, moved = recording_target(golden)
+            if moved is not None:
+                _log.warning("%s: a pending candidate nobody reviewed was moved to %s", golden, moved)
+            if target == golden:
+                append_entries(cfg.changelog, [entry], cfg.redactor(), sync=False)
+            atomic_write(target, data, sync=False)  # one os.sync() at the end of the import
+        finally:
+            lock.release()
+    return target
 
 
 def _unique(spans: list[Span], report: ImportReport) -> list[Span]:
@@ -250,31 +299,40 @@ def _check_parents(spans: list[Span]) -> None:
 
 def _merge_mcp(items: list[TraceTurn | TraceCall], spans: list[Span], report: ImportReport) -> list[Any]:
     """An MCP ``tools/call`` span covered by a GenAI (or other) tool span of the same call is not a call of its
-    own: the same call id, or nested one in the other. What it captured completes the other span's."""
+    own: the same call id, or one nested in the other (the nearest such span). What it captured completes the
+    other span's. Each span's ancestors are walked once: linear in the spans times their depth."""
     parent = {s.span_id: s.parent_id for s in spans}
     calls = [i for i in items if isinstance(i, TraceCall) and not i.mcp]
+    mcps = {i.span.span_id: i for i in items if isinstance(i, TraceCall) and i.mcp}
     by_id = {c.call_id: c for c in calls if c.call_id}
     by_span = {c.span.span_id: c for c in calls}
+    covered: dict[str, TraceCall] = {}  # MCP span → the tool span covering it
+    for m in mcps.values():  # a tool span above it
+        if m.call_id and m.call_id in by_id:
+            covered[m.span.span_id] = by_id[m.call_id]
+            continue
+        at = parent.get(m.span.span_id)
+        while at is not None:
+            c = by_span.get(at)
+            if c is not None and c.tool == m.tool:
+                covered[m.span.span_id] = c
+                break
+            at = parent.get(at)
+    for c in calls:  # ... or below it
+        at = parent.get(c.span.span_id)
+        while at is not None:
+            above = mcps.get(at)
+            if above is not None and above.tool == c.tool and at not in covered:
+                covered[at] = c
+                break
+            at = parent.get(at)
     out: list[Any] = []
     for item in items:
-        if not (isinstance(item, TraceCall) and item.mcp):
-            out.append(item)
-            continue
-        other = by_id.get(item.call_id) if item.call_id else None
-        if other is None:  # nested: an ancestor or a descendant tool span of the same tool
-            at = parent.get(item.span.span_id)
-            while at is not None and other is None:
-                c = by_span.get(at)
-                other = c if c is not None and c.tool == item.tool else None
-                at = parent.get(at)
-            if other is None:
-                other = next(
-                    (c for c in calls if c.tool == item.tool and _descends(c.span.span_id, item.span.span_id, parent)),
-                    None,
-                )
+        other = covered.get(item.span.span_id) if isinstance(item, TraceCall) and item.mcp else None
         if other is None:
             out.append(item)
             continue
+        assert isinstance(item, TraceCall)
         report.merged += 1
         if not other.captured and item.captured:
             other.args, other.result, other.captured = item.args, item.result, True
@@ -282,20 +340,12 @@ def _merge_mcp(items: list[TraceTurn | TraceCall], spans: list[Span], report: Im
     return out
 
 
-def _descends(child: str, ancestor: str, parent: dict[str, str | None]) -> bool:
-    at = parent.get(child)
-    while at is not None:
-        if at == ancestor:
-            return True
-        at = parent.get(at)
-    return False
-
-
 def _tape_name(group: str, group_by: str | None) -> str:
     if group_by is None:
         return f"trace-{group}"  # the whole id: two traces never share a tape
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", group).strip("._")[:80] or "group"
-    # a value that is not a file name as it is gets a short hash of itself: two such values never share a tape
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", group).strip("._-")[:80] or "group"
+    # a value that is not a file name as it is (nor one starting with "-", an option to rm or xargs) gets a short
+    # hash of itself: two such values never share a tape
     return name if name == group else f"{name}-{hashlib.sha256(group.encode()).hexdigest()[:6]}"
 
 

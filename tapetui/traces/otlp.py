@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,20 +91,22 @@ def read_spans(path: Path, notes: IdNotes | None = None) -> Iterator[Span]:
     notes = notes if notes is not None else IdNotes()
     notes.files.append(str(path))
     try:
-        fd = open_regular(path)
+        fd = open_regular(path, "trace")
     except TapeError as e:
         raise TraceFormatError(str(e)) from None
+    except OSError as e:
+        raise TraceFormatError(f"{path}: cannot read the trace: {e.strerror}") from None
     with open(fd, "rb", closefd=True) as fh:
-        first = fh.readline()
+        first = fh.readline().removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte order mark: not part of the JSON
         head = first.strip()
         single = False
         if head:
             try:
                 doc = orjson.loads(head)
-            except orjson.JSONDecodeError:
-                single = head.startswith(b"{") or head.startswith(b"[")
+            except orjson.JSONDecodeError as e:
+                single = (head.startswith(b"{") or head.startswith(b"[")) and not _next_is_json(fh)
                 if not single:
-                    raise TraceFormatError(f"{path}:1: not JSON: an OTLP file holds JSON documents") from None
+                    raise TraceFormatError(f"{path}:1: not JSON: {_json_error(e)}") from None
             else:
                 yield from _document(doc, path, 1, notes)
         if single:  # one document across lines (pretty-printed)
@@ -130,6 +133,18 @@ def read_spans(path: Path, notes: IdNotes | None = None) -> Iterator[Span]:
             except orjson.JSONDecodeError as e:
                 raise TraceFormatError(f"{path}:{n}: not JSON: {_json_error(e)}") from None
             yield from _document(doc, path, n, notes)
+
+
+def _next_is_json(fh: Any) -> bool:
+    """Whether the line after a first line that is not JSON alone is a JSON document: then the file is JSON Lines
+    with a bad first line, not one document across lines (the read goes back to where it was)."""
+    at = fh.tell()
+    nxt = fh.readline().strip()
+    fh.seek(at)
+    try:
+        return bool(nxt) and isinstance(orjson.loads(nxt), dict)
+    except orjson.JSONDecodeError:
+        return False
 
 
 def _json_error(e: orjson.JSONDecodeError) -> str:
@@ -252,6 +267,8 @@ _KINDS = {
 }
 _STATUS = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
 _HEX = frozenset("0123456789abcdefABCDEF")
+_DIGITS = re.compile(r"-?[0-9]{1,20}")  # ASCII digits only (str.isdigit takes "²" and "١٢٣")
+_INT64 = (-(1 << 63), (1 << 63) - 1)  # OTLP's intValue and times are int64 (fixed64 within it)
 
 
 def _id(v: Any, size: int, where: str, at: str, notes: IdNotes) -> str:
@@ -273,13 +290,14 @@ def _id(v: Any, size: int, where: str, at: str, notes: IdNotes) -> str:
 
 
 def _nanos(v: Any, where: str, at: str) -> int:
-    if type(v) is int and v >= 0:
-        return v
-    if isinstance(v, str) and v.isdigit():
-        return int(v)
+    n = v if type(v) is int else int(v) if isinstance(v, str) and _DIGITS.fullmatch(v) else None
+    if n is not None and 0 <= n <= _INT64[1]:
+        return n
     if v is None:
         raise TraceFormatError(f"{where}: {at} is missing")
-    raise TraceFormatError(f"{where}: {at} must be nanoseconds since the epoch (digits), got {str(v)[:40]!r}")
+    raise TraceFormatError(
+        f"{where}: {at} must be nanoseconds since the epoch (ASCII digits, within 64 bits), got {str(v)[:40]!r}"
+    )
 
 
 def _attributes(v: Any, where: str, at: str) -> dict[str, Any]:
@@ -302,12 +320,14 @@ def _value(v: Any, where: str, at: str, depth: int) -> Any:
     if k in ("stringValue", "string_value"):
         return x if isinstance(x, str) else str(x)
     if k in ("boolValue", "bool_value"):
-        return bool(x)
+        if type(x) is not bool:
+            raise TraceFormatError(f"{where}: {at}.boolValue must be true or false, got {str(x)[:40]!r}")
+        return x
     if k in ("intValue", "int_value"):
-        try:
-            return int(x)
-        except (TypeError, ValueError):
-            raise TraceFormatError(f"{where}: {at}.intValue must be an integer, got {str(x)[:40]!r}") from None
+        n = x if type(x) is int else int(x) if isinstance(x, str) and _DIGITS.fullmatch(x) else None
+        if n is None or not _INT64[0] <= n <= _INT64[1]:
+            raise TraceFormatError(f"{where}: {at}.intValue must be a 64-bit integer, got {str(x)[:40]!r}")
+        return n
     if k in ("doubleValue", "double_value"):
         if isinstance(x, (int, float)) and not isinstance(x, bool):
             return float(x)
