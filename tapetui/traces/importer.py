@@ -2,10 +2,14 @@
 
 One tape per trace (or per value of ``--group-by ATTR``, a span's or its resource's attribute), its model turns
 and tool calls in span start order, written through :class:`~tapetui.core.tape.Tape` in record mode as an
-adapter would write them (``source: "otlp"``): the same redaction, keys, fingerprints and lock protocol. So:
+adapter would write them (``source: "otlp"``): the same redaction, keys and fingerprints. Each tape is written
+whole in a temporary folder first, then published under the session's gate and recording lock (the lock
+protocol of a recording), so a failed or killed import leaves no part of a tape, and two imports at once make
+one golden a trace. So:
 
-- a tape that does not exist yet becomes the golden, with a changelog entry naming the trace; an existing golden
-  is never touched: the import is its candidate, for review (``tapetui diff``, ``accept --why``);
+- a tape that does not exist yet becomes the golden, its changelog entry naming the trace written just before;
+  an existing golden is never touched: the import is its candidate, for review (``tapetui diff``,
+  ``accept --why``);
 - the tool definitions a model span carries (``gen_ai.tool.definitions``) become the tools' contracts, marked
   as seen in a trace (``from_trace``: the fields it held, a name, a description and a parameter schema): replay
   compares only those until the tape is recorded again or a candidate with the whole contract is accepted;
