@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
 
+import tapetui.ci_formats as ci_formats
 import tapetui.cli_parser as cli_parser
 import tapetui.review as review
 from tapetui.cli_output import Out, ProgressBar, plural, print_json
@@ -100,7 +101,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     err = Out(sys.stderr)
     if args.samples not in (None, "folder"):  # recorded first: check then reads the folder as they left it
         args.recorded = _record_samples(args, cfg, err)
-    bar = ProgressBar(sys.stderr.isatty() and not args.json)
+    if args.json and args.format not in (None, "json"):
+        raise _Usage(f"--json is --format json: give one of them, not --json with --format {args.format}")
+    fmt = "json" if args.json else args.format or "text"
+    bar = ProgressBar(sys.stderr.isatty() and fmt == "text")  # stderr only, and never beside a machine format
     try:
         # a folder that does not exist or holds no tapes raises: a misconfigured CI job must not go green
         reports = review.check(
@@ -115,7 +119,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         _check_samples(args, cfg, reports, err)
     unreadable = [r for r in reports if r.error]
     failing = [r for r in reports if not r.ok]
-    if args.json:
+    if fmt in ("junit", "github", "markdown"):
+        render = {"junit": ci_formats.junit, "github": ci_formats.github, "markdown": ci_formats.markdown}[fmt]
+        sys.stdout.write(render(reports))
+        sys.stdout.flush()
+    elif fmt == "json":
         print_json(
             {
                 "ok": not failing,

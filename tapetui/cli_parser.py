@@ -89,7 +89,13 @@ def parser(commands: Mapping[str, Command]) -> argparse.ArgumentParser:
         "that was killed or ended in an error, and a hand-edited call are findings too.",
     )
     p.add_argument("dir", nargs="?", help="tapes folder (default: tapes.toml's, else ./tapes, else .)")
-    p.add_argument("--json", action="store_true", help=json_help)
+    p.add_argument("--json", action="store_true", help=json_help + " (the same as --format json)")
+    p.add_argument(
+        "--format",
+        choices=["text", "json", "junit", "github", "markdown"],
+        help="text (default); json; junit (JUnit XML, a testcase per session); github (Actions annotations on the "
+        "tape's line of each finding); markdown (a job summary for $GITHUB_STEP_SUMMARY)",
+    )
     p.add_argument(
         "--samples",
         nargs="?",

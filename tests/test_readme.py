@@ -313,7 +313,8 @@ def test_yaml_block_parses(block: Block) -> None:
     for command in runs:
         for part in re.split(r"&&|\|\||;|\n", command):
             argv = shlex.split(part, comments=True)
-            argv = argv[: argv.index(">")] if ">" in argv else argv
+            cut = next((i for i, a in enumerate(argv) if a in (">", ">>", "2>", "|")), len(argv))  # a redirection
+            argv = argv[:cut]
             if argv[:1] == ["tapetui"]:
                 try:
                     grammar.parse_args(argv[1:])

@@ -1,0 +1,98 @@
+"""``tapetui check --format junit|github|markdown``: the verdicts of the text output, in the forms CI shows, on a copy
+of the sample tapes (every kind of finding: drift, contract, miss, stale, error, new tool, pending candidates)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from tapetui.ci_formats import _command, github, junit, markdown
+from tapetui.cli import main
+from tapetui.review.finding import Finding
+from tapetui.review.findings import SessionReport
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def samples(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    shutil.copytree(ROOT / "sample_tapes", tmp_path / "sample_tapes")
+    shutil.copy(ROOT / "tapes.toml", tmp_path / "tapes.toml")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def check(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    code = main(["check", *args])
+    return code, capsys.readouterr().out
+
+
+def text_verdict(out: str) -> tuple[int, int, list[str]]:
+    """(sessions, with findings, the sessions the text output lists) of ``tapetui check``'s text."""
+    m = re.search(r"^(\d+) session\(s\) checked, (\d+) with findings$", out, re.M)
+    assert m, out
+    listed = [line for line in out.splitlines() if line and not line.startswith(" ") and line != m.group(0)]
+    return int(m.group(1)), int(m.group(2)), listed
+
+
+def test_every_format_gives_the_text_outputs_verdict_and_exit_code(
+    samples: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, text = check(capsys)
+    sessions, failing, _ = text_verdict(text)
+    assert code == 1 and failing > 0
+    for fmt in ("junit", "github", "markdown", "json"):
+        assert check(capsys, "--format", fmt)[0] == code, fmt
+    _, xml = check(capsys, "--format", "junit")
+    suite = ET.fromstring(xml).find("testsuite")
+    assert suite is not None
+    cases = suite.findall("testcase")
+    assert len(cases) == sessions and int(suite.get("failures", "0")) == failing
+    failed = {c.get("name") for c in cases if c.find("failure") is not None}
+    assert len(failed) == failing
+    drift = next(c for c in cases if c.get("name") == "drift_summarize")
+    assert drift.get("file") == "sample_tapes/drift_summarize.jsonl"
+    body = drift.findtext("failure") or ""
+    assert "summarize  step 3  [DRIFT]" in body or "args.max_words" in body
+    _, md = check(capsys, "--format", "markdown")
+    assert md.startswith("## tapetui check") and f"❌ {failing} of {sessions} sessions with findings" in md
+    assert all(f"### `{name}`" in md for name in failed)
+
+
+def test_github_annotations_point_at_the_drifted_steps_line(samples: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = check(capsys, "--format", "github")
+    assert code == 1
+    lines = out.splitlines()
+    assert lines and all(re.match(r"^::(error|warning) file=[^,:]+(,line=\d+)?,title=[^:]*::", ln) for ln in lines)
+    tape = (samples / "sample_tapes" / "drift_summarize.jsonl").read_text().splitlines()
+    step3 = next(n for n, ln in enumerate(tape, 1) if '"type":"call"' in ln and '"seq":3,' in ln)
+    drifts = [ln for ln in lines if "drift_summarize step 3::" in ln and ln.startswith("::error")]
+    assert drifts and all(f",line={step3}," in ln for ln in drifts)
+
+
+def test_github_escapes_what_would_end_a_command() -> None:
+    line = _command("error", {"file": "a,b:c.jsonl", "title": "x"}, "100% done\nnext line\r")
+    assert line == "::error file=a%2Cb%3Ac.jsonl,title=x::100%25 done%0Anext line\\x0d"  # CR: a visible escape
+
+
+def test_hostile_text_stays_inert_in_every_format(tmp_path: Path) -> None:
+    r = SessionReport(
+        session="evil\x1b]0;pwned\x07",
+        golden=tmp_path / "evil.jsonl",
+        findings=[Finding("drift", "args.q  'a' → 'b\x1b[2J\x00' *bold* `code` <b>", seq=None)],
+    )
+    xml = junit([r])
+    ET.fromstring(xml)  # XML 1.0 takes no control character: escaped, it parses
+    assert "\x1b" not in xml and "\\x1b" in xml
+    for out in (github([r]), markdown([r])):
+        assert "\x1b" not in out and "\x00" not in out and "\x07" not in out
+    assert "\\*bold\\*" in markdown([r]) and "\\<b\\>" in markdown([r])
+
+
+def test_json_and_another_format_at_once_is_a_usage_error(samples: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "--json", "--format", "junit"]) == 2
+    assert "--json is --format json" in capsys.readouterr().err
