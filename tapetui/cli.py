@@ -23,6 +23,7 @@ from typing import Any, NoReturn
 import tapetui.ci_formats as ci_formats
 import tapetui.cli_parser as cli_parser
 import tapetui.review as review
+import tapetui.review.shards as shards
 from tapetui.cli_output import Out, ProgressBar, plural, print_json
 from tapetui.core.comparators import hooks_running
 from tapetui.core.config import Config, find_config, load_config
@@ -104,14 +105,24 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.json and args.format not in (None, "json"):
         raise _Usage(f"--json is --format json: give one of them, not --json with --format {args.format}")
     fmt = "json" if args.json else args.format or "text"
+    if args.merge:
+        return _merge_reports(args, fmt)
+    tapes = Path(args.dir) if args.dir else cfg.tapes_dir
+    shard = shards.parse_shard(args.shard) if args.shard else (1, 1)
+    names: dict[Path, str] = {}
+    only = None
+    if args.shard:
+        if args.samples is not None or args.sample:
+            raise _Usage("--shard checks a part of the folder: count samples without it")
+        names = {g: session_name(g, cfg.tapes_dir) for g in iter_goldens(tapes)} if tapes.is_dir() else {}
+        if not names:
+            raise TapeError(review.no_tapes_message(tapes, cfg))
+        only = [g for g, name in names.items() if shards.in_shard(name, *shard)]
     bar = ProgressBar(sys.stderr.isatty() and fmt == "text")  # stderr only, and never beside a machine format
     try:
         # a folder that does not exist or holds no tapes raises: a misconfigured CI job must not go green
         reports = review.check(
-            Path(args.dir) if args.dir else cfg.tapes_dir,
-            cfg,
-            progress=bar,
-            on_note=lambda note: err.line(f"tapetui: {note}", "yellow"),
+            tapes, cfg, only, progress=bar, on_note=lambda note: err.line(f"tapetui: {note}", "yellow")
         )
     finally:
         bar.close()
@@ -124,14 +135,15 @@ def cmd_check(args: argparse.Namespace) -> int:
         sys.stdout.write(render(reports))
         sys.stdout.flush()
     elif fmt == "json":
-        print_json(
-            {
-                "ok": not failing,
-                "sessions": len(reports),
-                "failing": len(failing),
-                "reports": [r.to_json() for r in reports if not r.ok or r.findings],
-            }
-        )
+        doc: dict[str, Any] = {
+            "ok": not failing,
+            "sessions": len(reports),
+            "failing": len(failing),
+            "reports": [r.to_json() for r in reports if not r.ok or r.findings],
+        }
+        if args.shard:  # what --merge checks: one folder, one version, every shard
+            doc |= shards.identity(tapes, cfg.root, names.values(), cli_parser.version(), shard)
+        print_json(doc)
     else:
         out = Out(sys.stdout)
         for r in reports:
@@ -154,6 +166,29 @@ def cmd_check(args: argparse.Namespace) -> int:
             err.line(f"tapetui: {r.error}", "red")
         return 2
     return 1 if failing else 0
+
+
+def _merge_reports(args: argparse.Namespace, fmt: str) -> int:
+    """``check --merge REPORT…``: every shard's report as one verdict (text, or ``--json``)."""
+    if args.shard or args.dir or args.samples is not None or args.sample:
+        raise _Usage("--merge reads the shards' reports only: give it without a folder, --shard or samples")
+    if fmt not in ("text", "json"):
+        raise _Usage("--merge prints text or --json: run --format on the merged shards' runners instead")
+    merged = shards.merge(args.merge)
+    if fmt == "json":
+        print_json(merged.to_json())
+    else:
+        out = Out(sys.stdout)
+        for r in merged.reports:
+            out.line(str(r.get("session")), "bold")
+            if r.get("error"):
+                out.line(f"  error: {r['error']}", "red")
+            for f in r.get("findings") or []:
+                warning = bool(f.get("warning"))
+                out.line(f"  {'warning: ' if warning else ''}{f.get('text')}", "yellow" if warning else "red")
+        summary = f"{merged.sessions} session(s) checked in {merged.shards} shard(s), {merged.failing} with findings"
+        out.line(summary, "red" if merged.failing else "green")
+    return 0 if merged.ok else 1
 
 
 _RUN_KINDS = frozenset({"drift", "miss", "tools", "unused", "note", "tolerated", "capability", "fingerprint"})

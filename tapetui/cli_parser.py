@@ -91,6 +91,18 @@ def parser(commands: Mapping[str, Command]) -> argparse.ArgumentParser:
     p.add_argument("dir", nargs="?", help="tapes folder (default: tapes.toml's, else ./tapes, else .)")
     p.add_argument("--json", action="store_true", help=json_help + " (the same as --format json)")
     p.add_argument(
+        "--shard",
+        metavar="K/N",
+        help="check shard K of N only (sessions split by a hash of their names: the same on every CI runner)",
+    )
+    p.add_argument(
+        "--merge",
+        nargs="+",
+        type=Path,
+        metavar="REPORT",
+        help="combine every shard's --json report into one verdict and exit code (a missing shard fails)",
+    )
+    p.add_argument(
         "--format",
         choices=["text", "json", "junit", "github", "markdown"],
         help="text (default); json; junit (JUnit XML, a testcase per session); github (Actions annotations on the "

@@ -1,0 +1,162 @@
+"""``tapetui check --shard K/N`` and ``--merge``: one folder's check split over CI runners, and their reports made one.
+
+A session belongs to shard ``1 + int(sha256(name)) % N`` (its name relative to the tapes folder): every runner
+computes the same split with no list to share, and adding a session moves no other. Each shard's ``--json`` report
+carries its identity (:func:`identity`): the report format, the tapetui version, the tapes folder relative to the
+project, ``shard: {k, n}`` and a digest of every session name of the folder. ``--merge`` combines the reports of
+all N shards into one verdict, and refuses (exit 2) reports of another folder, version or session list, a shard
+given twice, a missing shard, and a report that is not one: a merge is never green by leaving something out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tapetui.core.errors import TapeError
+
+__all__ = ["REPORT_FORMAT", "Merged", "identity", "in_shard", "merge", "parse_shard"]
+
+REPORT_FORMAT = 1  # the version of check's --json report (its identity fields)
+MAX_SHARDS = 10_000
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"K/N"`` as ``(k, n)``, 1 ≤ k ≤ n.
+
+    Raises:
+        TapeError: anything else, saying what a shard is.
+    """
+    k_text, _, n_text = text.partition("/")
+    ok = k_text.isascii() and k_text.isdigit() and n_text.isascii() and n_text.isdigit()
+    k, n = (int(k_text), int(n_text)) if ok and len(k_text) < 7 and len(n_text) < 7 else (0, 0)
+    if not 1 <= k <= n <= MAX_SHARDS:
+        raise TapeError(
+            f"--shard takes K/N, this runner's shard K of N (1 ≤ K ≤ N ≤ {MAX_SHARDS:,}), got {text[:40]!r}"
+        )
+    return k, n
+
+
+def in_shard(name: str, k: int, n: int) -> bool:
+    """Whether session ``name`` is in shard ``k`` of ``n``."""
+    return 1 + int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big") % n == k
+
+
+def identity(tapes_dir: Path, root: Path, names: Iterable[str], version: str, shard: tuple[int, int]) -> dict[str, Any]:
+    """What a shard's report says of itself, for :func:`merge` to check."""
+    digest = hashlib.sha256("\n".join(sorted(names)).encode()).hexdigest()
+    try:
+        folder = os.path.relpath(tapes_dir, root)
+    except ValueError:
+        folder = str(tapes_dir)
+    return {
+        "format": REPORT_FORMAT,
+        "tapetui": version,
+        "folder": folder,
+        "shard": {"k": shard[0], "n": shard[1]},
+        "sessions_digest": digest,
+    }
+
+
+@dataclass(frozen=True)
+class Merged:
+    """The reports of every shard as one."""
+
+    sessions: int
+    failing: int
+    reports: list[dict[str, Any]]  # the sessions with findings, from every shard, by session name
+    shards: int
+
+    @property
+    def ok(self) -> bool:
+        return self.failing == 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "sessions": self.sessions,
+            "failing": self.failing,
+            "shards": self.shards,
+            "reports": self.reports,
+        }
+
+
+_KEYS = ("format", "tapetui", "folder", "sessions_digest")
+
+
+def merge(paths: Sequence[Path]) -> Merged:
+    """The reports at ``paths`` (each a shard's ``--json``) as one verdict.
+
+    Raises:
+        TapeError: a file that is not a shard's report (naming it), reports that differ in folder, version or
+            sessions, a shard given twice, or a missing shard.
+    """
+    if not paths:
+        raise TapeError("--merge needs the --json report of every shard")
+    seen: dict[int, Path] = {}
+    first: dict[str, Any] | None = None
+    first_path: Path | None = None
+    sessions = failing = 0
+    reports: list[dict[str, Any]] = []
+    for p in paths:
+        doc = _read(p)
+        shard = doc["shard"]
+        if first is None:
+            first, first_path = doc, p
+        for key in _KEYS:
+            if doc[key] != first[key]:
+                raise TapeError(
+                    f"{p}: its {key} is {str(doc[key])[:80]!r}, and {first_path}'s is {str(first[key])[:80]!r}: "
+                    "reports of one check of one folder, by one tapetui version, are merged, no others"
+                )
+        if shard["n"] != first["shard"]["n"]:
+            raise TapeError(
+                f"{p}: shard {shard['k']}/{shard['n']}, and {first_path} is of {first['shard']['n']} shards"
+            )
+        if shard["k"] in seen:
+            raise TapeError(f"{p}: shard {shard['k']}/{shard['n']} again (it is {seen[shard['k']]} too)")
+        seen[shard["k"]] = p
+        sessions += doc["sessions"]
+        failing += doc["failing"]
+        reports += doc["reports"]
+    assert first is not None
+    n = first["shard"]["n"]
+    missing = [k for k in range(1, n + 1) if k not in seen]
+    if missing:
+        raise TapeError(
+            f"shard(s) {', '.join(f'{k}/{n}' for k in missing)} missing: a merge of some shards is no verdict "
+            "(give every shard's report)"
+        )
+    reports.sort(key=lambda r: str(r.get("session", "")))
+    return Merged(sessions=sessions, failing=failing, reports=reports, shards=n)
+
+
+def _read(p: Path) -> Any:
+    try:
+        raw = p.read_bytes()
+    except OSError as e:
+        raise TapeError(f"{p}: cannot read the report: {e.strerror or e}") from None
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        raise TapeError(
+            f"{p}: not a check report (not JSON: {e.msg} at character {e.pos}; a truncated file?)"
+        ) from None
+    shard = doc.get("shard") if isinstance(doc, dict) else None
+    fields_ok = isinstance(doc, dict) and all(k in doc for k in (*_KEYS, "sessions", "failing", "reports"))
+    if not fields_ok or not isinstance(shard, dict):
+        raise TapeError(f"{p}: not a shard's check report (made by `tapetui check --shard K/N --json`)")
+    if doc["format"] != REPORT_FORMAT:
+        raise TapeError(f"{p}: report format {doc['format']!r}; this tapetui reads format {REPORT_FORMAT}")
+    k: Any = shard.get("k")
+    n: Any = shard.get("n")
+    numbers = [doc["sessions"], doc["failing"], k, n]
+    if not all(type(v) is int for v in numbers) or not isinstance(doc["reports"], list) or not 1 <= k <= n:
+        raise TapeError(f"{p}: a check report whose counts, shard or reports are not what check writes")
+    return doc
