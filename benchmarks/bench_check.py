@@ -164,33 +164,45 @@ def main() -> None:
         action="store_true",
         help="also time check with [compare.rules] comparators on and off on a folder of candidates (issue 16)",
     )
+    ap.add_argument(
+        "--jobs", nargs="*", default=["1"], help="check --jobs values to time in the same rounds (e.g. --jobs 1 2)"
+    )
     a = ap.parse_args()
     d = Path(tempfile.mkdtemp(prefix="tapetui-bench-"))
-    variants = {"this": None} | ({"baseline": str(Path(a.baseline).resolve())} if a.baseline else {})
+    variants: dict[str, tuple[str | None, str]] = {f"this --jobs {j}": (None, j) for j in a.jobs}
+    if a.baseline:
+        variants["baseline"] = (str(Path(a.baseline).resolve()), "1")
     try:
         generate(d, a.sessions, a.steps)
         times: dict[str, list[float]] = {name: [] for name in variants}
+        outputs: dict[str, str] = {}
         for _ in range(a.rounds):
-            for name, path in variants.items():
+            for name, (path, jobs) in variants.items():
                 env = {**os.environ, "NO_COLOR": "1"}
                 if path is not None:
                     env["PYTHONPATH"] = path + os.pathsep + env.get("PYTHONPATH", "")
+                argv = [sys.executable, "-m", "tapetui", "check", str(d)] + (["--jobs", jobs] if path is None else [])
                 t0 = time.perf_counter()
-                r = subprocess.run(
-                    [sys.executable, "-m", "tapetui", "check", str(d)], capture_output=True, text=True, cwd=d, env=env
-                )
+                r = subprocess.run(argv, capture_output=True, text=True, cwd=d, env=env)
                 times[name].append(time.perf_counter() - t0)
                 assert r.returncode == 1, r.stderr
                 assert r.stdout.count("args.n") == 1, r.stdout[:500]
-                if name == "this":
-                    found = [ln for ln in r.stdout.splitlines() if "args.n" in ln][0].strip()
+                outputs.setdefault(name, r.stdout)
+                found = [ln for ln in r.stdout.splitlines() if "args.n" in ln][0].strip()
         for name, ts in times.items():
-            label = "" if name == "this" else f" [baseline {variants[name]}]"
+            label = name if variants[name][0] is None else f"[baseline {variants[name][0]}]"
             print(
-                f"tapetui check{label}, {a.sessions:,} sessions × {a.steps} steps, 1 drifted: "
+                f"tapetui check {label}, {a.sessions:,} sessions × {a.steps} steps, 1 drifted: "
                 f"median {statistics.median(ts):.2f} s wall over {a.rounds} runs (min {min(ts):.2f} s)   "
                 "target ≤ 5 s"
             )
+        if len(a.jobs) > 1:
+            one = statistics.median(times[f"this --jobs {a.jobs[0]}"])
+            for j in a.jobs[1:]:
+                ratio = one / statistics.median(times[f"this --jobs {j}"])
+                print(f"  --jobs {j}: {ratio:.2f}x faster than --jobs {a.jobs[0]} (target ≥ 1.5x for 2)")
+            same = len({outputs[f"this --jobs {j}"] for j in a.jobs}) == 1
+            print(f"  output identical across --jobs: {same}")
         print("  found: " + found)
     finally:
         shutil.rmtree(d)

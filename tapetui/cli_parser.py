@@ -91,6 +91,12 @@ def parser(commands: Mapping[str, Command]) -> argparse.ArgumentParser:
     p.add_argument("dir", nargs="?", help="tapes folder (default: tapes.toml's, else ./tapes, else .)")
     p.add_argument("--json", action="store_true", help=json_help + " (the same as --format json)")
     p.add_argument(
+        "--jobs",
+        default="auto",
+        metavar="N",
+        help="processes to check in: a number, or auto (default: one below 500 sessions, else every core)",
+    )
+    p.add_argument(
         "--shard",
         metavar="K/N",
         help="check shard K of N only (sessions split by a hash of their names: the same on every CI runner)",

@@ -94,3 +94,21 @@ def test_a_merge_that_leaves_something_out_is_never_green(samples: Path, capsys:
     plain.write_text(run(capsys, "check", "--json")[1])  # a whole check's report: no shard identity
     code, _, err = run(capsys, "check", "--merge", str(plain))
     assert code == 2 and "not a shard's check report" in err
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "junit", "github", "markdown"])
+def test_check_in_two_processes_prints_what_one_prints(
+    samples: Path, capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    one = run(capsys, "check", "--format", fmt, "--jobs", "1")
+    two = run(capsys, "check", "--format", fmt, "--jobs", "2")
+    assert one[0] == two[0] == 1
+    assert one[1] == two[1]  # the same reports, in the same order, the same text to the byte
+
+
+@pytest.mark.parametrize("jobs", ["0", "-1", "two", "99999"])
+def test_jobs_that_are_not_a_number_of_processes_are_a_usage_error(
+    samples: Path, capsys: pytest.CaptureFixture[str], jobs: str
+) -> None:
+    code, out, err = run(capsys, "check", f"--jobs={jobs}")
+    assert code == 2 and "--jobs takes a number of processes" in err and not out

@@ -33,6 +33,9 @@ class _Missing:
     def __repr__(self) -> str:
         return "(absent)"
 
+    def __reduce__(self) -> str:
+        return "MISSING"  # one instance in every process: a report checked in another (check --jobs) keeps it
+
 
 MISSING: Any = _Missing()
 

@@ -6,8 +6,10 @@
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
 import os
 from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -729,6 +731,7 @@ def check(
     *,
     progress: Progress | None = None,
     on_note: Callable[[str], None] | None = None,
+    jobs: int = 1,
 ) -> list[SessionReport]:
     """Check every session of a folder (or the given goldens), after :func:`recover`.
 
@@ -736,6 +739,8 @@ def check(
         progress: called with ``(0, total)`` before the first session and ``(done, total)`` after
             each one, so a front can draw a progress bar.
         on_note: called with each line :func:`recover` reports (a repair, a problem left in place).
+        jobs: processes to check the sessions in (reading and comparing only; each process imports a hook
+            once); the reports come back in the sessions' order, as one process gives them.
 
     Raises:
         TapeError: the folder does not exist or holds no tapes (a misconfigured CI job must not go green).
@@ -750,10 +755,40 @@ def check(
     if progress is not None:
         progress(0, total)
     reports = []
-    for done, g in enumerate(goldens, 1):
-        reports.append(check_session(g, config))
-        if progress is not None:
-            progress(done, total)
+    if jobs > 1 and total > 1:
+        reports = _check_in_processes(goldens, config, min(jobs, total), progress)
+    else:
+        for done, g in enumerate(goldens, 1):
+            reports.append(check_session(g, config))
+            if progress is not None:
+                progress(done, total)
+    return reports
+
+
+_WORKER_CONFIG: list[Config] = []  # a check process's config, set once by _worker_start
+
+
+def _worker_start(config: Config) -> None:
+    _WORKER_CONFIG[:] = [config]
+
+
+def _worker_check(golden: Path) -> SessionReport:
+    return check_session(golden, _WORKER_CONFIG[0])
+
+
+def _check_in_processes(
+    goldens: list[Path], config: Config, jobs: int, progress: Progress | None
+) -> list[SessionReport]:
+    """The sessions checked by ``jobs`` processes (forked where the platform has fork), in order."""
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    context = multiprocessing.get_context(method)
+    chunk = max(1, min(64, len(goldens) // (jobs * 8)))  # big enough to amortise a message, small for the bar
+    reports: list[SessionReport] = []
+    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_start, initargs=(config,)) as pool:
+        for report in pool.map(_worker_check, goldens, chunksize=chunk):
+            reports.append(report)
+            if progress is not None:
+                progress(len(reports), len(goldens))
     return reports
 
 
