@@ -4,7 +4,6 @@ of the sample tapes (every kind of finding: drift, contract, miss, stale, error,
 from __future__ import annotations
 
 import re
-import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -15,15 +14,12 @@ from tapetui.cli import main
 from tapetui.review.finding import Finding
 from tapetui.review.findings import SessionReport
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 @pytest.fixture
-def samples(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    shutil.copytree(ROOT / "sample_tapes", tmp_path / "sample_tapes")
-    shutil.copy(ROOT / "tapes.toml", tmp_path / "tapes.toml")
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
+def samples(sample_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The committed samples' copy (conftest's sample_dir), as the working folder."""
+    monkeypatch.chdir(sample_dir)
+    return sample_dir
 
 
 def check(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:

@@ -4,7 +4,6 @@ and a merge is never green by leaving a shard, a folder or a version out."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -12,15 +11,12 @@ import pytest
 from tapetui.cli import main
 from tapetui.review.shards import in_shard
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 @pytest.fixture
-def samples(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    shutil.copytree(ROOT / "sample_tapes", tmp_path / "sample_tapes")
-    shutil.copy(ROOT / "tapes.toml", tmp_path / "tapes.toml")
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
+def samples(sample_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The committed samples' copy (conftest's sample_dir), as the working folder."""
+    monkeypatch.chdir(sample_dir)
+    return sample_dir
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -8,7 +8,6 @@ import asyncio
 import base64
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -33,7 +32,6 @@ from tapetui.integrations.pydantic_ai import TapeCapability
 from tapetui.traces.importer import import_otlp
 from tests import otlp_fixtures as fx
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
@@ -419,10 +417,9 @@ def _protobuf(line: str) -> TracesData:
 
 
 def test_export_writes_spans_the_protobuf_definitions_accept_with_fingerprints_and_outcomes(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    sample_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    shutil.copytree(ROOT / "sample_tapes", tmp_path / "s")
-    monkeypatch.chdir(tmp_path / "s")
+    monkeypatch.chdir(sample_dir)
     code, out, err = run_cli(capsys, "export", "otlp", "drift_summarize", "research_prompt")
     assert code == 0, err
     docs = out.splitlines()
@@ -451,13 +448,14 @@ def test_export_writes_spans_the_protobuf_definitions_accept_with_fingerprints_a
     }
 
 
-def test_an_exported_tape_imports_back_to_the_same_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    shutil.copytree(ROOT / "sample_tapes", tmp_path / "s")
-    monkeypatch.chdir(tmp_path / "s")
+def test_an_exported_tape_imports_back_to_the_same_steps(
+    tmp_path: Path, sample_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(sample_dir)
     assert main(["export", "otlp", "research_prompt", "--out", str(tmp_path / "out.jsonl")]) == 0
     assert main(["import", "otlp", str(tmp_path / "out.jsonl"), "--out", str(tmp_path / "back")]) == 0
     (back,) = (tmp_path / "back").glob("*.jsonl")
-    original = steps(tmp_path / "s" / "research_prompt.jsonl")
+    original = steps(sample_dir / "sample_tapes" / "research_prompt.jsonl")
     assert [(s["type"], s["key"]) for s in steps(back)] == [(s["type"], s["key"]) for s in original]
 
 
@@ -571,11 +569,10 @@ def test_an_agents_sdk_trace_through_openinference_replays_its_tool_calls_offlin
 
 
 def test_a_run_log_exports_the_goldens_spans_with_that_runs_outcomes(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    sample_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    shutil.copytree(ROOT / "sample_tapes", tmp_path / "s")
-    monkeypatch.chdir(tmp_path / "s")
-    code, out, err = run_cli(capsys, "export", "otlp", "drift_summarize.run.jsonl")
+    monkeypatch.chdir(sample_dir)
+    code, out, err = run_cli(capsys, "export", "otlp", "sample_tapes/drift_summarize.run.jsonl")
     assert code == 0, err
     spans = json.loads(out)["resourceSpans"][0]["scopeSpans"][0]["spans"]
     outcomes = {
