@@ -33,7 +33,6 @@ from tapetui.traces.importer import import_otlp
 from tests import otlp_fixtures as fx
 
 
-
 @pytest.fixture
 def proj(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "tapes").mkdir()
