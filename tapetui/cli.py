@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 import tapetui.ci_formats as ci_formats
 import tapetui.cli_parser as cli_parser
@@ -121,7 +121,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     bar = ProgressBar(sys.stderr.isatty() and fmt == "text")  # stderr only, and never beside a machine format
     try:
         # a folder that does not exist or holds no tapes raises: a misconfigured CI job must not go green
-        jobs = _jobs(args.jobs, len(only) if only is not None else _count_goldens(tapes))
+        jobs = _jobs(args.jobs)
         reports = review.check(
             tapes, cfg, only, progress=bar, on_note=lambda n: err.line(f"tapetui: {n}", "yellow"), jobs=jobs
         )
@@ -169,21 +169,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if failing else 0
 
 
-AUTO_JOBS_FROM = 500  # sessions: below this, a second process costs more than it saves
-
-
-def _jobs(text: str, sessions: int) -> int:
-    """``--jobs``: a number of processes from 1, or ``auto`` (one below AUTO_JOBS_FROM sessions, else the cores)."""
+def _jobs(text: str) -> int | Literal["auto"]:
+    """``--jobs``: a number of processes from 1, or ``auto`` (decided by :func:`tapetui.review.check`, which
+    counts the sessions as it lists them)."""
     if text == "auto":
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        return 1 if sessions < AUTO_JOBS_FROM else cores
+        return "auto"
     if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= 1024:
         raise _Usage(f"--jobs takes a number of processes from 1 to 1024, or auto; got {text[:40]!r}")
     return int(text)
-
-
-def _count_goldens(tapes: Path) -> int:
-    return sum(1 for _ in iter_goldens(tapes)) if tapes.is_dir() else 0
 
 
 def _merge_reports(args: argparse.Namespace, fmt: str) -> int:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import compileall
 import io
 import os
 import shutil
@@ -23,9 +24,17 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """``-m "not slow"`` without HYPOTHESIS_PROFILE runs the "quick" budget; every other run the "ci" one."""
+    """``-m "not slow"`` without HYPOTHESIS_PROFILE runs the "quick" budget; every other run the "ci" one.
+
+    The package is compiled once, before any test (by the controller, not each xdist worker): hundreds of
+    tests run ``tapetui`` in a child process, and where ``PYTHONDONTWRITEBYTECODE`` is set (as on these CI
+    machines) each child would compile every module again, a third of a second each. Only the package is
+    compiled: the modules tests write (and rewrite within a second, at the same size) are never cached.
+    """
     if "HYPOTHESIS_PROFILE" not in os.environ and "not slow" in (config.getoption("markexpr") or ""):
         settings.load_profile("quick")
+    if not hasattr(config, "workerinput"):
+        compileall.compile_dir(ROOT / "tapetui", quiet=2)
 
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -45,8 +45,17 @@ def test_all_names_exactly_what_the_module_imports(module: ModuleType) -> None:
         assert hasattr(module, name), name
     assert module.__file__ is not None
     tree = ast.parse(Path(module.__file__).read_text())
-    imported = {a.asname or a.name for node in tree.body if isinstance(node, ast.ImportFrom) for a in node.names}
-    assert imported == set(module.__all__)
+    # the names are imported on first use (PEP 562): for type checkers under TYPE_CHECKING, at run time by _WHERE
+    checking = next(n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING")
+    imported = {a.asname or a.name: n.module for n in checking.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert imported == module._WHERE
+    assert set(imported) == set(module.__all__)
+
+
+def test_importing_the_package_imports_nothing_it_exports() -> None:
+    code = "import sys, tapetui, tapetui.review; print(sorted(m for m in sys.modules if m.startswith('tapetui.')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['tapetui.review']"
 
 
 def _engine_modules() -> list[ModuleType]:

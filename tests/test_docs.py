@@ -141,7 +141,7 @@ def test_every_cited_document_and_section_exists() -> None:
 
 def _line_kinds() -> set[str]:
     """The ``type`` values the tape reader tells apart: what ``_parse_line`` compares a line's kind with."""
-    tree = ast.parse((ROOT / "tapetui" / "core" / "index.py").read_text())
+    tree = ast.parse((ROOT / "tapetui" / "core" / "lineparse.py").read_text())
     fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "_parse_line")
     kinds = set()
     for node in ast.walk(fn):

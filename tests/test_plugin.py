@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 pytest_plugins = ["pytester"]
@@ -24,8 +26,15 @@ def test_agent(tape):
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    # The inner run needs none of the outer suite's plugins (pytest-asyncio warns when unconfigured).
-    return pytester.runpytest("-p", "no:asyncio", "-p", "no:textual-snapshot", *args)
+    # The inner run needs none of the outer suite's plugins (pytest-asyncio warns when unconfigured), and
+    # caches no test module: the tests rewrite test_agent.py within a second at the same size, which a
+    # cached copy (keyed by mtime and size) would hide.
+    dont_write = sys.dont_write_bytecode
+    sys.dont_write_bytecode = True
+    try:
+        return pytester.runpytest("-p", "no:asyncio", "-p", "no:textual-snapshot", *args)
+    finally:
+        sys.dont_write_bytecode = dont_write
 
 
 def test_record_then_replay_then_drift_report(pytester: pytest.Pytester) -> None:

@@ -1,8 +1,6 @@
-"""The index of a tape: what one scan knows (header, tool manifests, and per call what replay needs), and
-the parser of tape lines that fills it.
+"""The index of a tape: what one scan knows (header, tool manifests, and per call what replay needs).
 
-A line in the writer's own layout (:func:`tapetui.core.tapefile.call_line`) is indexed from its leading
-fields without a JSON parse; anything else is parsed whole. The arguments and result of a call are decoded
+Lines are parsed into it by :mod:`tapetui.core.lineparse`. The arguments and result of a call are decoded
 when they are asked for (:meth:`TapeIndex.record`, :meth:`TapeIndex.outcome`), and checked against the
 index then. Files are read by :mod:`tapetui.core.tapefile`.
 """
@@ -11,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,12 +18,12 @@ from typing import Any
 import orjson
 
 from tapetui.core.cachedir import forget
-from tapetui.core.canon import canon, canonical_json, dumps
+from tapetui.core.canon import dumps
 from tapetui.core.errors import TapeError
-from tapetui.core.extralines import NoteRecord, PhaseRecord, TurnRecord, extra_line, reindex_extra
+from tapetui.core.extralines import NoteRecord, PhaseRecord, TurnRecord, reindex_extra
 from tapetui.core.files import file_sha256, open_regular
 from tapetui.core.fingerprint import ToolManifest
-from tapetui.core.keys import call_key, key_of_json
+from tapetui.core.keys import call_key
 from tapetui.core.turns import TURN
 
 __all__ = [
@@ -38,7 +35,6 @@ __all__ = [
     "TornTail",
     "TurnRecord",
     "reindex_extra",
-    "scan_lines",
 ]
 
 
@@ -76,14 +72,6 @@ class CallRecord:
     requested_tool: str | None
     line: int
     raw: dict[str, Any] = field(repr=False)
-
-
-# The fields call_line writes first, in this order. Lines that do not match (hand
-# written, escaped names, older writers) take the slow path: a full parse.
-_FAST = re.compile(  # anchored at a line start: a '{' earlier on the line must not hide a malformed line
-    rb'(?m)^\{"type":"call","seq":(\d{1,18}),"tool":"([^"\\\n]*)","key":"([^"\\\n]*)","fingerprint":"([^"\\\n]*)",'
-    rb'"side_effect":(true|false),"ms":(-?[0-9.eE+-]+),"expires_at":(null|"[^"\\\n]*"),[^\n]*\}\n'
-)
 
 
 class TapeIndex:
@@ -412,161 +400,6 @@ def _call_from_obj(obj: Any, path: Path, line: int) -> CallRecord:
         line=line,
         raw=obj,
     )
-
-
-def scan_lines(idx: TapeIndex, buf: bytes, end: int, base: int, line_no: int, validate: bool) -> int:
-    """Index the complete lines in ``buf[:end]`` (``buf`` starts at file offset ``base``, after line ``line_no``);
-    returns the number of the last line indexed. ``validate``: parse every line fully."""
-    pos = 0
-    idx.verify_keys = validate
-    if not validate:
-        # The hot loop of opening a tape: one regex match per call line (measured faster than matching
-        # at each line start found by memchr), columns appended in place, tool names and fingerprints
-        # shared (one str per distinct value), no per-line method call, no key table (built on use).
-        strings = idx._strings
-        seqs, offsets, lengths, lines, ms_col = idx.seqs, idx.offsets, idx.lengths, idx.lines, idx.ms
-        tools, keys, fps, side_effects, expires = idx.tools, idx.keys, idx.fingerprints, idx.side_effects, idx.expires
-        for m in _FAST.finditer(buf, 0, end):
-            start = m.start()
-            if start != pos:
-                line_no = _slow(idx, buf, pos, start, base, line_no)
-            seq_b, tool_b, key_b, fp_b, se_b, ms_b, exp_b = m.groups()
-            pos = m.end()
-            try:
-                ms = float(ms_b)
-                # bytes that are not UTF-8 (the regex takes any byte but a quote): the full parse names the line
-                key = key_b.decode()
-                tool = strings.get(tool_b)
-                if tool is None:
-                    tool = strings[tool_b] = tool_b.decode()
-                fp = strings.get(fp_b)
-                if fp is None:
-                    fp = strings[fp_b] = fp_b.decode()
-                expiry = exp_b[1:-1].decode() if exp_b != b"null" else None
-            except ValueError:  # UnicodeDecodeError is one
-                line_no = _slow(idx, buf, start, pos, base, line_no)
-                continue
-            line_no += 1
-            if expiry is not None:
-                expires[len(seqs)] = expiry
-            seqs.append(int(seq_b))
-            tools.append(tool)
-            fps.append(fp)
-            keys.append(key)
-            side_effects.append(se_b == b"true")
-            ms_col.append(ms)
-            offsets.append(base + start)
-            lengths.append(pos - start)
-            lines.append(line_no)
-    if pos < end:
-        line_no = _slow(idx, buf, pos, end, base, line_no)
-    return line_no
-
-
-def _slow(idx: TapeIndex, buf: bytes, start: int, stop: int, base: int, line_no: int) -> int:
-    """Parse whole lines in ``buf[start:stop]`` with a full JSON decode."""
-    pos = start
-    while pos < stop:
-        nl = buf.index(b"\n", pos, stop)
-        line_no += 1
-        raw = buf[pos:nl]
-        if raw.strip():
-            _parse_line(idx, raw, base + pos, nl + 1 - pos, line_no)
-        pos = nl + 1
-    return line_no
-
-
-def _verify_key(idx: TapeIndex, seq: int, tool: str, key: str, args: Any, line_no: int) -> None:
-    """Note a call whose stored key is not ``key_of(tool, args)`` of its stored arguments (edited by hand).
-
-    Called when the arguments' JSON as stored does not hash to the key (``_parse_line`` tries that first:
-    the writer stores canonical arguments, so that costs a dump and a hash); checked again through canon.
-    """
-    if args is None:
-        args = {}  # as a call without arguments is recorded, and as a missing key is filled in
-    try:
-        computed: str | None = key_of_json(tool, canonical_json(canon(args)))
-    except (TypeError, TapeError):  # nested past what JSON encoding allows: no writer made that key
-        computed = None
-    if computed != key:
-        idx.key_mismatches.append((line_no, seq, tool, key, computed))
-
-
-def _parse_line(idx: TapeIndex, raw: bytes, offset: int, length: int, line_no: int) -> None:
-    path = idx.path
-    try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError as e:
-        raise TapeError(f"{path}:{line_no}: {_json_problem(e)}") from None
-    if not isinstance(obj, dict):
-        raise TapeError(f"{path}:{line_no}: expected a JSON object, got {type(obj).__name__}")
-    kind = obj.get("type")
-    if kind == "call" or (kind is None and "seq" in obj and "tool" in obj):
-        seq, tool, key, ms, exp = (
-            obj.get("seq"),
-            obj.get("tool"),
-            obj.get("key"),
-            obj.get("ms", 0),
-            obj.get("expires_at"),
-        )
-        if (
-            type(seq) is not int
-            or not 1 <= seq < 2**63
-            or type(tool) is not str
-            or not tool
-            or type(key) is not str
-            or type(ms) not in (int, float)
-            or (exp is not None and type(exp) is not str)
-            or not isinstance(obj.get("error", {}), dict)
-        ):
-            rec = _call_from_obj(obj, path, line_no)  # names the problem, or fills in a missing key
-            seq, tool, key, ms, exp = rec.seq, rec.tool, rec.key, rec.ms, rec.expires_at
-        stored = key
-        assert isinstance(stored, str)  # checked above, or taken from the record
-        if stored is obj.get("key"):  # a stored key, not one filled in: it must be the key of the stored arguments
-            args = obj.get("args")
-            try:  # as the writer stores them, arguments are canonical already: their JSON hashes to the key
-                same = key_of_json(tool, canonical_json({} if args is None else args)) == stored
-            except TypeError:
-                same = False
-            if not same:
-                _verify_key(idx, seq, tool, stored, args, line_no)
-        idx._add(
-            seq,
-            tool,
-            stored,
-            str(obj.get("fingerprint") or ""),
-            bool(obj.get("side_effect", False)),
-            float(ms),
-            exp,
-            offset,
-            length,
-            line_no,
-        )
-    elif kind == "tool":
-        name = obj.get("name")
-        if not isinstance(name, str) or not name:
-            raise TapeError(f"{path}:{line_no}: tool manifest has no 'name'")
-        form = obj.get("form", 1)
-        if type(form) is not int or form < 1:
-            raise TapeError(f"{path}:{line_no}: tool manifest 'form' must be a positive integer, got {repr(form)[:40]}")
-        manifest = idx.manifests[name] = ToolManifest.from_record(obj)
-        idx.manifest_lines[name] = raw + b"\n"
-        note_traced(idx, name, obj)
-        if form != 1:
-            idx.fp_forms[manifest.fingerprint] = form
-    elif kind == "session":
-        if idx.header is None:
-            idx.header = obj
-    elif kind == "note" or kind == "phase" or kind == TURN:
-        extra_line(idx, obj, kind, line_no, offset, length)
-        idx.extra_spans.append((offset, length, line_no))
-    elif kind is None:
-        raise TapeError(f"{path}:{line_no}: line has no 'type' and is not a call (needs 'seq' and 'tool')")
-    elif isinstance(kind, str):
-        idx.unknown_lines += 1  # a line kind from a newer format: kept on disk, ignored here
-    else:
-        raise TapeError(f"{path}:{line_no}: 'type' must be a string, got {type(kind).__name__}")
 
 
 def note_traced(idx: TapeIndex, name: str, rec: dict[str, Any]) -> None:

@@ -238,14 +238,18 @@ def gate(golden: Path, *, wait: float | None = None) -> Iterator[None]:
 
 
 @contextmanager
-def reading(golden: Path) -> Iterator[None]:
+def reading(golden: Path, *, lock_file: bool = True) -> Iterator[None]:
     """Hold a session's lock shared while reading it, so no review action changes it mid-read.
 
     A reader never creates a lock file (``check`` writes nothing): where there is none, no
     tapetui writer has used this session yet and the read goes unlocked; the caller reads
     again if the files changed under it. A lock held elsewhere for longer than the usual
-    wait is not an error either: the read goes ahead unlocked.
+    wait is not an error either: the read goes ahead unlocked. ``lock_file=False``: the caller's
+    listing of the folder, just taken, has no lock file for the session (not looked for again).
     """
+    if not lock_file:
+        yield
+        return
     path = lock_path(Path(golden))
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK)

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tapetui.core.errors import TapeError
+from tapetui.core.listing import Listing
 
 __all__ = [
     "MAX_NAME",
@@ -230,11 +231,12 @@ def refuse_links_out(tapes_dir: Path, *paths: Path) -> None:
             )
 
 
-def iter_goldens(tapes_dir: Path) -> Iterator[Path]:
+def iter_goldens(tapes_dir: Path, listing: Listing | None = None) -> Iterator[Path]:
     """Every golden under ``tapes_dir`` (also ones whose only file so far is a candidate), sorted.
 
     Symlinks that lead out of the folder are skipped; hidden files and folders are not read.
     One ``scandir`` per folder and string work per name: 10,000 sessions list in tens of ms.
+    ``listing``: keeps what each ``scandir`` saw (``check`` then asks the file system nothing more).
     """
     root = Path(tapes_dir).resolve()
     found: set[tuple[str, ...]] = set()
@@ -245,6 +247,8 @@ def iter_goldens(tapes_dir: Path) -> Iterator[Path]:
             entries = list(os.scandir(folder))
         except OSError:
             continue
+        if listing is not None:
+            listing.note(folder, entries)
         for e in entries:
             name = e.name
             if name.startswith("."):

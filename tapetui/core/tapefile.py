@@ -24,7 +24,8 @@ from tapetui.core import indexcache
 from tapetui.core.canon import dumps
 from tapetui.core.errors import TapeError
 from tapetui.core.files import open_regular
-from tapetui.core.index import TapeIndex, TornTail, scan_lines
+from tapetui.core.index import TapeIndex, TornTail
+from tapetui.core.lineparse import scan_lines
 
 __all__ = [
     "FORMAT_VERSION",
@@ -192,7 +193,13 @@ def read_index(path: Path | str, *, validate: bool = False, keep_bytes: bool = F
             is malformed; the message names the file, the line and the problem.
     """
     path = path if isinstance(path, Path) else Path(path)
-    fh = os.fdopen(open_regular(path), "rb")  # a FIFO or folder named like a tape: a TapeError, never a hang
+    fd = open_regular(path)  # a FIFO or folder named like a tape: a TapeError, never a hang
+    if validate:  # check's read of every golden: most are small, read in one piece (no file object, no cache)
+        idx = _scan_small(path, fd, keep_bytes)
+        if idx is not None:
+            os.close(fd)
+            return idx
+    fh = os.fdopen(fd, "rb")
     with fh:
         before = os.fstat(fh.fileno())
         idx = None if validate else indexcache.load(path, before, fh.fileno())
@@ -202,6 +209,35 @@ def read_index(path: Path | str, *, validate: bool = False, keep_bytes: bool = F
         _scan_file(idx, fh, before.st_size, validate, keep_bytes)
         if not validate and idx.scanned - start >= indexcache.MIN_BYTES:
             indexcache.save(idx, before, os.fstat(fh.fileno()), fh.fileno())
+    return idx
+
+
+_SMALL = 1 << 20  # bytes: a tape up to this size is validated from one read
+
+
+def _scan_small(path: Path, fd: int, keep_bytes: bool) -> TapeIndex | None:
+    """A validating scan of a tape of up to :data:`_SMALL` bytes from one read of ``fd``, as
+    :func:`_scan_file` would make it; None (nothing read) when the file is bigger."""
+    try:
+        size = os.fstat(fd).st_size
+        data = os.read(fd, size + 1) if size <= _SMALL else b""  # one byte more: a file that grew is seen
+    except OSError as e:
+        os.close(fd)
+        raise TapeError(f"{path}: cannot read tape: {e.strerror or e}") from None
+    if size > _SMALL or len(data) != size:  # big, or changing as it is read: read in chunks, to its end
+        os.lseek(fd, 0, os.SEEK_SET)
+        return None
+    idx = TapeIndex(path)
+    end = data.rfind(b"\n") + 1
+    try:
+        line_no = scan_lines(idx, data, end, 0, 0, True) if end else 0
+    except BaseException:
+        os.close(fd)
+        raise
+    idx.scanned, idx.line_count, idx.size = end, line_no, len(data)
+    idx.torn = TornTail(line_no + 1, end, len(data) - end) if data[end:].strip() else None
+    if keep_bytes:
+        idx.data = data
     return idx
 
 

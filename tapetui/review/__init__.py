@@ -9,70 +9,144 @@ Import from here (``from tapetui import review``; ``review.accept(...)``). One m
 - :mod:`.history` — the bytes each change replaced, under ``.tapetui/history/``;
 - :mod:`.actions` — accept, accept-all, reject, expire, restore; :mod:`.revert` — undo from any process;
 - :mod:`.rerecording`, :mod:`.replay`, :mod:`.counts`, :mod:`.scrub`, :mod:`.changelog`, :mod:`.textdiff`.
+
+Nothing is imported with the package: each name on first use (PEP 562), so a command pays only for the
+modules it uses (``check`` never imports the actions, the app never imports a recorder it does not run).
 """
 
-from tapetui.review.actions import (
-    AlreadyExpired,
-    BatchResult,
-    accept,
-    accept_all,
-    expire,
-    reject,
-    restore,
-    restore_candidate,
-)
-from tapetui.review.changelog import Entry
-from tapetui.review.comparison import (
-    Comparison,
-    HooksArg,
-    LoadedTape,
-    NoteDiff,
-    RowLevel,
-    StepDiff,
-    StepKind,
-    compare,
-    load,
-)
-from tapetui.review.counts import stats, stats_of
-from tapetui.review.diffs import Diff, DiffLevel, DiffSource, diff
-from tapetui.review.findings import (
-    Finding,
-    FindingKind,
-    Progress,
-    SessionReport,
-    check,
-    check_session,
-    compare_run,
-    golden_sha256,
-    judge_run,
-    no_tapes_message,
-    pending,
-    run_log_stale,
-)
-from tapetui.review.history import HistoryRecord
-from tapetui.review.journal import recover
-from tapetui.review.parking import LeftInPlace
-from tapetui.review.replay import (
-    Command,
-    CommandTimeout,
-    quoted_output,
-    record_argv,
-    record_command,
-    replay_argv,
-    replay_command,
-)
-from tapetui.review.rerecording import load_registry, rerecord
-from tapetui.review.revert import undo, undo_target
-from tapetui.review.rules import RuleSpec, add_rule, check_rule, parse_rule_spec, suggest_rule
-from tapetui.review.samples import (
-    SampleReport,
-    SampleSource,
-    add_samples,
-    judge_samples,
-    record_samples,
-    session_samples,
-)
-from tapetui.review.verdicts import Verdict
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tapetui.review.actions import (
+        AlreadyExpired,
+        BatchResult,
+        accept,
+        accept_all,
+        expire,
+        reject,
+        restore,
+        restore_candidate,
+    )
+    from tapetui.review.changelog import Entry
+    from tapetui.review.comparison import (
+        Comparison,
+        HooksArg,
+        LoadedTape,
+        NoteDiff,
+        RowLevel,
+        StepDiff,
+        StepKind,
+        compare,
+        load,
+    )
+    from tapetui.review.counts import stats, stats_of
+    from tapetui.review.diffs import Diff, DiffLevel, DiffSource, diff
+    from tapetui.review.findings import (
+        Finding,
+        FindingKind,
+        Progress,
+        SessionReport,
+        check,
+        check_session,
+        compare_run,
+        golden_sha256,
+        judge_run,
+        no_tapes_message,
+        pending,
+        run_log_stale,
+    )
+    from tapetui.review.history import HistoryRecord
+    from tapetui.review.journal import recover
+    from tapetui.review.parking import LeftInPlace
+    from tapetui.review.replay import (
+        Command,
+        CommandTimeout,
+        quoted_output,
+        record_argv,
+        record_command,
+        replay_argv,
+        replay_command,
+    )
+    from tapetui.review.rerecording import load_registry, rerecord
+    from tapetui.review.revert import undo, undo_target
+    from tapetui.review.rules import RuleSpec, add_rule, check_rule, parse_rule_spec, suggest_rule
+    from tapetui.review.samples import (
+        SampleReport,
+        SampleSource,
+        add_samples,
+        judge_samples,
+        record_samples,
+        session_samples,
+    )
+    from tapetui.review.verdicts import Verdict
+
+_WHERE: dict[str, str] = {
+    "AlreadyExpired": "tapetui.review.actions",
+    "BatchResult": "tapetui.review.actions",
+    "accept": "tapetui.review.actions",
+    "accept_all": "tapetui.review.actions",
+    "expire": "tapetui.review.actions",
+    "reject": "tapetui.review.actions",
+    "restore": "tapetui.review.actions",
+    "restore_candidate": "tapetui.review.actions",
+    "Entry": "tapetui.review.changelog",
+    "Comparison": "tapetui.review.comparison",
+    "HooksArg": "tapetui.review.comparison",
+    "LoadedTape": "tapetui.review.comparison",
+    "NoteDiff": "tapetui.review.comparison",
+    "RowLevel": "tapetui.review.comparison",
+    "StepDiff": "tapetui.review.comparison",
+    "StepKind": "tapetui.review.comparison",
+    "compare": "tapetui.review.comparison",
+    "load": "tapetui.review.comparison",
+    "stats": "tapetui.review.counts",
+    "stats_of": "tapetui.review.counts",
+    "Diff": "tapetui.review.diffs",
+    "DiffLevel": "tapetui.review.diffs",
+    "DiffSource": "tapetui.review.diffs",
+    "diff": "tapetui.review.diffs",
+    "Finding": "tapetui.review.findings",
+    "FindingKind": "tapetui.review.findings",
+    "Progress": "tapetui.review.findings",
+    "SessionReport": "tapetui.review.findings",
+    "check": "tapetui.review.findings",
+    "check_session": "tapetui.review.findings",
+    "compare_run": "tapetui.review.findings",
+    "golden_sha256": "tapetui.review.findings",
+    "judge_run": "tapetui.review.findings",
+    "no_tapes_message": "tapetui.review.findings",
+    "pending": "tapetui.review.findings",
+    "run_log_stale": "tapetui.review.findings",
+    "HistoryRecord": "tapetui.review.history",
+    "recover": "tapetui.review.journal",
+    "LeftInPlace": "tapetui.review.parking",
+    "Command": "tapetui.review.replay",
+    "CommandTimeout": "tapetui.review.replay",
+    "quoted_output": "tapetui.review.replay",
+    "record_argv": "tapetui.review.replay",
+    "record_command": "tapetui.review.replay",
+    "replay_argv": "tapetui.review.replay",
+    "replay_command": "tapetui.review.replay",
+    "load_registry": "tapetui.review.rerecording",
+    "rerecord": "tapetui.review.rerecording",
+    "undo": "tapetui.review.revert",
+    "undo_target": "tapetui.review.revert",
+    "RuleSpec": "tapetui.review.rules",
+    "add_rule": "tapetui.review.rules",
+    "check_rule": "tapetui.review.rules",
+    "parse_rule_spec": "tapetui.review.rules",
+    "suggest_rule": "tapetui.review.rules",
+    "SampleReport": "tapetui.review.samples",
+    "SampleSource": "tapetui.review.samples",
+    "add_samples": "tapetui.review.samples",
+    "judge_samples": "tapetui.review.samples",
+    "record_samples": "tapetui.review.samples",
+    "session_samples": "tapetui.review.samples",
+    "Verdict": "tapetui.review.verdicts",
+}
 
 __all__ = [
     "AlreadyExpired",
@@ -138,3 +212,16 @@ __all__ = [
     "undo",
     "undo_target",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'tapetui.review' has no attribute {name!r}")
+    value = getattr(importlib.import_module(where), name)
+    globals()[name] = value  # the next lookup is a plain one
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

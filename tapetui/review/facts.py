@@ -134,6 +134,8 @@ class RunFacts:
     end: dict[str, Any] | None = None
     last_seq: Any = None
     last_tool: Any = None
+    kinds: frozenset[Any] = frozenset()  # every event kind the run log holds
+    model_turns: bool = False  # an event about a model turn (the judge of turns reads the events then)
 
     @property
     def drifts(self) -> list[Drift]:
@@ -225,14 +227,27 @@ def collect_run(events: Iterable[dict[str, Any]], *, checked: bool = False, wher
     phase: str | None = None
     end: dict[str, Any] | None = None
     last: tuple[Any, Any] = (None, None)
-    n = 0
+    n = plain_hits = model_turns = 0
+    kinds: set[Any] = set()
     for n, raw in enumerate(events, 1):
-        ev = _checked(raw, n, checked, where)
+        valid = checked and type(raw) is dict and raw.get("event") != "invalid"
+        ev = raw if valid else _checked(raw, n, checked, where)
         kind, seq, tool = ev.get("event"), ev.get("seq"), ev.get("tool")
-        if tool == TURN and kind != "unused" and kind != "end":
-            if kind in CALL_EVENTS and seq is not None:
+        if kind == "hit" and tool != TURN and "tolerated" not in ev:  # most of a replay: one executed call
+            plain_hits += 1
+            if type(tool) is str:
+                executed.append(tool)
+                phases.append(phase)
+            if seq is not None:
                 last = (seq, tool)
-            continue  # a model turn: judged by tapetui.review.turns, apart from the tool sequence
+            continue
+        kinds.add(kind)
+        if tool == TURN:
+            model_turns = 1
+            if kind != "unused" and kind != "end":
+                if kind in CALL_EVENTS and seq is not None:
+                    last = (seq, tool)
+                continue  # a model turn: judged by tapetui.review.turns, apart from the tool sequence
         executes = kind in EXECUTED_EVENTS or (kind == "fingerprint" and not ev.get("allowed"))
         if kind == "miss":
             missed.add((seq, tool))
@@ -254,6 +269,8 @@ def collect_run(events: Iterable[dict[str, Any]], *, checked: bool = False, wher
             phase = str(ev.get("name"))
         elif kind == "end":
             end = ev
+    if plain_hits:
+        kinds.add("hit")
     return RunFacts(
         events=n,
         executed=tuple(executed),
@@ -265,4 +282,6 @@ def collect_run(events: Iterable[dict[str, Any]], *, checked: bool = False, wher
         end=end,
         last_seq=last[0],
         last_tool=last[1],
+        kinds=frozenset(kinds),
+        model_turns=bool(model_turns),
     )

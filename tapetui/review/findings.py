@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from tapetui.core.canon import canon
 from tapetui.core.changes import MISSING, Change, format_changes
@@ -22,6 +22,7 @@ from tapetui.core.errors import TapeError
 from tapetui.core.files import file_sha256, file_stamp
 from tapetui.core.index import TapeIndex
 from tapetui.core.jsondiff import IgnoreRules, path_segments
+from tapetui.core.listing import Listing, SessionFiles
 from tapetui.core.locks import reading
 from tapetui.core.paths import prefixed
 from tapetui.core.runlog import RunLogReader
@@ -57,7 +58,7 @@ from tapetui.review.facts import (
 )
 from tapetui.review.finding import Finding, FindingKind
 from tapetui.review.journal import recover
-from tapetui.review.parking import is_parked, parked_dir
+from tapetui.review.parking import PARKED_DIR, is_parked, parked_dir
 from tapetui.review.turnfindings import run_turn_findings
 from tapetui.review.verdicts import Verdict, new_capabilities, phase_of, sequence_distance, verdict
 
@@ -145,7 +146,12 @@ def judge_run(
     out += trace_contract_findings(golden, events)
     notes, notes_v = note_findings([(n.kind, n.value) for n in golden.notes], facts.notes, settings, config, hooks)
     out += notes
-    turn_found, turn_verdicts = run_turn_findings(golden, events, settings, config)
+    # a run log with neither a model turn nor a behaviour event has nothing for the judge of turns
+    turn_found, turn_verdicts = (
+        run_turn_findings(golden, events, settings, config)
+        if facts.model_turns or "behaviour" in facts.kinds
+        else ([], [])
+    )
     out += turn_found
     return out, (*run_verdicts(facts, settings, out, tools_v, notes_v), *turn_verdicts)
 
@@ -154,6 +160,8 @@ def judge_run(
 def trace_contract_findings(golden: TapeIndex, events: list[dict[str, Any]]) -> list[Finding]:
     """Once per tool whose contract the golden holds from a trace (``from_trace``) and this run called or was
     offered: what was compared and what the trace did not hold (a warning: never drift)."""
+    if not golden.traced:
+        return []
     used = {e.get("tool") for e in events} | {n for e in events for n in (e.get("offered") or ())}
     out = []
     for tool, held in sorted(golden.traced.items()):
@@ -546,16 +554,22 @@ class SessionReport:
         }
 
 
-def check_session(golden: Path, config: Config) -> SessionReport:
+def check_session(
+    golden: Path, config: Config, files: SessionFiles | None = None, *, parked: bool = True
+) -> SessionReport:
     """Check one session, reading it consistently (see :func:`_check_session_once` for what is checked).
 
     The read holds the session's lock shared (:func:`tapetui.core.locks.reading`), so no review action
     changes the files under it; a recording may still move a pending candidate into the samples
     folder, so a read that failed is done again while the files change under it (a real error,
     such as a malformed line, fails the same way on unchanged files and is reported).
+
+    ``files``: what a listing of the folder, just taken, saw of the session (:mod:`tapetui.core.listing`):
+    the file system is not asked again. A read that fails is done again without it. ``parked=False``: the
+    folder has no parked candidates at all (the caller looked), so this session's are not looked for.
     """
-    with reading(golden):
-        rep = _check_session_once(golden, config)
+    with reading(golden, lock_file=files is None or files.lock):
+        rep = _check_session_once(golden, config, files, parked)
     for _ in range(2):  # a failed read is done again only while the session's files keep changing under it
         if rep.error is None:
             break
@@ -572,15 +586,28 @@ def _stamp(golden: Path) -> tuple[tuple[int, int, int] | None, ...]:
     return tuple(file_stamp(p) for p in (golden, candidate_path(golden), runlog_path(golden)))
 
 
-def _check_session_once(golden: Path, config: Config) -> SessionReport:
+def _check_session_once(
+    golden: Path, config: Config, files: SessionFiles | None = None, parked: bool = True
+) -> SessionReport:
     """Check one session: its golden (every line parsed, every stored key checked against its arguments),
     its latest run log and its pending candidate. A file that cannot be read as what it is named
-    (malformed, a FIFO or a folder, gone since it was listed, a name too long) sets ``error``."""
+    (malformed, a FIFO or a folder, gone since it was listed, a name too long) sets ``error``.
+    ``files``: what a listing saw of the session (see :func:`check_session`), else the file system is asked."""
     rep = SessionReport(session_name(golden, config.tapes_dir), golden)
     try:
-        cand, log = candidate_path(golden), runlog_path(golden)
-        refuse_links_out(config.tapes_dir, golden, cand, log)
-        if os.path.lexists(journal_path(golden)):  # check ran recover first: what is left, it could not finish
+        cand: Path | None
+        log: Path | None
+        if files is None:
+            cand, log = candidate_path(golden), runlog_path(golden)
+            refuse_links_out(config.tapes_dir, golden, cand, log)
+        else:  # only the files the listing saw are looked at, and only a symlink can lead out
+            cand = candidate_path(golden) if files.candidate else None
+            log = runlog_path(golden) if files.run_log else None
+            if files.links:
+                linked = (p for p in (golden, cand, log) if p is not None and p.name in files.links)
+                refuse_links_out(config.tapes_dir, *linked)
+        if files.journal if files is not None else os.path.lexists(journal_path(golden)):
+            # check ran recover first: what is left, it could not finish
             rep.findings.append(
                 Finding(
                     "journal",
@@ -588,7 +615,8 @@ def _check_session_once(golden: Path, config: Config) -> SessionReport:
                     "this session are refused until it is resolved (`tapetui recover` says why)",
                 )
             )
-        if is_parked(config, golden):  # recover could not put it back (or a check --samples runs now)
+        if parked and is_parked(config, golden):
+            # recover could not put it back (or a check --samples runs now)
             rep.findings.append(
                 Finding(
                     "journal",
@@ -596,7 +624,8 @@ def _check_session_once(golden: Path, config: Config) -> SessionReport:
                     "still running (or could not be put back: `tapetui recover` says why)",
                 )
             )
-        idx = read_index(golden, validate=True, keep_bytes=True) if golden.exists() else None
+        there = golden.exists() if files is None or golden.name in files.links else files.golden
+        idx = read_index(golden, validate=True, keep_bytes=True) if there else None
         if idx is not None:
             rep.findings += _key_findings(idx)
         if idx is not None and idx.torn is not None:
@@ -605,7 +634,7 @@ def _check_session_once(golden: Path, config: Config) -> SessionReport:
                     "torn", f"torn last line {idx.torn.line} ({idx.torn.size:,} bytes); the next append sets it aside"
                 )
             )
-        if idx is not None:
+        if idx is not None and log is not None:
             reader = RunLogReader(log)
             events = reader.poll()[1]
             if reader.inode is not None:  # there is a run log (an empty one too: a run that never got going)
@@ -616,7 +645,7 @@ def _check_session_once(golden: Path, config: Config) -> SessionReport:
                 else:
                     found, rep.run_verdicts = judge_run(idx, events, config, log=log, checked=True)
                     rep.findings += found
-        if cand.exists():
+        if cand is not None and (cand.exists() if files is None or cand.name in files.links else files.candidate):
             if idx is None:
                 rep.findings.append(Finding("pending", f"pending new session {cand.name} (no golden yet)"))
             else:
@@ -731,7 +760,7 @@ def check(
     *,
     progress: Progress | None = None,
     on_note: Callable[[str], None] | None = None,
-    jobs: int = 1,
+    jobs: int | Literal["auto"] = 1,
 ) -> list[SessionReport]:
     """Check every session of a folder (or the given goldens), after :func:`recover`.
 
@@ -740,7 +769,8 @@ def check(
             each one, so a front can draw a progress bar.
         on_note: called with each line :func:`recover` reports (a repair, a problem left in place).
         jobs: processes to check the sessions in (reading and comparing only; each process imports a hook
-            once); the reports come back in the sessions' order, as one process gives them.
+            once); the reports come back in the sessions' order, as one process gives them. ``"auto"``: one
+            below :data:`AUTO_JOBS_FROM` sessions, else as many as the cores this process may use.
 
     Raises:
         TapeError: the folder does not exist or holds no tapes (a misconfigured CI job must not go green).
@@ -748,21 +778,35 @@ def check(
     for note in recover(config):
         if on_note is not None:
             on_note(note)
-    goldens = list(sessions) if sessions is not None else list(iter_goldens(tapes_dir))
+    listing = Listing()  # one scandir per folder says which files each session has (see tapetui.core.listing)
+    goldens = list(sessions) if sessions is not None else list(iter_goldens(tapes_dir, listing))
     if sessions is None and not goldens:
         raise TapeError(no_tapes_message(tapes_dir, config))
     total = len(goldens)
+    if jobs == "auto":
+        jobs = 1 if total < AUTO_JOBS_FROM else usable_cores()
     if progress is not None:
         progress(0, total)
+    # nothing of the folder is parked at all: one look, not one per session
+    parked = os.path.lexists(config.tapes_dir / PARKED_DIR)
+    work = [(g, listing.files(g), parked) for g in goldens]
     reports = []
     if jobs > 1 and total > 1:
-        reports = _check_in_processes(goldens, config, min(jobs, total), progress)
+        reports = _check_in_processes(work, config, min(jobs, total), progress)
     else:
-        for done, g in enumerate(goldens, 1):
-            reports.append(check_session(g, config))
+        for done, (g, files, maybe_parked) in enumerate(work, 1):
+            reports.append(check_session(g, config, files, parked=maybe_parked))
             if progress is not None:
                 progress(done, total)
     return reports
+
+
+AUTO_JOBS_FROM = 500  # sessions: below this, a second process costs more than it saves
+
+
+def usable_cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 _WORKER_CONFIG: list[Config] = []  # a check process's config, set once by _worker_start
@@ -772,12 +816,12 @@ def _worker_start(config: Config) -> None:
     _WORKER_CONFIG[:] = [config]
 
 
-def _worker_check(golden: Path) -> SessionReport:
-    return check_session(golden, _WORKER_CONFIG[0])
+def _worker_check(work: tuple[Path, SessionFiles | None, bool]) -> SessionReport:
+    return check_session(work[0], _WORKER_CONFIG[0], work[1], parked=work[2])
 
 
 def _check_in_processes(
-    goldens: list[Path], config: Config, jobs: int, progress: Progress | None
+    goldens: list[tuple[Path, SessionFiles | None, bool]], config: Config, jobs: int, progress: Progress | None
 ) -> list[SessionReport]:
     """The sessions checked by ``jobs`` processes (forked where the platform has fork), in order."""
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"

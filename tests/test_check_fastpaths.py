@@ -1,0 +1,183 @@
+"""``check``'s fast paths say exactly what the slow ones say.
+
+``check`` reads a golden's lines in one decode and checks its calls a column at a time, reads a run log
+the same way, and asks a listing of each folder which files a session has instead of the file system.
+Each of these has a plain line-by-line (or ask-the-file-system) twin; these tests hold them to it, on
+ordinary and on odd inputs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tapetui.core.config import Config
+from tapetui.core.errors import TapeError
+from tapetui.core.index import TapeIndex
+from tapetui.core.keys import key_of
+from tapetui.core.lineparse import _line_by_line, _slow
+from tapetui.core.listing import Listing
+from tapetui.core.runlog import RunLogReader
+from tapetui.core.store import iter_goldens
+from tapetui.core.tapefile import read_index
+from tapetui.review.findings import check, check_session
+
+from .builders import call_line
+
+COLUMNS = ("seqs", "tools", "keys", "fingerprints", "side_effects", "ms", "offsets", "lengths", "lines")
+
+
+def _index_both_ways(data: bytes) -> tuple[TapeIndex | str, TapeIndex | str]:
+    """The index of ``data`` (whole lines) by the bulk scan and line by line, or the error each raised."""
+    out: list[TapeIndex | str] = []
+    for bulk in (True, False):
+        idx = TapeIndex(Path("t.jsonl"))
+        try:
+            if bulk:
+                _slow(idx, data, 0, len(data), 0, 0)
+            else:
+                raws = data.split(b"\n")[:-1]
+                _line_by_line(idx, raws, 0, 0)
+        except TapeError as e:
+            out.append(str(e))
+            continue
+        out.append(idx)
+    return out[0], out[1]
+
+
+def _same_index(a: TapeIndex | str, b: TapeIndex | str) -> None:
+    if isinstance(a, str) or isinstance(b, str):
+        assert a == b
+        return
+    for name in COLUMNS:
+        assert list(getattr(a, name)) == list(getattr(b, name)), name
+    assert a.expires == b.expires
+    assert a.key_mismatches == b.key_mismatches
+    assert a.header == b.header and set(a.manifests) == set(b.manifests)
+    assert [(n.kind, n.value, n.line) for n in a.notes] == [(n.kind, n.value, n.line) for n in b.notes]
+    assert a.extra_spans == b.extra_spans and a.unknown_lines == b.unknown_lines
+
+
+def _line(obj: object) -> bytes:
+    return orjson.dumps(obj) + b"\n"
+
+
+HEADER = _line({"type": "session", "v": 1})
+TOOL = _line({"type": "tool", "name": "fetch", "fingerprint": "f" * 16})
+NOTE = _line({"type": "note", "kind": "answer", "value": "42", "after": 2})
+
+
+def _calls(n: int, **extra: object) -> bytes:
+    return b"".join(call_line(seq=i + 1, tool="fetch", args={"n": i}, result={"ok": i}, **extra) for i in range(n))
+
+
+ODD_TAPES = {
+    "plain": HEADER + TOOL + _calls(5),
+    "notes and unknown kinds among the calls": HEADER + _calls(2) + NOTE + _line({"type": "later", "x": 1}) + _calls(2),
+    "a call with an expiry": HEADER + _calls(2, expires_at="2030-01-01T00:00:00Z"),
+    "a key edited by hand": HEADER
+    + _line({"type": "call", "seq": 1, "tool": "fetch", "key": "fetch:000000000000", "fingerprint": "", "side_effect": False, "ms": 1, "expires_at": None, "args": {"n": 1}, "result": 1}),
+    "arguments stored in another order": HEADER
+    + _line({"type": "call", "seq": 1, "tool": "fetch", "key": key_of("fetch", {"a": 1, "b": 2}), "fingerprint": "", "side_effect": False, "ms": 1, "expires_at": None, "args": {"b": 2, "a": 1}, "result": 1}),
+    "a call with no type, between typed ones": HEADER
+    + _calls(1)
+    + _line({"seq": 2, "tool": "fetch", "args": {"n": 9}, "result": 1})
+    + _calls(1),
+    "a call missing its fingerprint": HEADER + _line({"type": "call", "seq": 1, "tool": "fetch", "args": {}, "result": 1}),
+    "a seq that is not a number": HEADER
+    + _line({"type": "call", "seq": "1", "tool": "fetch", "key": "fetch:x", "fingerprint": "", "side_effect": False, "ms": 1, "expires_at": None, "args": {}}),
+    "a side effect that is not a flag": HEADER
+    + _line({"type": "call", "seq": 1, "tool": "fetch", "key": key_of("fetch", {}), "fingerprint": "", "side_effect": 1, "ms": 1, "expires_at": None, "args": {}}),
+    "an error that is not an object": HEADER
+    + _line({"type": "call", "seq": 1, "tool": "fetch", "key": key_of("fetch", {}), "fingerprint": "", "side_effect": False, "ms": 1, "expires_at": None, "args": {}, "error": "boom"}),
+    "a blank line": HEADER + _calls(1) + b"   \n" + _calls(1),
+    "a malformed line after a good one": HEADER + _calls(1) + b'{"type": "call", \n' + _calls(1),
+    "a line that is not an object": HEADER + b"[1, 2]\n" + _calls(1),
+    "arguments nested past what is written": HEADER
+    + _line({"type": "call", "seq": 1, "tool": "fetch", "key": "fetch:x", "fingerprint": "", "side_effect": False, "ms": 1, "expires_at": None, "args": {"a": 1}})
+    .replace(b'{"a":1}', b'{"a":' + b"[" * 300 + b"]" * 300 + b"}"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("data", ODD_TAPES.values(), ids=ODD_TAPES.keys())
+def test_the_bulk_scan_indexes_what_the_line_by_line_scan_indexes(data: bytes) -> None:
+    bulk, lines = _index_both_ways(data)
+    _same_index(bulk, lines)
+
+
+def test_a_hand_edited_key_is_still_found_by_the_bulk_scan() -> None:
+    bulk, _ = _index_both_ways(ODD_TAPES["a key edited by hand"])
+    assert isinstance(bulk, TapeIndex) and [m[0] for m in bulk.key_mismatches] == [2]
+    fine, _ = _index_both_ways(ODD_TAPES["arguments stored in another order"])
+    assert isinstance(fine, TapeIndex) and fine.key_mismatches == []  # canon sorts them: the key is theirs
+
+
+def test_a_validating_read_of_a_small_tape_is_the_read_in_chunks(tmp_path: Path) -> None:
+    tape = tmp_path / "t.jsonl"
+    tape.write_bytes(ODD_TAPES["notes and unknown kinds among the calls"] + b'{"type":"call","seq":9')  # torn
+    small = read_index(tape, validate=True, keep_bytes=True)
+    chunked = read_index(tape)
+    for name in COLUMNS:
+        assert list(getattr(small, name)) == list(getattr(chunked, name)), name
+    assert small.torn == chunked.torn and small.torn is not None
+    assert small.size == chunked.size == tape.stat().st_size and small.data == tape.read_bytes()
+
+
+RUN_LOGS = {
+    "a replay": [{"event": "start", "mode": "replay"}, {"event": "hit", "seq": 1, "tool": "t", "key": "t:1", "step": 1}, {"event": "end", "stats": {}}],
+    "a field of the wrong type": [{"event": "hit", "seq": "1", "tool": "t"}, {"event": "end", "stats": []}],
+    "a note without its label": [{"event": "note", "value": 1}, {"event": "phase", "name": "x", "after": -1}],
+    "not an object": [[1], "x", {"event": 3}],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("events", RUN_LOGS.values(), ids=RUN_LOGS.keys())
+def test_a_run_log_read_in_bulk_is_the_run_log_read_line_by_line(tmp_path: Path, events: list[object]) -> None:
+    log = tmp_path / "t.run.jsonl"
+    log.write_bytes(b"".join(_line(e) for e in events))
+    bulk = RunLogReader(log).poll()[1]
+    by_line: list[dict[str, object]] = []
+    RunLogReader(log)._line_by_line(log.read_bytes().split(b"\n")[:-1], by_line)
+    assert bulk == by_line and len(bulk) == len(events)
+
+
+def _hostile_folder(d: Path, outside: Path) -> None:
+    """Beside the samples: a candidate linking out, a journal left behind, a lock file, a run log that is a FIFO."""
+    outside.write_text("secret\n")
+    goldens = sorted(d.glob("*.jsonl"))
+    plain = [g for g in goldens if not g.name.endswith((".run.jsonl", ".candidate.jsonl"))]
+    os.symlink(outside, plain[0].with_name(plain[0].name[: -len(".jsonl")] + ".candidate.jsonl"))
+    plain[1].with_name(plain[1].name + ".journal").write_text("{}")
+    plain[2].with_name(f".{plain[2].name}.lock").write_text("")
+    fifo = plain[3].with_name(plain[3].name[: -len(".jsonl")] + ".run.jsonl")
+    fifo.unlink(missing_ok=True)
+    os.mkfifo(fifo)
+
+
+def test_a_check_from_a_listing_says_what_asking_the_file_system_says(sample_dir: Path, tmp_path: Path) -> None:
+    tapes = sample_dir / "sample_tapes"
+    _hostile_folder(tapes, tmp_path / "outside.txt")
+    cfg = Config.for_dir(tapes)
+    listing = Listing()
+    goldens = list(iter_goldens(tapes, listing))
+    with_listing = [check_session(g, cfg, listing.files(g), parked=False).to_json() for g in goldens]
+    asking = [check_session(g, cfg).to_json() for g in goldens]
+    assert with_listing == asking
+    assert [r.to_json() for r in check(tapes, cfg)] == asking
+    errors = [r["error"] for r in asking if r["error"]]
+    assert any("outside the tapes folder" in e for e in errors) and any("not a regular file" in e for e in errors)
+    assert any(f["kind"] == "journal" for r in asking for f in r["findings"])
+
+
+def test_a_file_gone_since_the_listing_is_read_again_without_it(sample_dir: Path) -> None:
+    tapes = sample_dir / "sample_tapes"
+    cfg = Config.for_dir(tapes)
+    listing = Listing()
+    golden = next(g for g in iter_goldens(tapes, listing) if g.with_name(g.stem + ".candidate.jsonl").exists())
+    files = listing.files(golden)
+    assert files is not None and files.candidate
+    golden.with_name(golden.stem + ".candidate.jsonl").unlink()  # an accept or a reject, just after the listing
+    assert check_session(golden, cfg, files).to_json() == check_session(golden, cfg).to_json()
