@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from tapetui import Config, Tape, TapeDrift, TapeError, TapeMiss, ToolDriftError, ToolRegistry
 from tapetui.cli import main as cli_main
 from tapetui.core import indexcache
+from tapetui.core.redact import DEFAULT_REDACTOR
 from tapetui.core.store import candidate_path
 from tapetui.core.tapefile import read_index
 from tapetui.review import accept
@@ -594,3 +595,32 @@ def test_json_text_pre_check_admits_every_secret_key(key: str) -> None:
         text = orjson.dumps({"outer": {key: "v"}}).decode()
         assert _may_hold_secret_key(text), key
         assert DEFAULT_REDACTOR.redact_text(text) != text
+
+
+GLUED = [
+    "Errsk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",  # an error message that runs a key into its text
+    "tokenAKIAIOSFODNN7EXAMPLE",
+    "xghp_abcdefghijklmnopqrstuvwxyz0123456789AB",
+    "cfgglpat-abcdefghijklmnopqrstuvwxyz",
+    "keyAIzaSyA1234567890abcdefghijklmnopqrstuv",
+    '{"log": "line one\\nsk-AbCdEfGhIjKlMnOpQrStUvWxYz0123"}',  # JSON text: the escape's "n" is a word letter
+    "text\\thf_abcdefghijklmnopqrstuvwxyz01234567",
+]
+WORDS = [
+    "risk-assessment-framework-for-teams",
+    "task-management-software-2024-final",
+    "desk-projector-stand-with-wheels",
+    "the hf_hub_download function",
+    "XAKIAIOSFODNN7EXAMPLE1",
+]
+
+
+@pytest.mark.parametrize("text", GLUED)
+def test_a_secret_glued_to_the_text_before_it_is_redacted(text: str) -> None:
+    out = DEFAULT_REDACTOR.redact_text(text)
+    assert "[REDACTED]" in out and not any(part in out for part in ("0123456789", "abcdefghijklmnop", "IOSFODNN"))
+
+
+@pytest.mark.parametrize("text", WORDS)
+def test_words_that_hold_a_prefix_are_not_secrets(text: str) -> None:
+    assert DEFAULT_REDACTOR.redact_text(text) == text

@@ -17,6 +17,7 @@ from pathlib import Path
 __all__ = ["Listing", "SessionFiles"]
 
 _NONE: frozenset[str] = frozenset()
+_NAME_MAX = 255  # bytes in a file name, on every file system tapes live on
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +68,8 @@ class Listing:
         names, links = seen
         base = name[: -len(".jsonl")] if name.endswith(".jsonl") else name
         own = (name, base + ".candidate.jsonl", base + ".run.jsonl", name + ".journal")
+        if len(os.fsencode(own[1])) > _NAME_MAX or len(os.fsencode(own[3])) > _NAME_MAX:
+            return None  # a name no file system takes: asking it says so, as a check must (never a silent pass)
         return SessionFiles(
             golden=own[0] in names,
             candidate=own[1] in names,

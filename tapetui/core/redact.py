@@ -97,18 +97,24 @@ DEFAULT_RULES: tuple[tuple[str, str], ...] = (
     ),
     ("auth-scheme", r"((?i:\b(?:bearer|token|basic|digest))\s+)[A-Za-z0-9._~+/=-]{8,}"),
     ("url-password", r"(://[^/\s:@]+:)[^/\s@]+(?=@)"),
-    ("aws-access-key-id", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b"),
-    ("github-token", r"\bgh[pousr]_[A-Za-z0-9]{20,}\b"),
-    ("github-fine-grained-token", r"\bgithub_pat_[A-Za-z0-9_]{20,}\b"),
-    ("gitlab-token", r"\bgl(?:pat|ptt|dt)-[A-Za-z0-9_-]{20,}\b"),
-    ("slack-token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
+    # A prefix no word has is found glued to the text before it ("Errghp_…", "tokenAKIA…", the "n" of an
+    # escaped newline in JSON text, "…\\nsk-…"): only an ambiguous one (sk-, pk-, rk-) needs a word start.
+    ("aws-access-key-id", r"(?<![0-9A-Z])(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b"),
+    ("github-token", r"gh[pousr]_[A-Za-z0-9]{20,}\b"),
+    ("github-fine-grained-token", r"github_pat_[A-Za-z0-9_]{20,}\b"),
+    ("gitlab-token", r"gl(?:pat|ptt|dt)-[A-Za-z0-9_-]{20,}\b"),
+    ("slack-token", r"xox[abposr]-[A-Za-z0-9-]{10,}"),
     ("slack-webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9/]+"),
     ("jwt", r"\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}"),
     # OpenAI, Anthropic, Stripe
-    ("prefixed-api-key", r"\b(?:sk|pk|rk)[-_](?:live|test|proj|ant|or)?[-_]?[A-Za-z0-9_-]{16,}"),
-    ("google-api-key", r"\bAIza[0-9A-Za-z_-]{35}\b"),
-    ("npm-token", r"\bnpm_[A-Za-z0-9]{36}\b"),
-    ("huggingface-token", r"\bhf_[A-Za-z0-9]{30,}\b"),
+    (
+        "prefixed-api-key",
+        r"(?:(?:\b|(?<=\\[nrtbf]))(?:sk|pk|rk)[-_](?:live|test|proj|ant|or)?[-_]?"
+        r"|(?:sk-proj-|sk-ant-|sk-or-|(?:sk|pk|rk)_(?:live|test)_))[A-Za-z0-9_-]{16,}",
+    ),
+    ("google-api-key", r"AIza[0-9A-Za-z_-]{35}\b"),
+    ("npm-token", r"npm_[A-Za-z0-9]{36}\b"),
+    ("huggingface-token", r"(?:\b|(?<=\\[nrtbf]))hf_[A-Za-z0-9]{30,}\b"),
     ("sendgrid-key", r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"),
     ("twilio-api-key", r"\bSK[0-9a-fA-F]{32}\b"),
     ("discord-bot-token", r"\b[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,}"),
