@@ -69,7 +69,7 @@ def generate(d: Path, sessions: int, steps: int) -> None:
         folder = d / f"suite{s // 1000:02d}"
         folder.mkdir(exist_ok=True)
         lines = [dump_line({"type": "session", "v": 1})]
-        events = [dump_line({"event": "start", "mode": "replay"})]
+        events = [dump_line({"event": "start", "mode": "replay", "at": 1767614401.0})]
         for i in range(steps):
             tool = tools[i % 4]
             args = {"n": i, "q": f"s{s}"}
@@ -92,8 +92,9 @@ def generate(d: Path, sessions: int, steps: int) -> None:
                     )
                 )
                 break
-            events.append(dump_line({"event": "hit", "seq": i + 1, "tool": tool, "key": key, "step": i + 1}))
-        events.append(orjson.dumps({"event": "end", "stats": {}}) + b"\n")
+            hit = {"event": "hit", "seq": i + 1, "tool": tool, "key": key, "step": i + 1, "at": 1767614402.0 + i}
+            events.append(dump_line(hit))  # as the replay writes it
+        events.append(orjson.dumps({"event": "end", "stats": {}, "at": 1767614430.0}) + b"\n")
         (folder / f"session{s:05d}.jsonl").write_bytes(b"".join(lines))
         (folder / f"session{s:05d}.run.jsonl").write_bytes(b"".join(events))
 
@@ -193,6 +194,8 @@ def main() -> None:
         compileall.compile_dir(Path(path or Path(__file__).resolve().parent.parent) / "tapetui", quiet=2)
     try:
         generate(d, a.sessions, a.steps)
+        env = {**os.environ, "NO_COLOR": "1", "TAPETUI_CACHE_DIR": str(cache)}
+        subprocess.run([sys.executable, "-m", "tapetui", "check", str(d)], capture_output=True, env=env)  # warm it
         times: dict[str, list[float]] = {name: [] for name in variants}
         floor: list[float] = []
         outputs: dict[str, str] = {}

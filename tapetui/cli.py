@@ -123,7 +123,13 @@ def cmd_check(args: argparse.Namespace) -> int:
         # a folder that does not exist or holds no tapes raises: a misconfigured CI job must not go green
         jobs = _jobs(args.jobs)
         reports = review.check(
-            tapes, cfg, only, progress=bar, on_note=lambda n: err.line(f"tapetui: {n}", "yellow"), jobs=jobs
+            tapes,
+            cfg,
+            only,
+            progress=bar,
+            on_note=lambda n: err.line(f"tapetui: {n}", "yellow"),
+            jobs=jobs,
+            cache=args.samples is None and not args.sample,  # samples are recorded now: nothing to keep
         )
     finally:
         bar.close()

@@ -9,12 +9,13 @@ ordinary and on odd inputs.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import orjson
 import pytest
 
-from tapetui.core.config import Config
+from tapetui.core.config import Config, load_config
 from tapetui.core.errors import TapeError
 from tapetui.core.index import TapeIndex
 from tapetui.core.keys import key_of
@@ -23,6 +24,7 @@ from tapetui.core.listing import Listing
 from tapetui.core.runlog import RunLogReader
 from tapetui.core.store import iter_goldens
 from tapetui.core.tapefile import read_index
+from tapetui.review import findings
 from tapetui.review.findings import check, check_session
 
 from .builders import call_line
@@ -74,32 +76,47 @@ def _calls(n: int, **extra: object) -> bytes:
     return b"".join(call_line(seq=i + 1, tool="fetch", args={"n": i}, result={"ok": i}, **extra) for i in range(n))
 
 
+DROP = object()
+
+
+def _raw(**fields: object) -> bytes:
+    """A call line as the writer lays it out, with ``fields`` changed (``DROP``: left out)."""
+    line: dict[str, object] = {
+        "type": "call",
+        "seq": 1,
+        "tool": "fetch",
+        "key": key_of("fetch", {}),
+        "fingerprint": "",
+        "side_effect": False,
+        "ms": 1,
+        "expires_at": None,
+        "args": {},
+        "result": 1,
+    }
+    line.update(fields)
+    return _line({k: v for k, v in line.items() if v is not DROP})
+
+
+DEEP = _raw(key="fetch:x", args={"a": 1}).replace(b'{"a":1}', b'{"a":' + b"[" * 300 + b"]" * 300 + b"}")
 ODD_TAPES = {
     "plain": HEADER + TOOL + _calls(5),
-    "notes and unknown kinds among the calls": HEADER + _calls(2) + NOTE + _line({"type": "later", "x": 1}) + _calls(2),
+    "notes and unknown kinds among the calls": HEADER + _calls(2) + NOTE + _line({"type": "later"}) + _calls(2),
     "a call with an expiry": HEADER + _calls(2, expires_at="2030-01-01T00:00:00Z"),
-    "a key edited by hand": HEADER
-    + _line({"type": "call", "seq": 1, "tool": "fetch", "key": "fetch:000000000000", "fingerprint": "", "side_effect": False, "ms": 1, "expires_at": None, "args": {"n": 1}, "result": 1}),
-    "arguments stored in another order": HEADER
-    + _line({"type": "call", "seq": 1, "tool": "fetch", "key": key_of("fetch", {"a": 1, "b": 2}), "fingerprint": "", "side_effect": False, "ms": 1, "expires_at": None, "args": {"b": 2, "a": 1}, "result": 1}),
+    "a key edited by hand": HEADER + _raw(key="fetch:000000000000", args={"n": 1}),
+    "arguments stored in another order": HEADER + _raw(key=key_of("fetch", {"a": 1, "b": 2}), args={"b": 2, "a": 1}),
     "a call with no type, between typed ones": HEADER
     + _calls(1)
     + _line({"seq": 2, "tool": "fetch", "args": {"n": 9}, "result": 1})
     + _calls(1),
-    "a call missing its fingerprint": HEADER + _line({"type": "call", "seq": 1, "tool": "fetch", "args": {}, "result": 1}),
-    "a seq that is not a number": HEADER
-    + _line({"type": "call", "seq": "1", "tool": "fetch", "key": "fetch:x", "fingerprint": "", "side_effect": False, "ms": 1, "expires_at": None, "args": {}}),
-    "a side effect that is not a flag": HEADER
-    + _line({"type": "call", "seq": 1, "tool": "fetch", "key": key_of("fetch", {}), "fingerprint": "", "side_effect": 1, "ms": 1, "expires_at": None, "args": {}}),
-    "an error that is not an object": HEADER
-    + _line({"type": "call", "seq": 1, "tool": "fetch", "key": key_of("fetch", {}), "fingerprint": "", "side_effect": False, "ms": 1, "expires_at": None, "args": {}, "error": "boom"}),
+    "a call missing its fingerprint": HEADER + _raw(fingerprint=DROP, key=DROP),
+    "a seq that is not a number": HEADER + _raw(seq="1"),
+    "a side effect that is not a flag": HEADER + _raw(side_effect=1),
+    "an error that is not an object": HEADER + _raw(error="boom"),
     "a blank line": HEADER + _calls(1) + b"   \n" + _calls(1),
     "a malformed line after a good one": HEADER + _calls(1) + b'{"type": "call", \n' + _calls(1),
     "a line that is not an object": HEADER + b"[1, 2]\n" + _calls(1),
-    "arguments nested past what is written": HEADER
-    + _line({"type": "call", "seq": 1, "tool": "fetch", "key": "fetch:x", "fingerprint": "", "side_effect": False, "ms": 1, "expires_at": None, "args": {"a": 1}})
-    .replace(b'{"a":1}', b'{"a":' + b"[" * 300 + b"]" * 300 + b"}"),
-}  # fmt: skip
+    "arguments nested past what is written": HEADER + DEEP,
+}
 
 
 @pytest.mark.parametrize("data", ODD_TAPES.values(), ids=ODD_TAPES.keys())
@@ -126,12 +143,13 @@ def test_a_validating_read_of_a_small_tape_is_the_read_in_chunks(tmp_path: Path)
     assert small.size == chunked.size == tape.stat().st_size and small.data == tape.read_bytes()
 
 
+HIT = {"event": "hit", "seq": 1, "tool": "t", "key": "t:1", "step": 1}
 RUN_LOGS = {
-    "a replay": [{"event": "start", "mode": "replay"}, {"event": "hit", "seq": 1, "tool": "t", "key": "t:1", "step": 1}, {"event": "end", "stats": {}}],
+    "a replay": [{"event": "start", "mode": "replay"}, HIT, {"event": "end", "stats": {}}],
     "a field of the wrong type": [{"event": "hit", "seq": "1", "tool": "t"}, {"event": "end", "stats": []}],
     "a note without its label": [{"event": "note", "value": 1}, {"event": "phase", "name": "x", "after": -1}],
     "not an object": [[1], "x", {"event": 3}],
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("events", RUN_LOGS.values(), ids=RUN_LOGS.keys())
@@ -181,3 +199,96 @@ def test_a_file_gone_since_the_listing_is_read_again_without_it(sample_dir: Path
     assert files is not None and files.candidate
     golden.with_name(golden.stem + ".candidate.jsonl").unlink()  # an accept or a reject, just after the listing
     assert check_session(golden, cfg, files).to_json() == check_session(golden, cfg).to_json()
+
+
+# ---- the verdict cache (tapetui.review.checkcache) ---------------------------------------------------------
+def _aged(folder: Path) -> None:
+    """Every file written an hour ago: a file written in the last seconds is never kept (racy clean)."""
+    then = time.time() - 3600
+    for p in folder.rglob("*"):
+        os.utime(p, (then, then), follow_symlinks=False)
+
+
+@pytest.fixture
+def cached(sample_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Config, list[Path]]:
+    monkeypatch.setenv("TAPETUI_CACHE_DIR", str(tmp_path / "cache"))
+    tapes = sample_dir / "sample_tapes"
+    _aged(tapes)
+    checked: list[Path] = []
+    real = findings.check_session
+
+    def counting(golden: Path, *args: object, **kw: object) -> findings.SessionReport:
+        checked.append(golden)
+        return real(golden, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(findings, "check_session", counting)
+    return tapes, Config.for_dir(tapes), checked
+
+
+def _reports(tapes: Path, cfg: Config) -> list[dict[str, object]]:
+    return [r.to_json() for r in check(tapes, cfg, cache=True)]
+
+
+def test_an_unchanged_session_is_served_from_the_cache_with_the_same_report(
+    cached: tuple[Path, Config, list[Path]],
+) -> None:
+    tapes, cfg, checked = cached
+    first = _reports(tapes, cfg)
+    assert len(checked) == len(first)
+    checked.clear()
+    assert _reports(tapes, cfg) == first  # the same reports, findings, verdicts and order
+    with_candidate = {g for g in iter_goldens(tapes) if g.with_name(g.stem + ".candidate.jsonl").exists()}
+    assert set(checked) == with_candidate and with_candidate  # only the sessions a cache never holds
+    assert [r.to_json() for r in check(tapes, cfg)] == first  # and as without the cache
+
+
+@pytest.mark.parametrize("which", ["golden", "run log"])
+def test_a_file_rewritten_at_the_same_size_and_time_is_checked_again(
+    cached: tuple[Path, Config, list[Path]], which: str
+) -> None:
+    tapes, cfg, checked = cached
+    _reports(tapes, cfg)
+    golden = next(g for g in iter_goldens(tapes) if g.name == "clean.jsonl")
+    target = golden if which == "golden" else golden.with_name("clean.run.jsonl")
+    st = target.stat()
+    data = target.read_bytes()
+    changed = data.replace(b'"seq":1', b'"seq":7', 1) if which == "golden" else data.replace(b'_doc"', b'_dox"', 1)
+    assert len(changed) == len(data) and changed != data
+    target.write_bytes(changed)
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))  # the stamp a racy rewrite leaves
+    checked.clear()
+    after = {r["session"]: r for r in _reports(tapes, cfg)}
+    assert golden in checked
+    assert after == {r.session: r.to_json() for r in check(tapes, cfg)}  # what a check without the cache says
+
+
+def test_an_edited_tapes_toml_or_a_foreign_cache_file_is_not_trusted(
+    cached: tuple[Path, Config, list[Path]], tmp_path: Path
+) -> None:
+    tapes, cfg, checked = cached
+    _reports(tapes, cfg)
+    (entry,) = (tmp_path / "cache" / "check").iterdir()
+    entry.chmod(0o666)  # anybody could have written it: never read
+    checked.clear()
+    _reports(tapes, cfg)
+    assert len(checked) == len(list(iter_goldens(tapes)))
+    entry.write_bytes(b"{not json")
+    entry.chmod(0o600)
+    checked.clear()
+    _reports(tapes, cfg)  # a damaged file: checked as if there were none, and written again
+    assert len(checked) == len(list(iter_goldens(tapes)))
+    toml = tmp_path / "tapes.toml"
+    toml.write_text(f'[tapes]\ndir = "{tapes}"\n\n[compare]\nsequence = "unordered"\n')
+    checked.clear()
+    check(tapes, load_config(toml), cache=True)
+    assert len(checked) == len(list(iter_goldens(tapes)))  # other settings: nothing kept under the old ones
+
+
+def test_the_cache_switched_off_writes_nothing(
+    cached: tuple[Path, Config, list[Path]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tapes, cfg, checked = cached
+    monkeypatch.setenv("TAPETUI_CACHE_DIR", "off")
+    _reports(tapes, cfg)
+    _reports(tapes, cfg)
+    assert len(checked) == 2 * len(list(iter_goldens(tapes))) and not (tmp_path / "cache").exists()

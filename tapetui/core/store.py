@@ -50,23 +50,23 @@ def _base(tape: Path) -> str:
 
 
 def candidate_path(tape: Path) -> Path:
-    tape = Path(tape)
+    tape = tape if isinstance(tape, Path) else Path(tape)
     return tape.with_name(_base(tape) + ".candidate.jsonl")
 
 
 def runlog_path(tape: Path) -> Path:
-    tape = Path(tape)
+    tape = tape if isinstance(tape, Path) else Path(tape)
     return tape.with_name(_base(tape) + ".run.jsonl")
 
 
 def journal_path(tape: Path) -> Path:
-    tape = Path(tape)
+    tape = tape if isinstance(tape, Path) else Path(tape)
     return tape.with_name(tape.name + ".journal")
 
 
 def samples_dir(tape: Path) -> Path:
     """``name.samples/``: older candidates of a session, each named by the time it was displaced."""
-    tape = Path(tape)
+    tape = tape if isinstance(tape, Path) else Path(tape)
     return tape.with_name(_base(tape) + SAMPLES_SUFFIX)
 
 
@@ -114,7 +114,7 @@ def prepare_recording(tape: Path) -> None:
     Raises:
         TapeError: the name is longer than :data:`MAX_NAME` bytes, or the folder cannot be made.
     """
-    tape = Path(tape)
+    tape = tape if isinstance(tape, Path) else Path(tape)
     size = len(os.fsencode(tape.name))
     if size > MAX_NAME:
         raise TapeError(
@@ -149,7 +149,7 @@ def recording_target(tape: Path, *, golden_in_use: bool = False) -> tuple[Path, 
     ``golden_in_use``: a fill plays against it) writes the candidate, moving a pending candidate into
     ``NAME.samples/`` first (:func:`rotate_candidate`). The caller holds the session's gate.
     """
-    tape = Path(tape)
+    tape = tape if isinstance(tape, Path) else Path(tape)
     if not golden_in_use and not has_golden(tape):
         return tape, None
     moved = rotate_candidate(tape)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import os
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -36,6 +37,7 @@ from tapetui.core.store import (
 )
 from tapetui.core.tapefile import read_index
 from tapetui.core.turns import TURN
+from tapetui.review.checkcache import CheckCache, Lookup
 from tapetui.review.comparison import (
     Comparison,
     HooksArg,
@@ -144,7 +146,11 @@ def judge_run(
     out[:0] = tools_findings(facts, golden, tools_v)
     out += capability_findings(golden, facts)
     out += trace_contract_findings(golden, events)
-    notes, notes_v = note_findings([(n.kind, n.value) for n in golden.notes], facts.notes, settings, config, hooks)
+    notes, notes_v = (
+        note_findings([(n.kind, n.value) for n in golden.notes], facts.notes, settings, config, hooks)
+        if golden.notes or facts.notes
+        else ([], verdict("notes", settings, 0))  # neither side wrote a note: nothing to pair
+    )
     out += notes
     # a run log with neither a model turn nor a behaviour event has nothing for the judge of turns
     turn_found, turn_verdicts = (
@@ -332,6 +338,8 @@ def stop_findings(facts: RunFacts, found: list[Finding], hidden: Finding | None)
 def tools_verdict(facts: RunFacts, golden: TapeIndex, settings: CompareSettings) -> Verdict:
     """The executed sequence against the golden's, matched in the session's sequence mode (within a phase in
     ``phases`` mode, when both wrote phase lines)."""
+    if settings.sequence != "phases" and tuple(golden.tools) == facts.executed:  # the same calls: no edit
+        return verdict("tools", settings, 0)
     golden_phases = [(p.name, p.after) for p in golden.phases]
     dist = sequence_distance(
         settings.sequence,
@@ -392,7 +400,7 @@ def capability_findings(golden: TapeIndex, facts: RunFacts) -> list[Finding]:
         Finding(
             "capability", f"[NEW TOOL] {t}: called in this run, never recorded in the golden (a new capability)", tool=t
         )
-        for t in new_capabilities(list(golden.tools), list(facts.executed))
+        for t in new_capabilities(golden.tools, facts.executed)
     ]
 
 
@@ -761,6 +769,7 @@ def check(
     progress: Progress | None = None,
     on_note: Callable[[str], None] | None = None,
     jobs: int | Literal["auto"] = 1,
+    cache: bool = False,
 ) -> list[SessionReport]:
     """Check every session of a folder (or the given goldens), after :func:`recover`.
 
@@ -770,7 +779,9 @@ def check(
         on_note: called with each line :func:`recover` reports (a repair, a problem left in place).
         jobs: processes to check the sessions in (reading and comparing only; each process imports a hook
             once); the reports come back in the sessions' order, as one process gives them. ``"auto"``: one
-            below :data:`AUTO_JOBS_FROM` sessions, else as many as the cores this process may use.
+            below :data:`AUTO_JOBS_FROM` sessions to check, else as many as the cores this process may use.
+        cache: take the report of a session whose files are unchanged since a check kept it, and keep the
+            reports made (:mod:`tapetui.review.checkcache`: the user's cache, never the tapes folder).
 
     Raises:
         TapeError: the folder does not exist or holds no tapes (a misconfigured CI job must not go green).
@@ -783,22 +794,44 @@ def check(
     if sessions is None and not goldens:
         raise TapeError(no_tapes_message(tapes_dir, config))
     total = len(goldens)
-    if jobs == "auto":
-        jobs = 1 if total < AUTO_JOBS_FROM else usable_cores()
     if progress is not None:
         progress(0, total)
     # nothing of the folder is parked at all: one look, not one per session
     parked = os.path.lexists(config.tapes_dir / PARKED_DIR)
     work = [(g, listing.files(g), parked) for g in goldens]
-    reports = []
-    if jobs > 1 and total > 1:
-        reports = _check_in_processes(work, config, min(jobs, total), progress)
+    kept = CheckCache.open(config) if cache and not parked else None
+    reports: list[SessionReport | None] = [None] * total
+    lookups: list[Lookup | None] = [None] * total
+    if kept is not None:
+        for i, (g, files, _) in enumerate(work):
+            name = session_name(g, config.tapes_dir)
+            lookups[i] = lookup = kept.key(g, files, config, name)
+            found = kept.get(name, lookup[0] if lookup is not None else None)
+            if found is not None:
+                reports[i] = SessionReport(name, g, found[0], run_verdicts=found[1])
+    todo = [i for i, r in enumerate(reports) if r is None]
+    if progress is not None and len(todo) < total:
+        progress(total - len(todo), total)
+    if jobs == "auto":
+        jobs = 1 if len(todo) < AUTO_JOBS_FROM else usable_cores()
+    if jobs > 1 and len(todo) > 1:
+        made = _check_in_processes([work[i] for i in todo], config, min(jobs, len(todo)), progress, total)
     else:
-        for done, (g, files, maybe_parked) in enumerate(work, 1):
-            reports.append(check_session(g, config, files, parked=maybe_parked))
+        made = []
+        for i in todo:
+            g, files, maybe_parked = work[i]
+            made.append(check_session(g, config, files, parked=maybe_parked))
             if progress is not None:
-                progress(done, total)
-    return reports
+                progress(total - len(todo) + len(made), total)
+    now = time.time_ns()
+    for i, rep in zip(todo, made, strict=True):
+        reports[i] = rep
+        lookup = lookups[i]
+        if kept is not None and lookup is not None:
+            kept.keep(work[i][0], work[i][1], lookup, rep.session, rep, now)
+    if kept is not None:
+        kept.save()
+    return [r for r in reports if r is not None]
 
 
 AUTO_JOBS_FROM = 500  # sessions: below this, a second process costs more than it saves
@@ -821,7 +854,11 @@ def _worker_check(work: tuple[Path, SessionFiles | None, bool]) -> SessionReport
 
 
 def _check_in_processes(
-    goldens: list[tuple[Path, SessionFiles | None, bool]], config: Config, jobs: int, progress: Progress | None
+    goldens: list[tuple[Path, SessionFiles | None, bool]],
+    config: Config,
+    jobs: int,
+    progress: Progress | None,
+    total: int,
 ) -> list[SessionReport]:
     """The sessions checked by ``jobs`` processes (forked where the platform has fork), in order."""
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
@@ -832,7 +869,7 @@ def _check_in_processes(
         for report in pool.map(_worker_check, goldens, chunksize=chunk):
             reports.append(report)
             if progress is not None:
-                progress(len(reports), len(goldens))
+                progress(total - len(goldens) + len(reports), total)
     return reports
 
 
