@@ -842,31 +842,38 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-_WORKER_CONFIG: list[Config] = []  # a check process's config, set once by _worker_start
+_Work = tuple[Path, SessionFiles | None, bool]  # a golden, what the listing saw of it, whether to look for parking
+_WORKER: list[tuple[Config, list[_Work]]] = []  # a check process's config and sessions, set once by _worker_start
 
 
-def _worker_start(config: Config) -> None:
-    _WORKER_CONFIG[:] = [config]
+def _worker_start(config: Config, work: list[_Work]) -> None:
+    _WORKER[:] = [(config, work)]
 
 
-def _worker_check(work: tuple[Path, SessionFiles | None, bool]) -> SessionReport:
-    return check_session(work[0], _WORKER_CONFIG[0], work[1], parked=work[2])
+def _worker_check(i: int) -> SessionReport:
+    """Session ``i`` checked, its report without its golden's path (the caller has it: less to send back)."""
+    config, work = _WORKER[0]
+    golden, files, parked = work[i]
+    rep = check_session(golden, config, files, parked=parked)
+    rep.golden = _SENT
+    return rep
+
+
+_SENT = Path()  # a report's golden on its way back from a check process
 
 
 def _check_in_processes(
-    goldens: list[tuple[Path, SessionFiles | None, bool]],
-    config: Config,
-    jobs: int,
-    progress: Progress | None,
-    total: int,
+    goldens: list[_Work], config: Config, jobs: int, progress: Progress | None, total: int
 ) -> list[SessionReport]:
-    """The sessions checked by ``jobs`` processes (forked where the platform has fork), in order."""
+    """The sessions checked by ``jobs`` processes (forked where the platform has fork), in order. Each process
+    is given the whole list once (forked: shared, not sent at all) and then only numbers."""
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     context = multiprocessing.get_context(method)
     chunk = max(1, min(64, len(goldens) // (jobs * 8)))  # big enough to amortise a message, small for the bar
     reports: list[SessionReport] = []
-    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_start, initargs=(config,)) as pool:
-        for report in pool.map(_worker_check, goldens, chunksize=chunk):
+    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_start, initargs=(config, goldens)) as pool:
+        for report in pool.map(_worker_check, range(len(goldens)), chunksize=chunk):
+            report.golden = goldens[len(reports)][0]
             reports.append(report)
             if progress is not None:
                 progress(total - len(goldens) + len(reports), total)
