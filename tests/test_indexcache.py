@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,8 +69,9 @@ def _registry() -> ToolRegistry:
 
 
 def _tape(path: Path, n: int = 40) -> Path:
-    """Two tools, repeated keys, expiry times, then lines only the slow path reads."""
-    with Tape(path, "record", _registry(), run_log=False) as t:
+    """Two tools, repeated keys, expiry times, then lines only the slow path reads; recorded with the cache off,
+    as a tape some other writer made (a recording leaves its index: see the last tests)."""
+    with _cache_off(), Tape(path, "record", _registry(), run_log=False) as t:
         for i in range(n):
             t.call("quote", {"symbol": f"S{i % 7}"})  # each key seven-ish times: chains
             if i % 5 == 0:
@@ -82,6 +85,19 @@ def _tape(path: Path, n: int = 40) -> Path:
             b'{"type":"hologram","v":9}\n'
         )
     return path
+
+
+@contextlib.contextmanager
+def _cache_off() -> Iterator[None]:
+    before = os.environ.get("TAPETUI_CACHE_DIR")
+    os.environ["TAPETUI_CACHE_DIR"] = "off"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["TAPETUI_CACHE_DIR"]
+        else:
+            os.environ["TAPETUI_CACHE_DIR"] = before
 
 
 def _same(a: TapeIndex, b: TapeIndex) -> None:
@@ -214,7 +230,7 @@ def test_replay_from_a_cached_index_in_and_out_of_order(tmp_path: Path, cache: P
 
     tape = tmp_path / "t.jsonl"
     order = ["a", "x", "a", "b", "a"]
-    with Tape(tape, "record", reg, run_log=False) as t:
+    with _cache_off(), Tape(tape, "record", reg, run_log=False) as t:  # the recording leaves no entry
         recorded = [t.call("tick", {"name": n}) for n in order]
     for attempt in range(2):  # the first open scans, the second loads the entry
         with Tape(tape, "replay", reg, run_log=False) as t:
@@ -346,3 +362,30 @@ def test_whatever_happens_to_a_tape_an_open_returns_its_scan(
             assert again.from_cache
             for i in range(len(again)):  # every line decodes as the index says
                 again.record(i)
+
+
+def test_a_recording_leaves_its_index_and_the_first_replay_loads_it(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(indexcache, "RACY_NS", 60 * 10**9)  # a scan's own save waits; the recorder's does not
+    tape = tmp_path / "t.jsonl"
+    with Tape(tape, "record", _registry(), run_log=False) as t:
+        for i in range(30):
+            t.call("quote", {"symbol": f"S{i % 7}"})
+    assert len(_entries(cache)) == 1
+    first = read_index(tape)
+    assert first.from_cache  # the first open after the recording: no scan
+    _same(first, read_index(tape, validate=True))
+    with Tape(tape, "replay", _registry(), run_log=False) as t:
+        assert [t.call("quote", {"symbol": f"S{i % 7}"}) for i in range(30)][-1] == {"symbol": "S1", "price": 2}
+
+
+def test_a_recording_another_writer_appended_to_leaves_no_index(tmp_path: Path, cache: Path) -> None:
+    tape = tmp_path / "t.jsonl"
+    with Tape(tape, "record", _registry(), run_log=False) as t:
+        t.call("quote", {"symbol": "A"})
+        with Appender(tape) as other:  # another process's line between two of ours
+            other.append(b'{"seq":50,"tool":"quote","args":{"symbol":"Z"},"result":1}\n')
+        t.call("quote", {"symbol": "B"})
+    assert _entries(cache) == []
+    assert not read_index(tape).from_cache

@@ -63,14 +63,16 @@ def _tail_hash(fd: int, end: int) -> str:
 
 
 # ---- saving ------------------------------------------------------------------------
-def save(idx: TapeIndex, before: os.stat_result, after: os.stat_result, fd: int) -> None:
+def save(idx: TapeIndex, before: os.stat_result, after: os.stat_result, fd: int, *, own: bool = False) -> None:
     """Keep ``idx`` for the next open. ``before``/``after``: the tape's stat around the scan; ``fd``: the tape, open.
 
+    ``own``: the bytes scanned are the ones this process has just written (a recording at its close, no other
+    writer since its first line): the entry is kept at once, with no wait out of the racy window.
     Best effort: a read-only or full disk only means the next open scans again.
     """
     if (before.st_ino, before.st_mtime_ns, before.st_size) != (after.st_ino, after.st_mtime_ns, after.st_size):
         return  # written to while we scanned: what we read may be either version
-    if time.time_ns() - after.st_mtime_ns < RACY_NS:
+    if not own and time.time_ns() - after.st_mtime_ns < RACY_NS:
         # Written a moment ago: a same-sized rewrite within the file system's mtime granularity would
         # leave size and mtime as they are now (git's "racy clean" problem). The next open saves it.
         return

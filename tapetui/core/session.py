@@ -27,7 +27,7 @@ from tapetui.core.index import TapeIndex
 from tapetui.core.locks import LockBusy, RecordingLock, gate, recording_lock
 from tapetui.core.redact import Redactor
 from tapetui.core.store import candidate_path, prepare_recording, recording_target
-from tapetui.core.tapefile import Appender, read_index, session_line
+from tapetui.core.tapefile import Appender, leave_index, read_index, session_line
 
 __all__ = ["SessionFiles"]
 
@@ -119,7 +119,11 @@ class SessionFiles:
             self.claim_target("fill", body)
 
     def release(self) -> None:
-        """Close every file and lock this session holds (idempotent; also after a failed open)."""
+        """Close every file and lock this session holds (idempotent; also after a failed open). A big recording
+        that no other process appended to leaves its index in the index cache (:func:`leave_index`), while it
+        still holds the session's lock: no review action can have changed it since its last line."""
+        if self.writer is not None and self.target is not None and self.writer.sole and self.writer.end > 0:
+            leave_index(self.target, self.writer.end)
         for res in (self.writer, self.fh):
             if res is not None:
                 res.close()

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tapetui.core import indexcache
+from tapetui.core.cachedir import entry_path
 from tapetui.core.canon import dumps
 from tapetui.core.errors import TapeError
 from tapetui.core.files import open_regular
@@ -33,6 +34,7 @@ __all__ = [
     "Appender",
     "call_line",
     "dump_line",
+    "leave_index",
     "read_index",
     "session_line",
     "torn_path",
@@ -118,6 +120,7 @@ class Appender:
         self.healed: list[int] = []  # offsets where torn tails were cut, for reporting
         self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
         self._end = -1  # the file's size right after our last append (-1: unknown)
+        self.sole = True  # no other writer appended between two of our appends
 
     def append(self, data: bytes) -> None:
         """Append complete lines (``data`` ends with a newline) as one write under the lock."""
@@ -126,6 +129,7 @@ class Appender:
         try:
             size = os.lseek(fd, 0, os.SEEK_END)  # the size, cheaper than fstat; O_APPEND writes at the end anyway
             if size != self._end:  # someone else wrote since our last line: check their tail
+                self.sole = self.sole and self._end < 0
                 size = self._heal(fd, size)
             n = os.write(fd, data)
             if n != len(data):  # a short write (a full disk, a signal): finish the line
@@ -151,6 +155,11 @@ class Appender:
         os.ftruncate(fd, cut)
         self.healed.append(cut)
         return cut
+
+    @property
+    def end(self) -> int:
+        """The file's size right after this appender's last append (-1: it has appended nothing)."""
+        return self._end
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -239,6 +248,26 @@ def _scan_small(path: Path, fd: int, keep_bytes: bool) -> TapeIndex | None:
     if keep_bytes:
         idx.data = data
     return idx
+
+
+def leave_index(path: Path, size: int) -> None:
+    """Keep the index of a tape this process has just finished writing, ``size`` bytes all its own (a recording at
+    its close): the first replay of a big recording then loads it from the index cache instead of scanning.
+    Only a tape of at least :data:`~tapetui.core.indexcache.MIN_BYTES` that is still exactly that size; best
+    effort (a tape it cannot read is left to the next open)."""
+    if size < indexcache.MIN_BYTES or entry_path(path) is None:
+        return
+    try:
+        with os.fdopen(open_regular(path), "rb") as fh:
+            before = os.fstat(fh.fileno())
+            if before.st_size != size:
+                return  # written by someone else too: the next open scans it
+            idx = TapeIndex(path)
+            _scan_file(idx, fh, size, False)
+            if idx.torn is None:
+                indexcache.save(idx, before, os.fstat(fh.fileno()), fh.fileno(), own=True)
+    except (OSError, TapeError):
+        return
 
 
 def _scan_file(idx: TapeIndex, fh: Any, size: int, validate: bool, keep_bytes: bool = False) -> None:
