@@ -633,23 +633,30 @@ def cmd_export(args: argparse.Namespace) -> int:
     cfg = _config(args)
     tapes: list[Path] = []
     logs: list[Path | None] = []
+    goldens: list[Path | None] = []
     for name in args.tapes:
         given = Path(name)
-        golden = golden_of(given) if name.endswith(".run.jsonl") and given.is_file() else None
-        if golden is not None:  # a run log: the golden's spans with that run's outcomes
+        golden = golden_of(given) if name.endswith((".run.jsonl", ".candidate.jsonl")) and given.is_file() else None
+        if golden is not None and name.endswith(".run.jsonl"):  # a run log: the golden's spans with its outcomes
             tapes.append(golden)
             logs.append(given)
+            goldens.append(None)
+        elif golden is not None and golden.is_file():  # a candidate: its spans with its comparison's outcomes
+            tapes.append(given)
+            logs.append(None)
+            goldens.append(golden)
         else:
             tapes.append(session_tape(cfg, name))
             logs.append(None)
+            goldens.append(None)
     if args.out is None:
-        for line in export_otlp(tapes, run_logs=logs):
+        for line in export_otlp(tapes, run_logs=logs, goldens=goldens, config=cfg):
             sys.stdout.buffer.write(line)
         sys.stdout.flush()
         return 0
     if args.out.is_dir():
         raise TapeError(f"{args.out}: --out must be a file to write the spans to, and this is a folder")
-    data = b"".join(export_otlp(tapes, run_logs=logs))  # every tape read before the file is replaced
+    data = b"".join(export_otlp(tapes, run_logs=logs, goldens=goldens, config=cfg))  # all read before the write
     atomic_write(args.out, data)
     Out(sys.stderr).line(f"wrote {len(tapes)} trace(s) to {args.out}")
     return 0

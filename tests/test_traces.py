@@ -648,3 +648,23 @@ def test_hostile_names_and_text_stay_inert(proj: Path, capsys: pytest.CaptureFix
     assert call["result"] == "1180591620717411303424"  # text a float would change stays text
     code, out, _ = run_cli(capsys, "export", "otlp", tape.stem)
     assert code == 0 and "\u202e" not in out and "\\u202e" in out
+
+
+def test_a_candidate_exports_with_its_comparison_against_the_golden(
+    sample_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(sample_dir)
+    code, out, err = run_cli(capsys, "export", "otlp", "sample_tapes/drift_summarize.candidate.jsonl")
+    assert code == 0, err
+    spans = json.loads(out)["resourceSpans"][0]["scopeSpans"][0]["spans"]
+
+    def attr(span: dict[str, Any], key: str) -> Any:
+        return next(a["value"] for a in span["attributes"] if a["key"] == key)
+
+    outcomes = {s["name"]: attr(s, "tapetui.outcome")["stringValue"] for s in spans[1:]}
+    assert outcomes["execute_tool fetch_doc"] == "hit" and outcomes["execute_tool summarize"] == "drift"
+    summarize = next(s for s in spans if s["name"] == "execute_tool summarize")
+    (event,) = summarize["events"]
+    paths = [v["stringValue"] for v in attr(event, "tapetui.changes")["arrayValue"]["values"]]
+    assert event["name"] == "tapetui.drift" and "args.max_words" in paths
+    assert any(p.startswith("result.") for p in paths)

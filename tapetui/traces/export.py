@@ -1,4 +1,5 @@
-"""``tapetui export otlp``: a tape (with what its latest run said of each step) as OTLP JSON Lines.
+"""``tapetui export otlp``: a tape (with what its latest run said of each step, or, for a candidate, what its
+comparison with its golden says) as OTLP JSON Lines.
 
 One ``TracesData`` line per tape, in the OTLP file format (hex ids, nanosecond times as strings, ``kind`` and
 status codes as integers), under the current GenAI conventions:
@@ -10,6 +11,9 @@ status codes as integers), under the current GenAI conventions:
   ``gen_ai.response.{id,model,finish_reasons}``, ``gen_ai.usage.*``;
 - an ``execute_tool {tool}`` span (INTERNAL) per call: ``gen_ai.tool.{name,call.id,call.arguments,call.result}``,
   ``tool.fingerprint`` and ``tool.version`` (the contract the call was recorded under), ``tool.side_effect``;
+- exported as a candidate (``NAME.candidate.jsonl``), on every step's span its outcome against the golden
+  (:func:`compared_outcomes`: ``hit``, ``tolerated``, ``drift`` with its changed ``args.…``/``result.…`` paths,
+  ``contract``, ``miss``, ``live``); else
 - on every step's span ``tapetui.outcome``: its status in the latest run log (``hit``, ``drift``, ``contract``,
   ``miss``, ``stale``, ``unused``, ``tolerated``, ``served over a changed input``, ``behaviour drift``), ``live``
   for a step a run made live, ``recorded`` when no run has replayed it; a drift is a span event
@@ -31,36 +35,45 @@ from typing import Any
 import orjson
 
 from tapetui.core.clock import parse_iso
+from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
 from tapetui.core.files import open_regular
+from tapetui.core.paths import prefixed
 from tapetui.core.runlog import read_run_log
 from tapetui.core.store import runlog_path
 from tapetui.core.tapefile import read_index
 from tapetui.core.textsafe import safe_json_text
 from tapetui.core.turns import TURN
+from tapetui.review.comparison import compare
 
-__all__ = ["SCOPE", "export_otlp", "tape_spans"]
+__all__ = ["SCOPE", "compared_outcomes", "export_otlp", "tape_spans"]
 
 SCOPE = "tapetui"
 _INTERNAL, _CLIENT = 1, 3
 
 
 def export_otlp(
-    tapes: list[Path], service: str = "tapetui", run_logs: list[Path | None] | None = None
+    tapes: list[Path],
+    service: str = "tapetui",
+    run_logs: list[Path | None] | None = None,
+    goldens: list[Path | None] | None = None,
+    config: Config | None = None,
 ) -> Iterator[bytes]:
     """One OTLP JSON line (``TracesData``, newline-terminated) per tape; ``run_logs``: the run whose outcomes each
-    tape's spans carry (None: its latest).
+    tape's spans carry (None: its latest); ``goldens``: the golden a tape (a candidate) is compared with, whose
+    comparison its spans' outcomes then say (:func:`compared_outcomes`; ``config``: the rules it is compared under).
 
     Raises:
         TapeError: a tape or its run log cannot be read; the message names the file and line.
     """
     for n, tape in enumerate(tapes):
         log = run_logs[n] if run_logs is not None else None
+        golden = goldens[n] if goldens is not None else None
         doc = {
             "resourceSpans": [
                 {
                     "resource": {"attributes": _attributes({"service.name": service})},
-                    "scopeSpans": [{"scope": {"name": SCOPE}, "spans": tape_spans(tape, log)}],
+                    "scopeSpans": [{"scope": {"name": SCOPE}, "spans": tape_spans(tape, log, golden, config)}],
                 }
             ]
         }
@@ -102,8 +115,39 @@ def _outcomes(tape: Path, log: Path | None) -> tuple[dict[int, str], dict[int, l
     return status, found
 
 
-def tape_spans(tape: Path, run_log: Path | None = None) -> list[dict[str, Any]]:
-    """The spans of one tape (see the module doc), with the outcomes of ``run_log`` (None: its latest run's)."""
+_COMPARED = {"same": "hit", "tolerated": "tolerated", "changed": "drift", "replaced": "miss", "added": "live"}
+
+
+def compared_outcomes(
+    golden: Path, candidate: Path, config: Config | None = None
+) -> tuple[dict[int, str], dict[int, list[dict[str, Any]]]]:
+    """The outcome of each of a candidate's steps against its golden, as a replay would have met it: ``hit`` (the
+    same), ``tolerated`` (every difference excused by a rule), ``drift`` (its arguments or result differ: a span
+    event with the changed paths), ``contract`` (its tool's contract changed), ``miss`` (another tool at that
+    place), ``live`` (a step the golden has not); keyed by the candidate's step."""
+    cmp = compare(golden, candidate, config, hooks=None)
+    status: dict[int, str] = {}
+    found: dict[int, list[dict[str, Any]]] = {}
+    for s in cmp.steps:
+        if s.new is None:  # a golden step the candidate left out: the candidate has no span for it
+            continue
+        seq = s.new.seq
+        status[seq] = _COMPARED[s.kind]
+        changes = [[prefixed("args", c.path), c.old, c.new] for c in s.arg_changes]
+        changes += [[prefixed("result", c.path), c.old, c.new] for c in s.result_changes]
+        if s.kind == "changed" and changes:
+            found.setdefault(seq, []).append({"event": "drift", "changes": changes})
+        if s.fingerprint:
+            status[seq] = "contract"
+            found.setdefault(seq, []).append({"event": "contract", "explanation": list(s.fingerprint)})
+    return status, found
+
+
+def tape_spans(
+    tape: Path, run_log: Path | None = None, golden: Path | None = None, config: Config | None = None
+) -> list[dict[str, Any]]:
+    """The spans of one tape (see the module doc), with the outcomes of ``run_log`` (None: its latest run's), or,
+    given the ``golden`` it is a candidate of, those of its comparison with it (:func:`compared_outcomes`)."""
     lines = _lines(tape)
     header = next((r for r in lines if r.get("type") == "session"), {})
     labels: dict[str, Any] = header["labels"] if isinstance(header.get("labels"), dict) else {}
@@ -111,7 +155,7 @@ def tape_spans(tape: Path, run_log: Path | None = None) -> list[dict[str, Any]]:
     if trace_id is None or len(trace_id) != 32:
         seed = f"{tape.name}:{header.get('created_at')}"
         trace_id = hashlib.sha256(seed.encode()).hexdigest()[:32]
-    status, found = _outcomes(tape, run_log)
+    status, found = _outcomes(tape, run_log) if golden is None else compared_outcomes(golden, tape, config)
     tools = {r["name"]: r for r in lines if r.get("type") == "tool" and isinstance(r.get("name"), str)}
     steps = [r for r in lines if r.get("type") in ("call", TURN) and type(r.get("seq")) is int]
     ends = [_end(r) for r in steps]
