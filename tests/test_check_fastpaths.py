@@ -24,7 +24,7 @@ from tapetui.core.listing import Listing
 from tapetui.core.runlog import RunLogReader
 from tapetui.core.store import iter_goldens
 from tapetui.core.tapefile import read_index
-from tapetui.review import findings
+from tapetui.review import checkcache, findings
 from tapetui.review.findings import check, check_session
 
 from .builders import call_line
@@ -212,6 +212,7 @@ def _aged(folder: Path) -> None:
 @pytest.fixture
 def cached(sample_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Config, list[Path]]:
     monkeypatch.setenv("TAPETUI_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(checkcache, "RACY_NS", 0)  # a file's ctime cannot be set back: old enough here
     tapes = sample_dir / "sample_tapes"
     _aged(tapes)
     checked: list[Path] = []
@@ -292,3 +293,68 @@ def test_the_cache_switched_off_writes_nothing(
     _reports(tapes, cfg)
     _reports(tapes, cfg)
     assert len(checked) == 2 * len(list(iter_goldens(tapes))) and not (tmp_path / "cache").exists()
+
+
+def test_a_golden_rewritten_during_its_check_with_its_mtime_set_back_is_not_kept(
+    cached: tuple[Path, Config, list[Path]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tapes, cfg, _ = cached
+    golden = tapes / "clean.jsonl"
+    bad = golden.read_bytes().replace(b'"seq":1', b'"seq":7', 1)
+    real = findings.check_session
+
+    def racing(g: Path, *args: object, **kw: object) -> findings.SessionReport:
+        if g == golden:  # after the cache hashed it, before the check reads it: other bytes, the same stamp
+            st = golden.stat()
+            good = golden.read_bytes()
+            golden.write_bytes(bad)
+            os.utime(golden, ns=(st.st_atime_ns, st.st_mtime_ns))
+            rep = real(g, *args, **kw)  # type: ignore[arg-type]
+            golden.write_bytes(good)
+            os.utime(golden, ns=(st.st_atime_ns, st.st_mtime_ns))
+            return rep
+        return real(g, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(findings, "check_session", racing)
+    check(tapes, cfg, cache=True)
+    monkeypatch.setattr(findings, "check_session", real)
+    served = {r.session: r.to_json() for r in check(tapes, cfg, cache=True)}
+    fresh = {r.session: r.to_json() for r in check(tapes, cfg)}
+    assert served["clean"] == fresh["clean"] and served["clean"]["ok"]  # the report of its bytes, not the edit's
+
+
+def test_two_folders_under_one_config_never_share_entries(
+    cached: tuple[Path, Config, list[Path]], tmp_path: Path
+) -> None:
+    tapes, cfg, _ = cached
+    other = tmp_path / "other"
+    other.mkdir()
+    edited = (tapes / "clean.jsonl").read_bytes().replace(b'"key":"fetch_doc:', b'"key":"fetch_doc:0', 1)
+    for d in (tapes, other):
+        (d / "edited.jsonl").write_bytes(edited)
+    _aged(tapes)
+    _aged(other)
+    check(tapes, cfg, cache=True)
+    (rep,) = [r for r in check(other, cfg, [other / "edited.jsonl"], cache=True)]
+    assert str(other / "edited.jsonl") in rep.findings[0].text and str(tapes) not in rep.findings[0].text
+
+
+def test_what_no_json_can_hold_is_checked_and_never_breaks_the_cache(
+    cached: tuple[Path, Config, list[Path]], tmp_path: Path
+) -> None:
+    tapes, cfg, checked = cached
+    name = os.fsencode(tapes) + b"/bad\xff"
+    for suffix in (b".jsonl", b".run.jsonl"):
+        Path(os.fsdecode(name + suffix)).write_bytes((tapes / ("clean" + suffix.decode())).read_bytes())
+    _aged(tapes)
+    first = _reports(tapes, cfg)  # a name that is not UTF-8: checked, not kept, and the rest still kept
+    checked.clear()
+    assert _reports(tapes, cfg) == first
+    assert [g.name for g in checked if "bad" in g.name] == [os.fsdecode(b"bad\xff.jsonl")]
+    (entry,) = (tmp_path / "cache" / "check").iterdir()
+    doc = orjson.loads(entry.read_bytes())
+    for e in doc["sessions"].values():
+        e["v"] = [["tools", "x", 0, 0, 0, None, True]]  # an entry of the wrong shape: distrusted, not a crash
+    entry.write_bytes(orjson.dumps(doc))
+    checked.clear()
+    assert _reports(tapes, cfg) == first and len(checked) == len(list(iter_goldens(tapes)))

@@ -598,20 +598,28 @@ def test_json_text_pre_check_admits_every_secret_key(key: str) -> None:
 
 
 GLUED = [
-    "Errsk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",  # an error message that runs a key into its text
-    "tokenAKIAIOSFODNN7EXAMPLE",
-    "xghp_abcdefghijklmnopqrstuvwxyz0123456789AB",
-    "cfgglpat-abcdefghijklmnopqrstuvwxyz",
-    "keyAIzaSyA1234567890abcdefghijklmnopqrstuv",
-    '{"log": "line one\\nsk-AbCdEfGhIjKlMnOpQrStUvWxYz0123"}',  # JSON text: the escape's "n" is a word letter
+    "tokenAKIAIOSFODNN7EXAMPLE",  # an AWS key id run into the word before it
+    'log "line one\\nsk-AbCdEfGhIjKlMnOpQrStUvWxYz0123 and more',  # JSON text: the escape's "n" is a word letter
     "text\\thf_abcdefghijklmnopqrstuvwxyz01234567",
+    "x\\rghp_abcdefghijklmnopqrstuvwxyz0123456789AB",
+    "a\\neyJhbGciOiJIUzI1.eyJzdWIiOiIxMjM0.SflKxwRJSMeKKF2QT4fw",
+    "cfg\\nglpat-abcdefghijklmnopqrstuvwxyz",
+    "key\\nAIzaSyA1234567890abcdefghijklmnopqrstuv",
 ]
-WORDS = [
+WORDS = [  # each was redacted in part by a looser rule once: a key of arguments holding one would have changed
     "risk-assessment-framework-for-teams",
     "task-management-software-2024-final",
     "desk-projector-stand-with-wheels",
     "the hf_hub_download function",
     "XAKIAIOSFODNN7EXAMPLE1",
+    "task_test_runner_configuration_v2",
+    "mask_live_preview_renderer_component",
+    "the risk-or-reward-assessment-framework",
+    "task-proj-management-dashboard-2024",
+    "whisk-ant-colony-simulation-model",
+    "daily_highs_3f9a8b7c6d5e4f3a2b1c",
+    "pnpm_" + "a1" * 18,
+    "C:\\\\tsk_management_scripts_folder",  # an escaped backslash, then "tsk_…": no escape letter
 ]
 
 

@@ -169,8 +169,8 @@ def _add_columns(
         computed = [
             key_of_json(t, dumps({} if a is None else a, option=sort_keys)) for t, a in zip(tools, argss, strict=True)
         ]
-    except TypeError:  # one of them nested past what orjson writes: each is checked on its own
-        computed = [None] * len(keys)
+    except TypeError:  # one of them nested past what orjson writes: each is hashed on its own
+        computed = [_key_or_none(t, a) for t, a in zip(tools, argss, strict=True)]
     if computed != list(keys):
         for i, (key, mine) in enumerate(zip(keys, computed, strict=True)):
             if key != mine:
@@ -192,6 +192,14 @@ def _add_columns(
 
 
 _UNPARSED: Any = object()
+
+
+def _key_or_none(tool: str, args: Any) -> str | None:
+    """The key of arguments as stored (their JSON, sorted), or None when they have none (too deep)."""
+    try:
+        return key_of_json(tool, orjson.dumps({} if args is None else args, option=orjson.OPT_SORT_KEYS))
+    except TypeError:
+        return None
 
 
 def _verify_key(idx: TapeIndex, seq: int, tool: str, key: str, args: Any, line_no: int) -> None:

@@ -90,6 +90,8 @@ _HEADERS = (
     r"(?i:proxy-authorization|authorization|set-cookie|cookie|x-api-key|api-key|x-auth-token"
     r"|x-amz-security-token|x-goog-api-key)"
 )
+# A word start, or just after a JSON escape letter (\\n, \\t...) that is not itself an escaped backslash's
+_START = r"(?:\b|(?<=(?<!\\)\\[nrtbf]))"
 DEFAULT_RULES: tuple[tuple[str, str], ...] = (
     (
         "private-key-block",
@@ -97,26 +99,22 @@ DEFAULT_RULES: tuple[tuple[str, str], ...] = (
     ),
     ("auth-scheme", r"((?i:\b(?:bearer|token|basic|digest))\s+)[A-Za-z0-9._~+/=-]{8,}"),
     ("url-password", r"(://[^/\s:@]+:)[^/\s@]+(?=@)"),
-    # A prefix no word has is found glued to the text before it ("Errghp_…", "tokenAKIA…", the "n" of an
-    # escaped newline in JSON text, "…\\nsk-…"): only an ambiguous one (sk-, pk-, rk-) needs a word start.
+    # A token right after a JSON escape ("…\\nsk-…" in JSON text held as a string: the escape's letter is a word
+    # letter, so no word boundary comes) is found as at a word start (_START); AWS key ids also glued to text.
     ("aws-access-key-id", r"(?<![0-9A-Z])(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b"),
-    ("github-token", r"gh[pousr]_[A-Za-z0-9]{20,}\b"),
-    ("github-fine-grained-token", r"github_pat_[A-Za-z0-9_]{20,}\b"),
-    ("gitlab-token", r"gl(?:pat|ptt|dt)-[A-Za-z0-9_-]{20,}\b"),
-    ("slack-token", r"xox[abposr]-[A-Za-z0-9-]{10,}"),
+    ("github-token", _START + r"gh[pousr]_[A-Za-z0-9]{20,}\b"),
+    ("github-fine-grained-token", _START + r"github_pat_[A-Za-z0-9_]{20,}\b"),
+    ("gitlab-token", _START + r"gl(?:pat|ptt|dt)-[A-Za-z0-9_-]{20,}\b"),
+    ("slack-token", _START + r"xox[abposr]-[A-Za-z0-9-]{10,}"),
     ("slack-webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9/]+"),
-    ("jwt", r"\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}"),
+    ("jwt", _START + r"eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}"),
     # OpenAI, Anthropic, Stripe
-    (
-        "prefixed-api-key",
-        r"(?:(?:\b|(?<=\\[nrtbf]))(?:sk|pk|rk)[-_](?:live|test|proj|ant|or)?[-_]?"
-        r"|(?:sk-proj-|sk-ant-|sk-or-|(?:sk|pk|rk)_(?:live|test)_))[A-Za-z0-9_-]{16,}",
-    ),
-    ("google-api-key", r"AIza[0-9A-Za-z_-]{35}\b"),
-    ("npm-token", r"npm_[A-Za-z0-9]{36}\b"),
-    ("huggingface-token", r"(?:\b|(?<=\\[nrtbf]))hf_[A-Za-z0-9]{30,}\b"),
-    ("sendgrid-key", r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"),
-    ("twilio-api-key", r"\bSK[0-9a-fA-F]{32}\b"),
+    ("prefixed-api-key", _START + r"(?:sk|pk|rk)[-_](?:live|test|proj|ant|or)?[-_]?[A-Za-z0-9_-]{16,}"),
+    ("google-api-key", _START + r"AIza[0-9A-Za-z_-]{35}\b"),
+    ("npm-token", _START + r"npm_[A-Za-z0-9]{36}\b"),
+    ("huggingface-token", _START + r"hf_[A-Za-z0-9]{30,}\b"),
+    ("sendgrid-key", _START + r"SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"),
+    ("twilio-api-key", _START + r"SK[0-9a-fA-F]{32}\b"),
     ("discord-bot-token", r"\b[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,}"),
     ("azure-account-key", r"((?i:account[_-]?key|shared[_-]?access[_-]?key)[ \t]*=[ \t]*)[A-Za-z0-9+/=]{8,}"),
     ("azure-sas-signature", r"((?:^|[?&;\s\"'])sig=)[A-Za-z0-9%+/=_-]{8,}"),

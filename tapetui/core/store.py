@@ -9,6 +9,7 @@ latest run log ``name.run.jsonl``, older candidates that a newer recording displ
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -200,8 +201,11 @@ def inside(root: Path, path: str | os.PathLike[str]) -> Path | None:
     Raises:
         OSError, ValueError: the path cannot be resolved (a symlink loop, a NUL byte).
     """
-    base = Path(root).resolve()
-    full = (base / path).resolve()
+    try:
+        base = Path(root).resolve()
+        full = (base / path).resolve()
+    except RuntimeError:  # a symlink loop, as Python before 3.13 reports it
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), os.fspath(path)) from None
     return full if full == base or base in full.parents else None
 
 

@@ -13,8 +13,11 @@ plant one. A session's report is taken from there only when every one of these h
   ``[compare]`` settings run no hook of the user's (a hook's code is outside what the digest covers);
 - the report it made had no error.
 
-Anything else is checked as if there were no cache, and a report is kept only when the session's files
-hash the same after it was made as before (so it is the report of those bytes). Entries are data, checked
+Entries are by the golden's path (a folder moved, or checked out elsewhere, is judged afresh: findings name
+their files). Anything else is checked as if there were no cache, and a report is kept only when the
+session's files have the same inode, size, mtime and ctime after it was made as before the hashing read
+(a rewrite can set mtime back, never ctime), from longer ago than the file system's timestamps could hide
+a write (git's "racy clean"): it is then the report of the bytes hashed. Entries are data, checked
 against the files, never code (nothing is pickled); only a file this user owns and nobody else can write is
 read. ``TAPETUI_CACHE_DIR=off`` turns it off (as the ``check`` benchmark's cold figure has it).
 """
@@ -45,7 +48,7 @@ MAX_FILE = 64 * 1024 * 1024  # bytes: a file bigger than this is not hashed for 
 
 Key = tuple[str, str | None]
 """The sha256 of a session's golden and of its run log (None: it has none)."""
-Stamp = tuple[int, int, int]  # inode, size, mtime in ns
+Stamp = tuple[int, int, int, int]  # inode, size, mtime and ctime in ns (a rewrite can set mtime back, not ctime)
 Lookup = tuple[Key, tuple[Stamp, ...]]
 RACY_NS = 2_000_000_000  # a file written less than this long ago is not kept yet (as in the index cache)
 
@@ -61,7 +64,7 @@ def _stamps(paths: list[str]) -> tuple[Stamp, ...] | None:
         sts = [os.stat(p, follow_symlinks=False) for p in paths]
     except OSError:
         return None
-    return tuple((st.st_ino, st.st_size, st.st_mtime_ns) for st in sts)
+    return tuple((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) for st in sts)
 
 
 @lru_cache(maxsize=1)
@@ -104,12 +107,12 @@ class CheckCache:
         self.changed = False
 
     @classmethod
-    def open(cls, config: Config) -> CheckCache | None:
-        """The cache of ``config``'s tapes folder, or None when the cache is off."""
+    def open(cls, config: Config, tapes_dir: Path) -> CheckCache | None:
+        """The cache of the folder ``tapes_dir`` checked under ``config``, or None when the cache is off."""
         folder = cache_dir()
         if folder is None:
             return None
-        where = os.path.abspath(config.tapes_dir)
+        where = os.path.abspath(tapes_dir)
         path = folder / "check" / (hashlib.sha256(os.fsencode(where)).hexdigest()[:32] + ".json")
         settings = hashlib.sha256(os.fsencode(where) + b"\0" + os.fsencode(str(config.root)) + b"\0")
         if config.path is not None:
@@ -122,7 +125,7 @@ class CheckCache:
         it may not be served from, or kept in, the cache."""
         if files is None or files.links or files.candidate or files.journal or not files.golden:
             return None
-        if config.compare_for(session).rules.needs_hooks():
+        if config.compare_for(session).rules.needs_hooks() or not _encodable(str(golden)):
             return None
         paths = _paths(golden, files)
         stamps = _stamps(paths)
@@ -136,32 +139,33 @@ class CheckCache:
             hashes.append(hashlib.sha256(data).hexdigest())
         return (hashes[0], hashes[1] if len(hashes) > 1 else None), stamps
 
-    def keep(
-        self, golden: Path, files: SessionFiles | None, lookup: Lookup, session: str, report: Any, now_ns: int
-    ) -> None:
+    def keep(self, golden: Path, files: SessionFiles | None, lookup: Lookup, report: Any, now_ns: int) -> None:
         """Keep ``report`` (made after ``lookup``) when it is the report of the bytes ``lookup`` hashed: it had no
         error, no candidate or samples, and the files' stamps are as they were before the read, from longer ago
         than the file system's timestamps could hide a rewrite (git's "racy clean")."""
         if report.error is not None or report.comparison is not None or report.samples is not None or files is None:
             return
         stamps = _stamps(_paths(golden, files))
-        if stamps != lookup[1] or any(now_ns - mtime < RACY_NS for _, _, mtime in lookup[1]):
+        if stamps != lookup[1] or any(now_ns - max(mtime, ctime) < RACY_NS for _, _, mtime, ctime in lookup[1]):
             return
-        self.put(session, lookup[0], report.findings, report.run_verdicts)
+        self.put(golden, lookup[0], report.findings, report.run_verdicts)
 
-    def get(self, session: str, key: Key | None) -> tuple[list[Finding], tuple[Verdict, ...]] | None:
-        """The findings and run verdicts kept for ``session`` under ``key``, or None."""
-        entry = self.entries.get(session) if key is not None else None
+    def get(self, golden: Path, key: Key | None) -> tuple[list[Finding], tuple[Verdict, ...]] | None:
+        """The findings and run verdicts kept for the session of ``golden`` under ``key``, or None (also for an
+        entry that is not what :meth:`put` writes)."""
+        entry = self.entries.get(str(golden)) if key is not None else None
         if key is None or type(entry) is not dict or entry.get("g") != key[0] or entry.get("r") != key[1]:
             return None
-        try:
-            findings = [Finding(*f) for f in entry["f"]]
-            verdicts = tuple(Verdict(*v) for v in entry["v"])
-        except (TypeError, KeyError, ValueError):
+        found, verdicts = entry.get("f"), entry.get("v")
+        if type(found) is not list or type(verdicts) is not list:
             return None
-        return findings, verdicts
+        if not all(type(f) is list and len(f) == 7 and [type(x) for x in f] in _FINDING for f in found):
+            return None
+        if not all(type(v) is list and len(v) == 7 and [type(x) for x in v] in _VERDICT for v in verdicts):
+            return None
+        return [Finding(*f) for f in found], tuple(Verdict(*v) for v in verdicts)
 
-    def put(self, session: str, key: Key, findings: list[Finding], verdicts: tuple[Verdict, ...]) -> None:
+    def put(self, golden: Path, key: Key, findings: list[Finding], verdicts: tuple[Verdict, ...]) -> None:
         """Keep a report that had no error, of the bytes ``key`` names."""
         entry = {
             "g": key[0],
@@ -169,21 +173,54 @@ class CheckCache:
             "f": [[f.kind, f.text, f.seq, f.tool, f.data, f.warning, f.level] for f in findings],
             "v": [[v.dimension, v.value, v.threshold, v.excused, v.errors, v.mode, v.judged] for v in verdicts],
         }
-        try:
-            orjson.dumps(entry)
-        except TypeError:  # a finding's data with no JSON form: not kept
+        try:  # as deep in the file as it will be: what cannot be written there is not kept
+            orjson.dumps({"sessions": {str(golden): entry}})
+        except TypeError:  # no JSON form (orjson.JSONEncodeError is one), or nested too deep
             return
-        self.entries[session] = entry
+        if not self._round_trips(entry):
+            return
+        self.entries[str(golden)] = entry
         self.changed = True
+
+    @staticmethod
+    def _round_trips(entry: dict[str, Any]) -> bool:
+        """Whether :meth:`get` would take the entry back (a finding's seq a bool, say, would not be)."""
+        return all([type(x) for x in f] in _FINDING for f in entry["f"]) and all(
+            [type(x) for x in v] in _VERDICT for v in entry["v"]
+        )
 
     def save(self) -> None:
         """Write the entries back (when something changed); a cache that cannot be written is no cache."""
         if not self.changed:
             return
-        with contextlib.suppress(OSError):
+        try:
+            data = orjson.dumps({"format": FORMAT, "salt": self.salt, "sessions": self.entries})
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            doc = {"format": FORMAT, "salt": self.salt, "sessions": self.entries}
-            atomic_write(self.path, orjson.dumps(doc), mode=0o600, sync=False)
+            atomic_write(self.path, data, mode=0o600, sync=False)
+        except (OSError, TypeError):
+            return
+
+
+def _encodable(text: str) -> bool:
+    """Whether ``text`` is valid UTF-8 (a file name that is not holds surrogates, which JSON cannot write)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _types(*columns: tuple[type, ...]) -> list[list[type]]:
+    """Every list of types one value of each column may have."""
+    out: list[list[type]] = [[]]
+    for options in columns:
+        out = [[*row, t] for row in out for t in options]
+    return out
+
+
+_NONE = type(None)
+_FINDING = _types((str,), (str,), (int, _NONE), (str, _NONE), (dict,), (bool,), (str, _NONE))
+_VERDICT = _types((str,), (int,), (int,), (int,), (int,), (str, _NONE), (bool,))
 
 
 def _load(path: Path, salt: str) -> dict[str, Any]:

@@ -799,14 +799,14 @@ def check(
     # nothing of the folder is parked at all: one look, not one per session
     parked = os.path.lexists(config.tapes_dir / PARKED_DIR)
     work = [(g, listing.files(g), parked) for g in goldens]
-    kept = CheckCache.open(config) if cache and not parked else None
+    kept = CheckCache.open(config, tapes_dir) if cache and not parked else None
     reports: list[SessionReport | None] = [None] * total
     lookups: list[Lookup | None] = [None] * total
     if kept is not None:
         for i, (g, files, _) in enumerate(work):
             name = session_name(g, config.tapes_dir)
             lookups[i] = lookup = kept.key(g, files, config, name)
-            found = kept.get(name, lookup[0] if lookup is not None else None)
+            found = kept.get(g, lookup[0] if lookup is not None else None)
             if found is not None:
                 reports[i] = SessionReport(name, g, found[0], run_verdicts=found[1])
     todo = [i for i, r in enumerate(reports) if r is None]
@@ -828,7 +828,7 @@ def check(
         reports[i] = rep
         lookup = lookups[i]
         if kept is not None and lookup is not None:
-            kept.keep(work[i][0], work[i][1], lookup, rep.session, rep, now)
+            kept.keep(work[i][0], work[i][1], lookup, rep, now)
     if kept is not None:
         kept.save()
     return [r for r in reports if r is not None]
