@@ -7,8 +7,9 @@ Importing ``tapetui`` imports none of them: each is imported on first use (PEP 5
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from tapetui.core.lazy import lazy_names
 
 if TYPE_CHECKING:
     from tapetui.core.canon import canon
@@ -108,14 +109,4 @@ __all__ = [
 __version__ = "0.2.0"
 
 
-def __getattr__(name: str) -> Any:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module 'tapetui' has no attribute {name!r}")
-    value = getattr(importlib.import_module(where), name)
-    globals()[name] = value  # the next lookup is a plain one
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, globals(), _WHERE, __all__)
