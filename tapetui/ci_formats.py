@@ -43,16 +43,18 @@ def report_lines(r: SessionReport) -> list[str]:
     return out
 
 
-def junit(reports: Sequence[SessionReport]) -> str:
-    """JUnit XML of every session checked (see the module doc)."""
+def junit(reports: Sequence[SessionReport], total: int | None = None) -> str:
+    """JUnit XML of every session checked (see the module doc); ``total``: the sessions checked, when ``reports``
+    holds only those with findings (a merge of shards' reports: the others passed, and are counted)."""
     failing = [r for r in reports if r.error is None and not r.ok]
     errors = [r for r in reports if r.error is not None]
-    suites = ET.Element("testsuites", name="tapetui check", tests=str(len(reports)))
+    tests = str(len(reports) if total is None else total)
+    suites = ET.Element("testsuites", name="tapetui check", tests=tests)
     suite = ET.SubElement(
         suites,
         "testsuite",
         name="tapetui check",
-        tests=str(len(reports)),
+        tests=tests,
         failures=str(len(failing)),
         errors=str(len(errors)),
         skipped="0",
@@ -134,15 +136,15 @@ def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def markdown(reports: Sequence[SessionReport], first: int = 5) -> str:
-    """A Markdown job summary (see the module doc): ``first`` findings shown per failing session."""
+def markdown(reports: Sequence[SessionReport], first: int = 5, total: int | None = None) -> str:
+    """A Markdown job summary (see the module doc): ``first`` findings shown per failing session; ``total`` as for
+    :func:`junit`."""
     failing = [r for r in reports if not r.ok]
+    checked = len(reports) if total is None else total
     # findings per kind, each counted where it fails (a candidate's passing verdict lines are not findings)
     kinds = Counter(f.kind for r in reports for f in r.findings if not f.warning and f.level != "pass")
     warnings = sum(1 for r in reports for f in r.findings if f.warning)
-    verdict = (
-        "✅ every session matches" if not failing else f"❌ {len(failing)} of {len(reports)} sessions with findings"
-    )
+    verdict = "✅ every session matches" if not failing else f"❌ {len(failing)} of {checked} sessions with findings"
     out = [
         "## tapetui check",
         "",
@@ -150,7 +152,7 @@ def markdown(reports: Sequence[SessionReport], first: int = 5) -> str:
         "",
         "| sessions | with findings | warnings |",
         "| ---: | ---: | ---: |",
-        f"| {len(reports)} | {len(failing)} | {warnings} |",
+        f"| {checked} | {len(failing)} | {warnings} |",
         "",
     ]
     if kinds:

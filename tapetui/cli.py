@@ -106,7 +106,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise _Usage(f"--json is --format json: give one of them, not --json with --format {args.format}")
     fmt = "json" if args.json else args.format or "text"
     if args.merge:
-        return _merge_reports(args, fmt)
+        return _merge_reports(args, fmt, cfg)
     tapes = Path(args.dir) if args.dir else cfg.tapes_dir
     shard = shards.parse_shard(args.shard) if args.shard else (1, 1)
     names: dict[Path, str] = {}
@@ -185,15 +185,22 @@ def _jobs(text: str) -> int | Literal["auto"]:
     return int(text)
 
 
-def _merge_reports(args: argparse.Namespace, fmt: str) -> int:
-    """``check --merge REPORT…``: every shard's report as one verdict (text, or ``--json``)."""
+def _merge_reports(args: argparse.Namespace, fmt: str, cfg: Config) -> int:
+    """``check --merge REPORT…``: every shard's report as one verdict, in any ``--format``."""
     if args.shard or args.dir or args.samples is not None or args.sample:
         raise _Usage("--merge reads the shards' reports only: give it without a folder, --shard or samples")
-    if fmt not in ("text", "json"):
-        raise _Usage("--merge prints text or --json: run --format on the merged shards' runners instead")
     merged = shards.merge(args.merge)
     if fmt == "json":
         print_json(merged.to_json())
+    elif fmt in ("junit", "github", "markdown"):  # the sessions with findings, each; the others counted
+        reports = merged.session_reports(cfg.root)
+        if fmt == "junit":
+            sys.stdout.write(ci_formats.junit(reports, total=merged.sessions))
+        elif fmt == "markdown":
+            sys.stdout.write(ci_formats.markdown(reports, total=merged.sessions))
+        else:
+            sys.stdout.write(ci_formats.github(reports))
+        sys.stdout.flush()
     else:
         out = Out(sys.stdout)
         for r in merged.reports:

@@ -4,6 +4,7 @@ and a merge is never green by leaving a shard, a folder or a version out."""
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,21 @@ def test_jobs_that_are_not_a_number_of_processes_are_a_usage_error(
 ) -> None:
     code, out, err = run(capsys, "check", f"--jobs={jobs}")
     assert code == 2 and "--jobs takes a number of processes" in err and not out
+
+
+def test_a_merge_prints_every_ci_format_as_one_check_does(samples: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    paths = [str(p) for p in shard_reports(capsys, samples, 3)]
+    for fmt in ("github", "markdown"):
+        single = run(capsys, "check", "--format", fmt)
+        merged = run(capsys, "check", "--merge", *paths, "--format", fmt)
+        assert merged[0] == single[0] == 1
+        assert merged[1] == single[1], fmt  # the same annotations (file and line of each step), the same summary
+    whole = ET.fromstring(run(capsys, "check", "--format", "junit")[1])
+    code, out, _ = run(capsys, "check", "--merge", *paths, "--format", "junit")
+    merged_xml = ET.fromstring(out)
+    assert code == 1 and merged_xml.get("tests") == whole.get("tests")  # every session counted
+    suite, whole_suite = merged_xml.find("testsuite"), whole.find("testsuite")
+    assert suite is not None and whole_suite is not None
+    assert (suite.get("failures"), suite.get("errors")) == (whole_suite.get("failures"), whole_suite.get("errors"))
+    failing = {c.get("name") for c in whole_suite if c.find("failure") is not None}
+    assert failing and failing <= {c.get("name") for c in suite}  # each failing session, a testcase of its own

@@ -58,5 +58,6 @@ class Finding:
             "tool": self.tool,
             "text": self.text,
             "warning": self.warning,
+            **({"level": self.level} if self.level is not None else {}),
             **self.data,
         }

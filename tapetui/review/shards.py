@@ -15,11 +15,15 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import orjson
 
 from tapetui.core.errors import TapeError
+from tapetui.review.comparison import RowLevel
+from tapetui.review.finding import Finding
+from tapetui.review.findings import SessionReport
+from tapetui.review.verdicts import Verdict
 
 __all__ = ["REPORT_FORMAT", "Merged", "identity", "in_shard", "merge", "parse_shard"]
 
@@ -72,6 +76,25 @@ class Merged:
     failing: int
     reports: list[dict[str, Any]]  # the sessions with findings, from every shard, by session name
     shards: int
+    folder: str = ""  # the tapes folder, relative to the project (as every shard's report says)
+
+    def session_reports(self, root: Path) -> list[SessionReport]:
+        """The reports as :class:`SessionReport` values (for ``--format junit|github|markdown``), their goldens in
+        this checkout (``root``: the project); every value from a report file is taken as data, as text."""
+        tapes = root / self.folder
+        out = []
+        for r in self.reports:
+            session = str(r.get("session", ""))
+            golden = tapes / (session + ".jsonl")
+            error = r.get("error")
+            rep = SessionReport(session, golden, error=None if error is None else str(error))
+            rep.findings = [_finding(f) for f in r.get("findings") or [] if isinstance(f, dict)]
+            run = r.get("run")
+            dims = run.get("dimensions") if isinstance(run, dict) else None
+            if isinstance(dims, dict):
+                rep.run_verdicts = tuple(v for d, j in dims.items() if (v := _verdict(str(d), j)) is not None)
+            out.append(rep)
+        return out
 
     @property
     def ok(self) -> bool:
@@ -88,6 +111,37 @@ class Merged:
 
 
 _KEYS = ("format", "tapetui", "folder", "sessions_digest")
+
+
+_FIXED = ("kind", "seq", "tool", "text", "warning", "level")
+
+
+def _finding(f: dict[str, Any]) -> Finding:
+    seq, tool, level = f.get("seq"), f.get("tool"), f.get("level")
+    return Finding(
+        str(f.get("kind", "")),  # type: ignore[arg-type]  # a kind from the report: shown, never acted on
+        str(f.get("text", "")),
+        seq if type(seq) is int else None,
+        tool if isinstance(tool, str) else None,
+        {k: v for k, v in f.items() if k not in _FIXED},
+        f.get("warning") is True,
+        level if level in get_args(RowLevel) else None,
+    )
+
+
+def _verdict(dimension: str, j: Any) -> Verdict | None:
+    if not isinstance(j, dict) or not all(type(j.get(k)) is int for k in ("value", "threshold", "excused", "errors")):
+        return None
+    mode = j.get("mode")
+    return Verdict(
+        dimension,
+        j["value"],
+        j["threshold"],
+        j["excused"],
+        j["errors"],
+        mode if isinstance(mode, str) else None,
+        j.get("judged") is not False,
+    )
 
 
 def merge(paths: Sequence[Path]) -> Merged:
@@ -134,7 +188,7 @@ def merge(paths: Sequence[Path]) -> Merged:
             "(give every shard's report)"
         )
     reports.sort(key=lambda r: str(r.get("session", "")))
-    return Merged(sessions=sessions, failing=failing, reports=reports, shards=n)
+    return Merged(sessions=sessions, failing=failing, reports=reports, shards=n, folder=str(first["folder"]))
 
 
 def _read(p: Path) -> Any:
