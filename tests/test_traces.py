@@ -567,17 +567,24 @@ def test_an_agents_sdk_trace_through_openinference_replays_its_tool_calls_offlin
     assert runs["add"] == 0
 
 
+def _exported(capsys: pytest.CaptureFixture[str], name: str) -> list[dict[str, Any]]:
+    """The spans ``tapetui export otlp NAME`` prints (one tape)."""
+    code, out, err = run_cli(capsys, "export", "otlp", name)
+    assert code == 0, err
+    spans: list[dict[str, Any]] = json.loads(out)["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    return spans
+
+
+def _attr(span: dict[str, Any], key: str) -> Any:
+    return next(a["value"] for a in span["attributes"] if a["key"] == key)
+
+
 def test_a_run_log_exports_the_goldens_spans_with_that_runs_outcomes(
     sample_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(sample_dir)
-    code, out, err = run_cli(capsys, "export", "otlp", "sample_tapes/drift_summarize.run.jsonl")
-    assert code == 0, err
-    spans = json.loads(out)["resourceSpans"][0]["scopeSpans"][0]["spans"]
-    outcomes = {
-        s["name"]: next(a["value"]["stringValue"] for a in s["attributes"] if a["key"] == "tapetui.outcome")
-        for s in spans[1:]
-    }
+    spans = _exported(capsys, "sample_tapes/drift_summarize.run.jsonl")
+    outcomes = {s["name"]: _attr(s, "tapetui.outcome")["stringValue"] for s in spans[1:]}
     assert outcomes == {
         "execute_tool fetch_doc": "hit",
         "execute_tool search_index": "hit",
@@ -654,17 +661,11 @@ def test_a_candidate_exports_with_its_comparison_against_the_golden(
     sample_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(sample_dir)
-    code, out, err = run_cli(capsys, "export", "otlp", "sample_tapes/drift_summarize.candidate.jsonl")
-    assert code == 0, err
-    spans = json.loads(out)["resourceSpans"][0]["scopeSpans"][0]["spans"]
-
-    def attr(span: dict[str, Any], key: str) -> Any:
-        return next(a["value"] for a in span["attributes"] if a["key"] == key)
-
-    outcomes = {s["name"]: attr(s, "tapetui.outcome")["stringValue"] for s in spans[1:]}
+    spans = _exported(capsys, "sample_tapes/drift_summarize.candidate.jsonl")
+    outcomes = {s["name"]: _attr(s, "tapetui.outcome")["stringValue"] for s in spans[1:]}
     assert outcomes["execute_tool fetch_doc"] == "hit" and outcomes["execute_tool summarize"] == "drift"
     summarize = next(s for s in spans if s["name"] == "execute_tool summarize")
     (event,) = summarize["events"]
-    paths = [v["stringValue"] for v in attr(event, "tapetui.changes")["arrayValue"]["values"]]
+    paths = [v["stringValue"] for v in _attr(event, "tapetui.changes")["arrayValue"]["values"]]
     assert event["name"] == "tapetui.drift" and "args.max_words" in paths
     assert any(p.startswith("result.") for p in paths)
