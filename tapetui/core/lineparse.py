@@ -88,9 +88,10 @@ def _slow(idx: TapeIndex, buf: bytes, start: int, stop: int, base: int, line_no:
 
     Every line of a validating scan (``check``) comes here. The lines are decoded in one pass; when every
     call line among them has the fields the writer gives it, with their types, the calls are checked and
-    indexed a column at a time (:func:`_calls_in_bulk`) and only the other lines (header, tools, notes,
-    model turns) one by one; anything else (a malformed or blank line, a call missing a field) goes line
-    by line through :func:`_parse_line`, which names the first problem. Both ways index the same.
+    indexed a column at a time (:func:`_call_columns`, :func:`_add_columns`) and only the other lines (header,
+    tools, notes, model turns) one by one, in file order; anything else (a malformed or blank line, a call
+    missing a field) goes line by line through :func:`_parse_line`, which names the first problem. Both ways
+    index the same.
     """
     raws = buf[start:stop].split(b"\n")
     raws.pop()
@@ -105,8 +106,8 @@ def _slow(idx: TapeIndex, buf: bytes, start: int, stop: int, base: int, line_no:
         return _line_by_line(idx, raws, base + start, line_no, objs)
     lengths = [len(r) + 1 for r in raws]
     offsets = list(accumulate(lengths, initial=base + start))
-    if len(calls) != len(objs):
-        for i in set(range(len(objs))).difference(calls) if calls else range(len(objs)):
+    for i, kind in enumerate(kinds):  # the other lines, in file order (a later tool line overrides an earlier)
+        if kind != "call":
             _parse_line(idx, raws[i], offsets[i], lengths[i], line_no + 1 + i, objs[i])
     if columns is not None:
         _add_columns(
