@@ -204,7 +204,11 @@ def read_index(path: Path | str, *, validate: bool = False, keep_bytes: bool = F
     path = path if isinstance(path, Path) else Path(path)
     fd = open_regular(path)  # a FIFO or folder named like a tape: a TapeError, never a hang
     if validate:  # check's read of every golden: most are small, read in one piece (no file object, no cache)
-        idx = _scan_small(path, fd, keep_bytes)
+        try:
+            idx = _scan_small(path, fd, keep_bytes)
+        except BaseException:
+            os.close(fd)
+            raise
         if idx is not None:
             os.close(fd)
             return idx
@@ -225,24 +229,21 @@ _SMALL = 1 << 20  # bytes: a tape up to this size is validated from one read
 
 
 def _scan_small(path: Path, fd: int, keep_bytes: bool) -> TapeIndex | None:
-    """A validating scan of a tape of up to :data:`_SMALL` bytes from one read of ``fd``, as
-    :func:`_scan_file` would make it; None (nothing read) when the file is bigger."""
+    """A validating scan of a tape of up to :data:`_SMALL` bytes from one read of ``fd`` (left open), as
+    :func:`_scan_file` would make it; None, ``fd`` back at its start, when the file is bigger or grows."""
     try:
         size = os.fstat(fd).st_size
-        data = os.read(fd, size + 1) if size <= _SMALL else b""  # one byte more: a file that grew is seen
+        if size > _SMALL:
+            return None
+        data = os.read(fd, size + 1)  # one byte more: a file that grew is seen
+        if len(data) != size:  # changing as it is read: read in chunks, to its end
+            os.lseek(fd, 0, os.SEEK_SET)
+            return None
     except OSError as e:
-        os.close(fd)
         raise TapeError(f"{path}: cannot read tape: {e.strerror or e}") from None
-    if size > _SMALL or len(data) != size:  # big, or changing as it is read: read in chunks, to its end
-        os.lseek(fd, 0, os.SEEK_SET)
-        return None
     idx = TapeIndex(path)
     end = data.rfind(b"\n") + 1
-    try:
-        line_no = scan_lines(idx, data, end, 0, 0, True) if end else 0
-    except BaseException:
-        os.close(fd)
-        raise
+    line_no = scan_lines(idx, data, end, 0, 0, True) if end else 0
     idx.scanned, idx.line_count, idx.size = end, line_no, len(data)
     idx.torn = TornTail(line_no + 1, end, len(data) - end) if data[end:].strip() else None
     if keep_bytes:
