@@ -42,8 +42,6 @@ from tapetui.core.store import (
 from tapetui.review.lookup import session_tape, tape_file
 from tapetui.review.scrub import scrub
 from tapetui.review.sessions import FilterError, select
-from tapetui.traces.export import export_otlp
-from tapetui.traces.importer import import_otlp
 
 __all__ = ["main"]
 
@@ -625,6 +623,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         raise TapeError(f"{args.out}: --out must be a folder (the tapes go there), and this is a file")
     if args.group_by is not None and not args.group_by.strip():
         raise TapeError("--group-by needs an attribute's name (e.g. session.id)")
+    # deferred: the trace modules import the recording engine (asyncio with it), which no other command needs
+    from tapetui.traces.importer import import_otlp
+
     report = import_otlp(args.files, out_dir, group_by=args.group_by, config=cfg)
     if args.json:
         print_json(report.to_json())
@@ -637,6 +638,9 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """``tapetui export otlp TAPE...`` (see tapetui.traces.export)."""
+    # deferred: as in cmd_import
+    from tapetui.traces.export import export_otlp
+
     cfg = _config(args)
     tapes: list[Path] = []
     logs: list[Path | None] = []
@@ -707,7 +711,7 @@ def _ui(argv: Sequence[str]) -> int:
         help="tapes folder (default: the tapes dir of ./tapes.toml); one named like a subcommand: ./NAME",
     )
     ap.add_argument("--config", help="tapes.toml to use")
-    ap.add_argument("--version", action="version", version=f"tapetui {cli_parser.version()}")
+    ap.add_argument("--version", action=cli_parser.VersionAction)
     args = ap.parse_args(argv)
     cfg = _config(args, args.dir)
     if not cfg.tapes_dir.is_dir():

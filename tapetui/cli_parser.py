@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Mapping
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Command", "parser", "version"]
+import tapetui
+
+__all__ = ["Command", "VersionAction", "parser", "version"]
 
 Command = Callable[[argparse.Namespace], int]
 """What runs a subcommand: the parsed arguments in, the exit code out."""
@@ -62,11 +63,18 @@ def _sub(sub: Any, name: str, summary: str, details: str = "") -> argparse.Argum
 
 
 def version() -> str:
-    """tapetui's version as installed."""
-    try:
-        return metadata.version("tapetui")
-    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
-        return "(not installed)"
+    """tapetui's version (pyproject.toml reads it from ``tapetui.__version__`` too: no lookup in site-packages)."""
+    return tapetui.__version__
+
+
+class VersionAction(argparse.Action):
+    """``--version``: argparse's own, with the version looked up only when asked for."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="show the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        parser.exit(message=f"tapetui {version()}\n")
 
 
 def parser(commands: Mapping[str, Command]) -> argparse.ArgumentParser:
@@ -77,7 +85,7 @@ def parser(commands: Mapping[str, Command]) -> argparse.ArgumentParser:
         "folder; a folder named like a command opens with a path: `tapetui ./undo`.",
     )
     ap.add_argument("--config", help=_CONFIG_HELP)
-    ap.add_argument("--version", action="version", version=f"tapetui {version()}")
+    ap.add_argument("--version", action=VersionAction)
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     json_help = "one JSON document on stdout (for scripts)"
     tape_help = "a session: its name in the tapes folder (folder/name), or a path to its golden"

@@ -37,13 +37,39 @@ def pytest_configure(config: pytest.Config) -> None:
         compileall.compile_dir(ROOT / "tapetui", quiet=2)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection(session: pytest.Session) -> Any:
+    """While the tests are collected (in each xdist worker too), compiled modules are cached even where
+    ``PYTHONDONTWRITEBYTECODE`` is set: each worker otherwise rewrites the asserts of every test module and
+    compiles every module it imports again, some 7 s a worker. Only what collection imports is cached (the test
+    modules, the package, their dependencies: files nobody changes during a run); writes are atomic, so workers
+    collecting at once are safe. The tests then run with the setting as it was: a module a test writes is never
+    cached (see :func:`pytest_configure`)."""
+    before = sys.dont_write_bytecode
+    sys.dont_write_bytecode = False
+    try:
+        yield
+    finally:
+        sys.dont_write_bytecode = before
+
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def tapetui_cli(
+def tapetui_cli(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``tapetui ARGS`` as a person runs it, its exit code, stdout and stderr as a child process gives them, run in
+    this process (the way click's ``CliRunner`` runs a command): ``tapetui.cli.main`` with that working folder,
+    environment, no stdin and stdout/stderr that are no terminal. A child process costs half a second each
+    (the interpreter, then importing deepdiff and pydantic again), and the quick loop runs this a hundred and
+    fifty times. What only a process has (a signal, a hook that never returns, the entry point itself):
+    :func:`tapetui_process`. A hang fails at pytest-timeout's limit, naming the test."""
+    return _in_process(cwd, list(args), env or {})
+
+
+def tapetui_process(
     cwd: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
-    """``tapetui ARGS`` in a child process, as a person runs it; a hang fails at the timeout instead of the suite."""
+    """``tapetui ARGS`` in a child process; a hang fails at the timeout instead of the suite."""
     return subprocess.run(
         [sys.executable, "-m", "tapetui", *args],
         cwd=cwd,
@@ -53,6 +79,53 @@ def tapetui_cli(
         stdin=subprocess.DEVNULL,
         timeout=timeout,
     )
+
+
+def _in_process(cwd: Path, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    from tapetui import cli
+
+    streams = {name: io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True) for name in ("out", "err")}
+    saved = (os.getcwd(), dict(os.environ), sys.stdin, sys.stdout, sys.stderr, set(sys.modules))
+    code: int
+    with open(os.devnull) as devnull:
+        try:
+            os.chdir(cwd)
+            os.environ.update(env)
+            sys.stdin, sys.stdout, sys.stderr = devnull, streams["out"], streams["err"]
+            try:
+                code = cli.main(args)
+            except SystemExit as e:  # argparse: --help, a usage error
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            except Exception:  # what the interpreter would print before exiting 1
+                import traceback
+
+                traceback.print_exc()
+                code = 1
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            cwd0, env0, sys.stdin, sys.stdout, sys.stderr, modules = saved
+            os.chdir(cwd0)
+            os.environ.clear()
+            os.environ.update(env0)
+            _forget_modules_imported_from_tests(modules)
+    out, err = (s.buffer.getvalue().decode() for s in streams.values())  # type: ignore[attr-defined]
+    return subprocess.CompletedProcess(["tapetui", *args], code, _universal(out), _universal(err))
+
+
+def _universal(text: str) -> str:
+    """Newlines as ``text=True`` reads a child's output."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _forget_modules_imported_from_tests(before: set[str]) -> None:
+    """A run imported a test's hook module (``module:function`` in its tapes.toml): forgotten, as a new process
+    would not know it, so the next test's module of that name is imported afresh."""
+    keep = (str(ROOT / "tapetui"), sys.prefix, sys.base_prefix)
+    for name in set(sys.modules) - before:
+        f = getattr(sys.modules[name], "__file__", None) or ""
+        if f and not f.startswith(keep):
+            del sys.modules[name]
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -26,13 +26,13 @@ from tapetui.core.jsondiff import diff_values
 from tapetui.core.keys import key_of
 from tapetui.core.tapefile import dump_line
 from tests.builders import HEADER, call_line
-from tests.conftest import tapetui_cli
+from tests.conftest import tapetui_cli, tapetui_process
 
 ARGS = {"q": "weather"}
 
 
 def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return tapetui_cli(cwd, *args, env={"NO_COLOR": "1"}, timeout=60)
+    return tapetui_cli(cwd, *args, env={"NO_COLOR": "1"})
 
 
 def answered(r: subprocess.CompletedProcess[str], code: int) -> None:
@@ -288,7 +288,8 @@ def test_a_stuck_hook_does_not_keep_check_from_exiting(tmp_path: Path) -> None:
     )
     (tapes / "s.jsonl").write_bytes(HEADER + call("sunny"))  # a judge compares text
     (tapes / "s.candidate.jsonl").write_bytes(HEADER + call("rainy"))
-    r = run(tmp_path, "check")  # its thread is a daemon: the process ends with the check
+    # its thread is a daemon: the process ends with the check
+    r = tapetui_process(tmp_path, "check", env={"NO_COLOR": "1"}, timeout=60)
     answered(r, 1)
     assert "judge hooks_forever:judge did not answer within 0.2 s ([compare] hook_timeout)" in r.stdout
 

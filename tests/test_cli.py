@@ -7,13 +7,25 @@ import orjson
 import pytest
 
 from tapetui.core.store import candidate_path
-from tests.conftest import tapetui_cli
+from tests.conftest import tapetui_cli, tapetui_process
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def run(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return tapetui_cli(cwd, *args, env=env)
+
+
+@pytest.mark.parametrize(
+    "args", [("check",), ("check", "--json"), ("diff", "drift_summarize"), ("check", "--jobs", "0"), ("--help",)]
+)
+def test_a_command_run_in_the_tests_process_answers_as_a_child_process_does(
+    sample_dir: Path, args: tuple[str, ...]
+) -> None:
+    """The harness most CLI tests use (``tapetui_cli``: ``main`` in this process) against ``python -m tapetui``."""
+    inside, child = tapetui_cli(sample_dir, *args), tapetui_process(sample_dir, *args)
+    assert (inside.returncode, inside.stdout, inside.stderr) == (child.returncode, child.stdout, child.stderr)
+    assert inside.stdout or inside.stderr
 
 
 def test_check_readable_output_and_exit_codes(sample_dir: Path) -> None:

@@ -84,7 +84,7 @@ def test_session_names_round_trip_between_commands(tmp_path: Path) -> None:
     assert candidate_path(golden).exists()
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return tapetui_cli(tmp_path, *args, timeout=60)
+        return tapetui_cli(tmp_path, *args)
 
     checked = {r["session"] for r in orjson.loads(run("check", "--json").stdout)["reports"]}
     pending = {p["session"] for p in orjson.loads(run("pending", "--json").stdout)}

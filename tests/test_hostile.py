@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return tapetui_cli(cwd, *args, env={"NO_COLOR": "1"}, timeout=60)
+    return tapetui_cli(cwd, *args, env={"NO_COLOR": "1"})
 
 
 def answered_cleanly(r: subprocess.CompletedProcess[str], *needles: str) -> None:

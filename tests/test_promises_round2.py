@@ -29,14 +29,18 @@ from tapetui import ConfigError, Tape, TapeError, ToolRegistry, load_config, rev
 from tapetui.core.errors import TapeReplayedError
 from tapetui.core.redact import Redactor
 from tapetui.core.store import candidate_path, runlog_path, samples_of
-from tests.conftest import ROOT, tapetui_cli
+from tests.conftest import ROOT, tapetui_cli, tapetui_process
 
 SECRET_KEY = "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z" * 2
 BEARER = "Bearer " + "eyJhbGciOiJIUzI1NiJ9.abcdefghijklmnop.qrstuvwxyz012345"
 
 
-def run(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return tapetui_cli(cwd, *args, env={"NO_COLOR": "1"}, timeout=timeout)
+def run(cwd: Path, *args: str, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+    """``tapetui ARGS``; with a ``timeout``, in a process of its own (a command it runs that hangs or keeps its
+    pipes open must not outlive it)."""
+    if timeout is not None:
+        return tapetui_process(cwd, *args, env={"NO_COLOR": "1"}, timeout=timeout)
+    return tapetui_cli(cwd, *args, env={"NO_COLOR": "1"})
 
 
 def set_tapes_key(proj: Path, key: str, value: str) -> None:

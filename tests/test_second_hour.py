@@ -17,7 +17,7 @@ from tests.test_tui import SIZE, _visible, app_for, goto_session, idle, wait_for
 
 
 def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return tapetui_cli(cwd, *args, env={"NO_COLOR": "1"}, timeout=120)
+    return tapetui_cli(cwd, *args, env={"NO_COLOR": "1"})
 
 
 # ---- 2: the detail pane follows a filter -----------------------------------------------------------------
