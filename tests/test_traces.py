@@ -508,29 +508,46 @@ def test_a_pydantic_ai_trace_replays_the_agent_offline_and_a_prompt_change_is_dr
 
 
 # ---- the OpenAI Agents SDK through OpenInference's instrumentor ----------------------------------------------
-def test_an_agents_sdk_trace_through_openinference_replays_its_tool_calls_offline(proj: Path) -> None:
-    """The Agents SDK makes LLM spans only inside OpenAI's own models: with an offline model its trace holds the
-    agent, turn and TOOL spans, and the tool calls replay with zero tool runs through the SDK adapter."""
+def test_an_agents_sdk_trace_through_openinference_replays_with_zero_model_calls_and_zero_tool_runs(
+    proj: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The Agents SDK's own OpenAI model (the HTTP answered offline by httpx's MockTransport), traced by the
+    OpenInference processor: its LLM spans hold the messages but no tool list, the import says which request
+    fields each turn held, and the agent replays through TapedModel with no HTTP request and no tool run; the
+    tools are listed once as not in the trace, and a changed prompt is a ModelDrift against production."""
     agents = pytest.importorskip("agents")
-    from agents.testing import assistant_message, function_call
+    httpx = pytest.importorskip("httpx")
+    from openai import AsyncOpenAI
     from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
 
-    from tapetui.integrations.openai_agents import taped
+    from tapetui.integrations.openai_agents import TapedModel, taped
 
-    class Scripted(agents.Model):  # type: ignore[misc]
-        def __init__(self) -> None:
-            self.n = 0
+    runs = {"http": 0, "add": 0}
 
-        async def get_response(self, *args: Any, **kwargs: Any) -> Any:
-            self.n += 1
-            out = [function_call("add", {"a": 1, "b": 2}, call_id="c1")] if self.n == 1 else [assistant_message("3")]
-            usage = agents.Usage(requests=1, input_tokens=10, output_tokens=2, total_tokens=12)
-            return agents.ModelResponse(output=out, usage=usage, response_id=f"r{self.n}")
+    def answer(request: Any) -> Any:  # what the Chat Completions API answers: a tool call, then the final text
+        runs["http"] += 1
+        told = any(m.get("role") == "tool" for m in json.loads(request.content)["messages"])
+        call = {"id": "call_1", "type": "function", "function": {"name": "add", "arguments": '{"a":1,"b":2}'}}
+        message = {"role": "assistant", "content": "3"} if told else {"role": "assistant", "tool_calls": [call]}
+        return httpx.Response(
+            200,
+            json={
+                "id": f"chatcmpl-{runs['http']}",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "gpt-4o-mini",
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop" if told else "tool_calls"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
+            },
+        )
 
-        def stream_response(self, *args: Any, **kwargs: Any) -> Any:
-            raise NotImplementedError
-
-    runs = {"add": 0}
+    def model() -> Any:
+        client = AsyncOpenAI(
+            api_key="sk-offline",
+            base_url="http://offline/v1",
+            http_client=httpx.AsyncClient(transport=httpx.MockTransport(answer)),
+        )
+        return agents.OpenAIChatCompletionsModel(model="gpt-4o-mini", openai_client=client)
 
     @agents.function_tool
     def add(a: int, b: int) -> int:
@@ -538,33 +555,48 @@ def test_an_agents_sdk_trace_through_openinference_replays_its_tool_calls_offlin
         runs["add"] += 1
         return a + b
 
+    def run(agent: Any, **kw: Any) -> str:
+        return str(asyncio.run(agents.Runner.run(agent, "What is 1 + 2?", **kw)).final_output)
+
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(OTLPJsonFileExporter(proj / "prod.jsonl")))
     instrumentor = OpenAIAgentsInstrumentor()
     instrumentor.instrument(tracer_provider=provider)
     try:
-        agent = agents.Agent(name="calc", instructions="You add numbers.", model=Scripted(), tools=[add])
-        assert asyncio.run(agents.Runner.run(agent, "What is 1 + 2?")).final_output == "3"
+        assert run(agents.Agent(name="calc", instructions="You add numbers.", model=model(), tools=[add])) == "3"
     finally:
         instrumentor.uninstrument()
+    assert runs == {"http": 2, "add": 1}
     cfg = load_config(proj / "tapes.toml")
     report = import_otlp([proj / "prod.jsonl"], cfg.tapes_dir, config=cfg)
-    assert report.calls == 1 and report.skipped >= 3  # the workflow, agent and turn spans
+    assert (report.turns, report.calls) == (2, 1)
     tape = only_tape(proj)
-    (call,) = steps(tape)
+    turn, call, _ = steps(tape)
+    assert turn["from_trace"] == ["instructions", "messages"]  # no tool list in the span, no settings but base_url
+    assert "base_url" not in json.dumps(turn["request"])  # where the client sent it: not a setting
     assert (call["tool"], call["args"], call["result"]) == ("add", {"a": 1, "b": 2}, 3)
-    assert lines(tape)[1]["description"] == "Add two numbers."
-    runs["add"] = 0
-    with Tape(tape, "replay", config=cfg) as t, use_tape(t):
-        agent = agents.Agent(name="calc", instructions="You add numbers.", model=Scripted(), tools=taped([add]))
-        assert (
-            asyncio.run(
-                agents.Runner.run(agent, "What is 1 + 2?", run_config=agents.RunConfig(tracing_disabled=True))
-            ).final_output
-            == "3"
-        )
-        assert t.stats()["live_tool_calls"] == 0 and t.stats()["fingerprint_changes"] == 0
-    assert runs["add"] == 0
+
+    def replay(instructions: str) -> Tape:
+        with Tape(tape, "replay", config=cfg) as t, use_tape(t):
+            agent = agents.Agent(name="calc", instructions=instructions, model=TapedModel(model()), tools=taped([add]))
+            assert run(agent, run_config=agents.RunConfig(tracing_disabled=True)) == "3"
+        return t
+
+    runs.update(http=0, add=0)
+    stats = replay("You add numbers.").stats()
+    assert runs == {"http": 0, "add": 0}
+    assert (stats["model_hits"], stats["tape_hits"], stats["live_model_calls"], stats["live_tool_calls"]) == (
+        2,
+        1,
+        0,
+        0,
+    )
+    assert main(["check"]) == 0
+    out = capsys.readouterr().out
+    assert "served from a turn a trace import wrote (otlp); not in the trace, so not compared: tools" in out
+    with pytest.raises(ModelDrift, match=r'instructions "You add numbers\." → "You add numbers carefully\."'):
+        replay("You add numbers carefully.")
+    assert runs == {"http": 0, "add": 0}
 
 
 def _exported(capsys: pytest.CaptureFixture[str], name: str) -> list[dict[str, Any]]:
@@ -669,3 +701,26 @@ def test_a_candidate_exports_with_its_comparison_against_the_golden(
     paths = [v["stringValue"] for v in _attr(event, "tapetui.changes")["arrayValue"]["values"]]
     assert event["name"] == "tapetui.drift" and "args.max_words" in paths
     assert any(p.startswith("result.") for p in paths)
+
+
+def test_a_request_is_compared_with_a_traced_turn_in_what_the_trace_held() -> None:
+    from tapetui.core.changes import MISSING, Change
+    from tapetui.core.turns import partial_changes
+
+    held = ("instructions", "messages")
+    same = [
+        Change("model", "openai:gpt-4o-mini", "gpt-4o-mini"),  # a provider prefix only
+        Change("messages[2].parts[0].name", MISSING, "add"),  # a trace's tool message names no tool
+        Change("messages[2].parts[0].response", 3, "3"),  # the value, and the text the model was given
+        Change("messages[2].parts[0].response", '{"a": [1]}', {"a": [1]}),
+    ]
+    outside = [Change("tools[0]", MISSING, "add"), Change("settings.temperature", MISSING, 0.2)]
+    drift = [
+        Change("model", "openai:gpt-4o", "gpt-4o-mini"),
+        Change("instructions", "You add numbers.", "You add."),
+        Change("messages[3]", MISSING, {"role": "user", "parts": []}),  # a message more is drift
+        Change("messages[2].parts[0].response", 3, "4"),
+        Change("messages[2].parts[0].name", "add", "sub"),
+    ]
+    kept, not_in_trace = partial_changes(same + outside + drift, held)
+    assert kept == drift and not_in_trace == ["tools", "settings"]

@@ -303,6 +303,7 @@ class ModelServing(TurnDeciding, TurnLive):
         *,
         tolerated: list[dict[str, Any]] | None = None,
         changed_input: list[str] | None = None,
+        not_in_trace: list[str] | None = None,
     ) -> ModelTurn:
         seq, k, model, source, stream, key, redacted, offered, _ = head
         idx = self._index
@@ -337,6 +338,9 @@ class ModelServing(TurnDeciding, TurnLive):
         if changed_input is not None:
             fields["recorded_key"] = t.key
             fields["changed_input"] = changed_input
+        if not_in_trace is not None:  # the same in every field the trace held (those it did not: listed)
+            fields["recorded_key"] = t.key
+            fields["not_in_trace"] = not_in_trace
         if t.source != source:
             fields["source"] = t.source
         self._emit("hit", **fields)

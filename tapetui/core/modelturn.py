@@ -43,6 +43,7 @@ class ModelTurn:
         "_start",
         "_tape",
         "_write",
+        "from_trace",
         "key",
         "model",
         "order",
@@ -95,6 +96,8 @@ class ModelTurn:
         self._done = served
         self._start = tape._timer()  # the tape's timer: a sample tape's fixed clock too
         self.span: step_span | None = None  # a live turn's span (Tape(tracer=...)): closed when the turn ends
+        # the request fields a trace held, when a trace import writes the turn (its line's "from_trace")
+        self.from_trace: tuple[str, ...] | None = None
 
     @property
     def path(self) -> Path:

@@ -20,7 +20,16 @@ from tapetui.core.modelturn import ModelTurn
 from tapetui.core.redact import Redactor
 from tapetui.core.session import SessionFiles
 from tapetui.core.toolbox import Toolbox
-from tapetui.core.turns import CAPTURE_HINT, NOT_CAPTURED, TURN, change_line, request_changes
+from tapetui.core.turns import (
+    CAPTURE_HINT,
+    NOT_CAPTURED,
+    TURN,
+    change_line,
+    from_trace,
+    partial_changes,
+    request_changes,
+    traced_fields,
+)
 
 __all__ = ["TurnDeciding"]
 
@@ -81,6 +90,11 @@ class TurnDeciding:
             return self._turn_miss(head, "", None)
         old = canon(self._redactor.redact(rec.get("request")))  # a tape written under older rules: redacted now
         changes = request_changes(old, redacted, str(rec.get("model")), model)
+        held = traced_fields(rec) if from_trace(idx.turns[at].source) else None
+        if held is not None:  # a turn a trace held in part: compared in what the trace held
+            changes, outside = partial_changes(changes, held)
+            if not changes:
+                return self._turn_serve(head, at, rec, not_in_trace=outside)
         excuses = self._turn_excuses(changes, old, redacted)
         if excuses is not None:
             return self._turn_serve(head, at, rec, tolerated=excuses)

@@ -105,6 +105,8 @@ class TurnLive:
         }
         if turn.order is not None:
             fields["order"] = turn.order
+        if turn.from_trace is not None:
+            fields["from_trace"] = list(turn.from_trace)
         if response is not None:
             usage = response.get("usage")
             body = {k: v for k, v in response.items() if k != "usage"}

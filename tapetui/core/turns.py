@@ -30,7 +30,7 @@ import orjson
 from tapetui.core.canon import canon, canonical_json
 from tapetui.core.changes import MISSING, Change, short
 from tapetui.core.errors import InvalidValue, TapeError
-from tapetui.core.jsondiff import diff_values
+from tapetui.core.jsondiff import diff_values, path_segments
 from tapetui.core.redact import DEFAULT_REDACTOR, Redactor
 
 __all__ = [
@@ -420,6 +420,57 @@ def request_changes(old: Any, new: Any, old_model: str | None = None, new_model:
     if old_model is not None and new_model is not None and old_model != new_model:
         out.append(Change("model", old_model, new_model))
     return out + diff_values(old, new)
+
+
+def traced_fields(rec: Any) -> tuple[str, ...] | None:
+    """The request fields the trace held, as a turn line a trace import wrote says (``from_trace``); None for a
+    turn recorded whole (every turn an adapter recorded, and imports from before the field)."""
+    held = rec.get("from_trace") if isinstance(rec, dict) else None
+    if not isinstance(held, list) or not all(isinstance(f, str) for f in held):
+        return None
+    return tuple(held)
+
+
+def partial_changes(changes: list[Change], held: tuple[str, ...]) -> tuple[list[Change], list[str]]:
+    """``changes`` of a request from a turn a trace held only in part (``held``): those inside a field the
+    trace held, and the model's name unless the two differ only by a provider prefix (a trace names
+    ``gpt-4o`` where an adapter says ``openai:gpt-4o``); with the fields outside ``held`` that differed
+    (reported as not in the trace, never as drift)."""
+    kept: list[Change] = []
+    outside: list[str] = []
+    for c in changes:
+        if c.path == "model":
+            if str(c.old).rpartition(":")[2] != str(c.new).rpartition(":")[2]:
+                kept.append(c)
+            continue
+        try:
+            segs = path_segments(c.path)
+        except ValueError:  # not a path diff_values writes: kept, to be seen
+            segs = ()
+        top = segs[0] if segs else ""
+        if not top or top in held:
+            if not _as_traced(segs, c):
+                kept.append(c)
+        elif top not in outside:
+            outside.append(str(top))
+    return kept, outside
+
+
+def _as_traced(segs: tuple[str, ...], c: Change) -> bool:
+    """A difference in a tool's response part that is only how a trace writes it: the tool's ``name``, which a
+    trace's tool message does not carry (the adapter's part does), or the response as JSON text on one side and
+    its value on the other (a trace holds the text the model was given; adapters keep text or the value)."""
+    if len(segs) != 5 or segs[0] != "messages" or segs[2] != "parts":
+        return False
+    if segs[4] == "name":
+        return c.old is MISSING
+    if segs[4] == "response" and (type(c.old) is str) != (type(c.new) is str):
+        text, value = (c.old, c.new) if type(c.old) is str else (c.new, c.old)
+        try:
+            return bool(orjson.loads(text) == value)
+        except orjson.JSONDecodeError:
+            return False
+    return False
 
 
 def change_line(c: Change) -> str:

@@ -1005,8 +1005,10 @@ def _items(response: dict[str, Any]) -> list[Any]:
     parts, skeletons = response.get("parts"), response.get("output")
     if not isinstance(parts, list):
         raise _Unbuildable("parts", "not a list")
+    if skeletons is None:  # a neutral response (a trace import wrote it): the items made from its parts
+        skeletons, parts = _neutral_items(parts)
     if not isinstance(skeletons, list):
-        raise _Unbuildable("output", "missing: the output items are not on the tape (another version of the adapter)")
+        raise _Unbuildable("output", "not a list of output items")
     owned: dict[int, list[tuple[int, dict[str, Any]]]] = {}
     for j, p in enumerate(parts):
         if not isinstance(p, dict):
@@ -1026,6 +1028,35 @@ def _items(response: dict[str, Any]) -> list[Any]:
             where = next((".".join(map(str, err["loc"][1:])) for err in e.errors() if err.get("loc")), "")
             raise _Unbuildable(f"output[{i}]" + (f".{where}" if where else ""), e) from None
     return items
+
+
+def _neutral_items(parts: list[Any]) -> tuple[list[dict[str, Any]], list[Any]]:
+    """Output item skeletons for the parts of a neutral response, and the parts each with its ``output_index``:
+    text and refusals in a row are one assistant message, each tool call a function call, reasoning one reasoning
+    item of summaries. Raises :class:`_Unbuildable` for a part of another kind (no item holds it)."""
+    skeletons: list[dict[str, Any]] = []
+    placed: list[Any] = []
+    for j, p in enumerate(parts):
+        kind = p.get("type") if isinstance(p, dict) else None
+        last = skeletons[-1] if skeletons else None
+        if kind in ("text", "refusal"):
+            if last is None or last["type"] != "message":
+                last = {"type": "message", "id": f"msg_{len(skeletons)}", "role": "assistant", "status": "completed"}
+                last["content"] = []
+                skeletons.append(last)
+            holder = {"type": "output_text", "annotations": []} if kind == "text" else {"type": "refusal"}
+            last["content"].append(holder)
+        elif kind == "tool_call":
+            skeletons.append({"type": "function_call", "status": "completed"})
+        elif kind == "reasoning":
+            if last is None or last["type"] != "reasoning":
+                last = {"type": "reasoning", "id": f"rs_{len(skeletons)}", "summary": []}
+                skeletons.append(last)
+            last["summary"].append({"type": "summary_text"})
+        else:
+            raise _Unbuildable(f"parts[{j}]", f"a part of type {kind!r} that no output item of the SDK holds")
+        placed.append({**p, "output_index": len(skeletons) - 1})
+    return skeletons, placed
 
 
 def _item(i: int, skeleton: dict[str, Any], parts: list[tuple[int, dict[str, Any]]]) -> dict[str, Any]:

@@ -71,9 +71,11 @@ def _event_findings(e: dict[str, Any], seen_trace: list[bool]) -> tuple[list[Fin
         src = e.get("source")
         if isinstance(src, str) and from_trace(src) and not seen_trace[0]:
             seen_trace[0] = True
-            out.append(
-                Finding("prompt", f"{where}  served from a turn a trace import wrote ({src})", seq, TURN, warning=True)
-            )
+            text = f"{where}  served from a turn a trace import wrote ({src})"
+            outside = e.get("not_in_trace")
+            if isinstance(outside, list) and outside:  # compared in what the trace held: said once, never drift
+                text += f"; not in the trace, so not compared: {', '.join(str(f) for f in outside)}"
+            out.append(Finding("prompt", text, seq, TURN, warning=True))
     return out, 0
 
 

@@ -43,6 +43,11 @@ __all__ = ["NOT_CAPTURED", "LocalIds", "TraceCall", "TraceTurn", "classify"]
 
 MODEL_OPERATIONS = frozenset({"chat", "generate_content", "text_completion"})
 _SETTINGS_SKIP = frozenset({"model"})
+# where the client sends the request and how, not what it asks the model: OpenInference's invocation parameters
+# carry some (the Agents SDK's base_url), no adapter keys them
+_TRANSPORT = frozenset(
+    {"base_url", "api_base", "api_key", "organization", "project", "timeout", "max_retries", "default_headers"}
+)
 _LOCAL_IDS = ("pyd_ai_",)  # ids pydantic-ai makes up, new at each run (its adapter keys them as call_N too)
 
 
@@ -91,6 +96,7 @@ class TraceTurn:
     error: dict[str, str] | None
     captured: bool
     definitions: list[dict[str, Any]] = field(default_factory=list)
+    held: tuple[str, ...] = ()  # the request fields the span held (a turn line's "from_trace"): replay compares those
 
     @property
     def requested(self) -> list[tuple[str, str]]:
@@ -349,8 +355,13 @@ def _turn(
     settings: dict[str, Any],
     usage: dict[str, int] | None,
     response_fields: dict[str, Any],
+    tools_held: bool,
 ) -> TraceTurn:
+    """A turn from what a span held (``tools_held``: it carried tool definitions, or said there were none)."""
     captured = messages is not None
+    settings = {k: v for k, v in settings.items() if k not in _TRANSPORT}
+    held = (("instructions", "messages") if captured else ()) + (("tools",) if tools_held else ())
+    held += ("settings",) if settings else ()
     request: dict[str, Any] = {
         "instructions": instructions,
         "messages": messages or [],
@@ -378,6 +389,7 @@ def _turn(
         error=error,
         captured=captured,
         definitions=definitions,
+        held=held,
     )
 
 
@@ -405,8 +417,11 @@ def _genai_turn(span: Span) -> TraceTurn:
         instructions = _instructions([p for p in messages[0]["parts"]])
         messages = messages[1:]
     definitions = _definitions(a.get("gen_ai.tool.definitions"))
+    tools_held = "gen_ai.tool.definitions" in a
     if not definitions:
-        definitions = _definitions(_indexed(a, "llm.request.functions"))
+        functions = _indexed(a, "llm.request.functions")
+        definitions = _definitions(functions)
+        tools_held = tools_held or bool(functions)
     settings = {
         k[len("gen_ai.request.") :]: _structured(v)
         for k, v in a.items()
@@ -426,6 +441,7 @@ def _genai_turn(span: Span) -> TraceTurn:
         settings,
         _usage(a, _GENAI_USAGE),
         {"finish_reason": finish, "id": a.get("gen_ai.response.id"), "model_name": a.get("gen_ai.response.model")},
+        tools_held,
     )
 
 
@@ -586,6 +602,7 @@ def _openinference_turn(span: Span) -> TraceTurn:
         settings,
         _usage(a, _OI_USAGE),
         {"model_name": a.get("llm.response.model_name"), "finish_reason": a.get("llm.finish_reason")},
+        isinstance(tools, list) and bool(tools),  # no llm.tools: none offered, or not recorded (it cannot tell)
     )
 
 

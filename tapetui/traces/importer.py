@@ -429,6 +429,7 @@ def _write_turn(tape: Tape, item: TraceTurn, times: _SpanTime, report: ImportRep
         turn = tape.model_turn(item.request, model=item.model, source=SOURCE)
     except TapeError as e:
         raise TraceFormatError(f"{where}: {e}") from None
+    turn.from_trace = item.held
     times.ran(item.span)
     if item.error is not None:
         turn.fail(_error(item.error))
