@@ -724,3 +724,11 @@ def test_a_request_is_compared_with_a_traced_turn_in_what_the_trace_held() -> No
     ]
     kept, not_in_trace = partial_changes(same + outside + drift, held)
     assert kept == drift and not_in_trace == ["tools", "settings"]
+
+
+def test_a_traced_turn_line_that_claims_to_hold_no_messages_is_compared_whole() -> None:
+    from tapetui.core.turns import traced_fields
+
+    assert traced_fields({"from_trace": ["instructions", "messages", "tools"]}) == ("instructions", "messages", "tools")
+    for hostile in ([], ["tools"], ["messages"], "instructions,messages", [1, "messages"], None):
+        assert traced_fields({"from_trace": hostile}) is None  # a hand-edited golden cannot switch the comparison off

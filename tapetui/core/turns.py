@@ -428,6 +428,8 @@ def traced_fields(rec: Any) -> tuple[str, ...] | None:
     held = rec.get("from_trace") if isinstance(rec, dict) else None
     if not isinstance(held, list) or not all(isinstance(f, str) for f in held):
         return None
+    if "instructions" not in held or "messages" not in held:  # a trace without them cannot replay (not captured):
+        return None  # a line saying so is compared whole, never loosened
     return tuple(held)
 
 
