@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -82,16 +83,26 @@ def tapetui_process(
 
 
 def _in_process(cwd: Path, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``main(args)`` with file descriptors 0, 1 and 2 on /dev/null and two temporary files, so what the commands it
+    runs write (a replay command, a record command) is captured with its own output, in order, as a child's is."""
     from tapetui import cli
 
-    streams = {name: io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True) for name in ("out", "err")}
     saved = (os.getcwd(), dict(os.environ), sys.stdin, sys.stdout, sys.stderr, set(sys.modules))
+    for s in (sys.stdout, sys.stderr):
+        s.flush()
+    fds = [os.dup(0), os.dup(1), os.dup(2)]
     code: int
-    with open(os.devnull) as devnull:
+    with open(os.devnull) as devnull, tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
             os.chdir(cwd)
             os.environ.update(env)
-            sys.stdin, sys.stdout, sys.stderr = devnull, streams["out"], streams["err"]
+            for fd, f in ((0, devnull), (1, out), (2, err)):
+                os.dup2(f.fileno(), fd)
+            sys.stdin = devnull
+            sys.stdout, sys.stderr = (
+                io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding="utf-8", write_through=True)
+                for fd in (1, 2)
+            )
             try:
                 code = cli.main(args)
             except SystemExit as e:  # argparse: --help, a usage error
@@ -104,13 +115,19 @@ def _in_process(cwd: Path, args: list[str], env: dict[str, str]) -> subprocess.C
             sys.stdout.flush()
             sys.stderr.flush()
         finally:
+            for fd, copy in enumerate(fds):
+                os.dup2(copy, fd)
+                os.close(copy)
             cwd0, env0, sys.stdin, sys.stdout, sys.stderr, modules = saved
             os.chdir(cwd0)
             os.environ.clear()
             os.environ.update(env0)
             _forget_modules_imported_from_tests(modules)
-    out, err = (s.buffer.getvalue().decode() for s in streams.values())  # type: ignore[attr-defined]
-    return subprocess.CompletedProcess(["tapetui", *args], code, _universal(out), _universal(err))
+        texts = []
+        for f in (out, err):
+            f.seek(0)
+            texts.append(_universal(f.read().decode()))
+    return subprocess.CompletedProcess(["tapetui", *args], code, texts[0], texts[1])
 
 
 def _universal(text: str) -> str:

@@ -27,6 +27,19 @@ DISCORD_TOKEN = "MTA1NjM4NTY3ODkwMTIzNDU2Nzg.GhIjKl.dIsCoRdToKeN27abcdefghijklmn
 
 # name → (arguments holding the secret, the secret strings that must never appear)
 CORPUS: dict[str, tuple[dict[str, Any], list[str]]] = {
+    # written with escapes: a percent-encoded key in a URL, a percent-encoded parameter name, a JSON \\u escape
+    "percent_encoded_key_in_url": (
+        {"url": "https://api.example.com/v1?key=sk%2Dproj%2DpctEnc51abcdefghijklmnopqrstuvwx&q=caf%C3%A9"},
+        ["pctEnc51abcdefghijklmnopqrstuvwx"],
+    ),
+    "percent_encoded_param_name": (
+        {"url": "https://example.com/login?user=a&pass%77ord=pctPw52secret"},
+        ["pctPw52secret"],
+    ),
+    "json_unicode_escaped_key": (
+        {"raw": 'config {"k": "\\u0073k-proj-uniEsc53abcdefghijklmnopqrstu"}'},
+        ["uniEsc53abcdefghijklmnopqrstu"],
+    ),
     "aws_access_key_in_text": ({"note": "use AKIAZ7Q3X4M2P6L8K0TR for the bucket"}, ["AKIAZ7Q3X4M2P6L8K0TR"]),
     "aws_secret_access_key": (
         {"aws_secret_access_key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzq9Q2w7Lrs"},
@@ -632,3 +645,21 @@ def test_a_secret_glued_to_the_text_before_it_is_redacted(text: str) -> None:
 @pytest.mark.parametrize("text", WORDS)
 def test_words_that_hold_a_prefix_are_not_secrets(text: str) -> None:
     assert DEFAULT_REDACTOR.redact_text(text) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "https://x.io/search?q=caf%C3%A9%20au%20lait&n=100%25",  # escapes and no secret: kept as written
+        "x %FF%FE y %zz 100%",  # not UTF-8, not an escape
+        "a \\ud83d\\ude00 b \\u00e9",  # JSON escapes, a surrogate pair among them
+    ],
+)
+def test_text_with_escapes_and_no_secret_is_kept_as_written(text: str) -> None:
+    assert DEFAULT_REDACTOR.redact_text(text) == text
+
+
+def test_a_secret_behind_escapes_is_redacted_and_the_text_kept_decoded() -> None:
+    key = "sk%2Dproj%2D" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
+    out = DEFAULT_REDACTOR.redact_text(f"https://x.io/p?k={key}&q=caf%C3%A9")
+    assert out == "https://x.io/p?k=[REDACTED]&q=café" and DEFAULT_REDACTOR.redact_text(out) == out

@@ -203,6 +203,27 @@ def _may_hold_secret_key(text: str) -> bool:
     return _KEY_NEEDS.search(squeezed) is not None
 
 
+_PERCENT = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
+_UNICODE_ESCAPE = re.compile(r"\\u([0-9A-Fa-f]{4})")
+
+
+def _unescaped(text: str) -> str:
+    """``text`` with its percent escapes (as UTF-8, a byte that is not left as it was) and its JSON ``\\uXXXX``
+    escapes (but surrogates, which are no characters alone) decoded: where a secret may hide from the rules."""
+
+    def percent(m: re.Match[str]) -> str:
+        try:
+            return bytes.fromhex(m.group(0).replace("%", "")).decode("utf-8")
+        except UnicodeDecodeError:  # not UTF-8 text: left as written
+            return m.group(0)
+
+    def unicode(m: re.Match[str]) -> str:
+        c = int(m.group(1), 16)
+        return m.group(0) if 0xD800 <= c <= 0xDFFF else chr(c)
+
+    return _UNICODE_ESCAPE.sub(unicode, _PERCENT.sub(percent, text))
+
+
 def _json_like(text: str) -> bool:
     head = text[:1]
     if head.isspace():
@@ -332,12 +353,22 @@ class Redactor:
         )
 
     def redact_text(self, text: str) -> str:
-        """Redact secret-shaped substrings of one string (and secrets in JSON text it holds)."""
+        """Redact secret-shaped substrings of one string (and secrets in JSON text it holds).
+
+        A secret written with escapes (``sk%2Dproj…`` in a URL, ``\\u0073k-…`` in JSON text inside a string,
+        ``pass%77ord=…``) is found in the text with its ``%XX`` and ``\\uXXXX`` escapes decoded; then the
+        text is kept decoded, the secret redacted (the escapes are lost only where a secret hid behind them)."""
         if len(text) < 20 and self._user is None and text.isalnum():  # the hot path: a short word or number
             return text
-        if not self._may_hold(text):
-            return text
-        return self._scrub_text(text, count=self._counts is not None)
+        count = self._counts is not None
+        out = self._scrub_text(text, count=count) if self._may_hold(text) else text
+        if "%" in out or "\\u" in out:
+            plain = _unescaped(out)
+            if plain != out and self._may_hold(plain):
+                red = self._scrub_text(plain, count=count)
+                if red != plain:
+                    return red
+        return out
 
     def _scrub_text(self, text: str, count: bool) -> str:
         if _json_like(text):
