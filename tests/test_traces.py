@@ -717,6 +717,9 @@ def test_a_request_is_compared_with_a_traced_turn_in_what_the_trace_held() -> No
     outside = [Change("tools[0]", MISSING, "add"), Change("settings.temperature", MISSING, 0.2)]
     drift = [
         Change("model", "openai:gpt-4o", "gpt-4o-mini"),
+        Change("model", "azure:gpt-4o", "openai:gpt-4o"),  # two providers
+        Change("messages[2].parts[0].response", "3.0", 3),  # the model was given 3.0, a framework sends 3
+        Change("messages[2].parts[0].response", "true", 1),
         Change("instructions", "You add numbers.", "You add."),
         Change("messages[3]", MISSING, {"role": "user", "parts": []}),  # a message more is drift
         Change("messages[2].parts[0].response", 3, "4"),

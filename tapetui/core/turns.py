@@ -435,14 +435,15 @@ def traced_fields(rec: Any) -> tuple[str, ...] | None:
 
 def partial_changes(changes: list[Change], held: tuple[str, ...]) -> tuple[list[Change], list[str]]:
     """``changes`` of a request from a turn a trace held only in part (``held``): those inside a field the
-    trace held, and the model's name unless the two differ only by a provider prefix (a trace names
+    trace held, and the model's name unless one is the other with a provider prefix (a trace names
     ``gpt-4o`` where an adapter says ``openai:gpt-4o``); with the fields outside ``held`` that differed
     (reported as not in the trace, never as drift)."""
     kept: list[Change] = []
     outside: list[str] = []
     for c in changes:
         if c.path == "model":
-            if str(c.old).rpartition(":")[2] != str(c.new).rpartition(":")[2]:
+            old, new = str(c.old), str(c.new)
+            if not (old.endswith(":" + new) or new.endswith(":" + old)):  # azure:x and openai:x are two models
                 kept.append(c)
             continue
         try:
@@ -468,9 +469,11 @@ def _as_traced(segs: tuple[str, ...], c: Change) -> bool:
         return c.old is MISSING
     if segs[4] == "response" and (type(c.old) is str) != (type(c.new) is str):
         text, value = (c.old, c.new) if type(c.old) is str else (c.new, c.old)
-        try:
-            return bool(orjson.loads(text) == value)
-        except orjson.JSONDecodeError:
+        try:  # as JSON, not by Python's ==: "3.0" is not the 3 a framework sends as "3", nor true a 1
+            return orjson.dumps(orjson.loads(text), option=orjson.OPT_SORT_KEYS) == orjson.dumps(
+                value, option=orjson.OPT_SORT_KEYS
+            )
+        except (orjson.JSONDecodeError, TypeError):
             return False
     return False
 
