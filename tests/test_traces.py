@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -378,6 +379,42 @@ def test_bad_input_is_a_clear_error_naming_the_file_and_line(
     assert not list((proj / "tapes").glob("*.jsonl"))
 
 
+def test_an_error_quoting_the_trace_is_said_redacted(proj: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    secret = "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8t"
+    trace = proj / "t.jsonl"
+    trace.write_text(json.dumps(fx.doc([dict(fx.span(0, "x", {}), startTimeUnixNano=secret)])))
+    code, out, err = run_cli(capsys, "import", "otlp", str(trace))
+    assert code == 2 and "startTimeUnixNano must be" in err and "[REDACTED]" in err
+    assert "Ab3dEf6hIj9kLm2n" not in out + err
+
+
+def test_a_numbered_attribute_with_a_digit_that_is_not_ascii_is_a_key_not_an_index(proj: Path) -> None:
+    cfg = load_config(proj / "tapes.toml")
+    a = {
+        "openinference.span.kind": "LLM",
+        "llm.model_name": "gpt-4o",
+        "llm.input_messages.\u00b2.message.role": "user",  # "²".isdigit() is true, int("²") an error
+        "llm.input_messages.0.message.role": "user",
+        "llm.input_messages.0.message.content": "hi",
+    }
+    trace = fx.write(proj / "t.jsonl", fx.doc([fx.span(0, "ChatCompletion", a, parent=None)]))
+    assert import_otlp([trace], cfg.tapes_dir, config=cfg).turns == 1
+
+
+@pytest.mark.parametrize("pid", ["\u00b2", "9" * 30, "12x"])
+def test_a_spill_folder_not_named_for_a_process_is_left_alone(
+    proj: Path, monkeypatch: pytest.MonkeyPatch, pid: str
+) -> None:
+    tmp = proj / "tmp"
+    odd = tmp / f"tapetui-import-{pid}-x"
+    odd.mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    cfg = load_config(proj / "tapes.toml")
+    trace = fx.write(proj / "t.jsonl", fx.doc([fx.span(0, "execute_tool f", {"gen_ai.tool.name": "f"}, parent=None)]))
+    assert import_otlp([trace], cfg.tapes_dir, config=cfg).calls == 1
+    assert odd.is_dir()
+
+
 def test_arguments_that_are_not_json_are_kept_as_text(proj: Path) -> None:
     cfg = load_config(proj / "tapes.toml")
     a = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search", "gen_ai.tool.call.arguments": "cats {"}
@@ -572,13 +609,15 @@ def test_an_agents_sdk_trace_through_openinference_replays_with_zero_model_calls
     assert (report.turns, report.calls) == (2, 1)
     tape = only_tape(proj)
     turn, call, _ = steps(tape)
-    assert turn["from_trace"] == ["instructions", "messages"]  # no tool list in the span, no settings but base_url
-    assert "base_url" not in json.dumps(turn["request"])  # where the client sent it: not a setting
+    assert turn["from_trace"] == ["instructions", "messages", "settings"]  # no tool list in the span
+    assert turn["request"]["settings"] == {}  # the span's only parameter was base_url: where it went, not a setting
     assert (call["tool"], call["args"], call["result"]) == ("add", {"a": 1, "b": 2}, 3)
 
-    def replay(instructions: str) -> Tape:
+    def replay(instructions: str, settings: Any = None) -> Tape:
         with Tape(tape, "replay", config=cfg) as t, use_tape(t):
             agent = agents.Agent(name="calc", instructions=instructions, model=TapedModel(model()), tools=taped([add]))
+            if settings is not None:
+                agent.model_settings = settings
             assert run(agent, run_config=agents.RunConfig(tracing_disabled=True)) == "3"
         return t
 
@@ -596,6 +635,8 @@ def test_an_agents_sdk_trace_through_openinference_replays_with_zero_model_calls
     assert "served from a turn a trace import wrote (otlp); not in the trace, so not compared: tools" in out
     with pytest.raises(ModelDrift, match=r'instructions "You add numbers\." → "You add numbers carefully\."'):
         replay("You add numbers carefully.")
+    with pytest.raises(ModelDrift, match=r"settings.temperature: \+ 0.9"):  # the span held the settings: none
+        replay("You add numbers.", agents.ModelSettings(temperature=0.9))
     assert runs == {"http": 0, "add": 0}
 
 
@@ -732,6 +773,28 @@ def test_a_request_is_compared_with_a_traced_turn_in_what_the_trace_held() -> No
 def test_a_traced_turn_line_that_claims_to_hold_no_messages_is_compared_whole() -> None:
     from tapetui.core.turns import traced_fields
 
-    assert traced_fields({"from_trace": ["instructions", "messages", "tools"]}) == ("instructions", "messages", "tools")
+    imported = {"type": "session", "labels": {"source": "otlp"}}
+    held = ["instructions", "messages", "tools"]
+    assert traced_fields({"source": "otlp", "from_trace": held}, imported) == tuple(held)
     for hostile in ([], ["tools"], ["messages"], "instructions,messages", [1, "messages"], None):
-        assert traced_fields({"from_trace": hostile}) is None  # a hand-edited golden cannot switch the comparison off
+        # a hand-edited golden cannot switch the comparison off
+        assert traced_fields({"source": "otlp", "from_trace": hostile}, imported) is None
+    # nor make a turn an adapter recorded (or a tape no import wrote) compare in part
+    for source, header in (
+        ("trace-x", imported),
+        ("pydantic-ai", imported),
+        ("otlp", {"type": "session"}),
+        ("otlp", None),
+    ):
+        assert traced_fields({"source": source, "from_trace": held}, header) is None
+
+
+def test_the_fields_not_compared_are_said_once_for_every_traced_turn_of_the_run() -> None:
+    from tapetui.review.turnfindings import _Traced
+
+    traced = _Traced()
+    traced.add("model  step 1  turn 1 (m)", 1, "otlp", ["tools"])
+    traced.add("model  step 3  turn 2 (m)", 3, "otlp", ["settings", "tools"])
+    (f,) = traced.findings()
+    assert f.warning and f.seq == 1 and f.text.endswith("not in the trace, so not compared: tools, settings")
+    assert _Traced().findings() == []

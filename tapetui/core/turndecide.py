@@ -25,7 +25,6 @@ from tapetui.core.turns import (
     NOT_CAPTURED,
     TURN,
     change_line,
-    from_trace,
     partial_changes,
     request_changes,
     traced_fields,
@@ -90,7 +89,7 @@ class TurnDeciding:
             return self._turn_miss(head, "", None)
         old = canon(self._redactor.redact(rec.get("request")))  # a tape written under older rules: redacted now
         changes = request_changes(old, redacted, str(rec.get("model")), model)
-        held = traced_fields(rec) if from_trace(idx.turns[at].source) else None
+        held = traced_fields(rec, idx.header)
         if held is not None:  # a turn a trace held in part: compared in what the trace held
             changes, outside = partial_changes(changes, held)
             if not changes:

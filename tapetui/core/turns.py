@@ -422,10 +422,16 @@ def request_changes(old: Any, new: Any, old_model: str | None = None, new_model:
     return out + diff_values(old, new)
 
 
-def traced_fields(rec: Any) -> tuple[str, ...] | None:
+def traced_fields(rec: Any, header: Any) -> tuple[str, ...] | None:
     """The request fields the trace held, as a turn line a trace import wrote says (``from_trace``); None for a
-    turn recorded whole (every turn an adapter recorded, and imports from before the field)."""
-    held = rec.get("from_trace") if isinstance(rec, dict) else None
+    turn recorded whole (every turn an adapter recorded, and imports from before the field). Only a turn of an
+    import (``source`` ``otlp``) on a tape whose session header says it was imported (``labels.source``)."""
+    labels = header.get("labels") if isinstance(header, dict) else None
+    if not isinstance(labels, dict) or labels.get("source") not in TRACE_SOURCES:
+        return None
+    if not isinstance(rec, dict) or rec.get("source") not in TRACE_SOURCES:
+        return None
+    held = rec.get("from_trace")
     if not isinstance(held, list) or not all(isinstance(f, str) for f in held):
         return None
     if "instructions" not in held or "messages" not in held:  # a trace without them cannot replay (not captured):

@@ -39,7 +39,32 @@ def behaviour_findings(events: Sequence[dict[str, Any]], settings: CompareSettin
     return out
 
 
-def _event_findings(e: dict[str, Any], seen_trace: list[bool]) -> tuple[list[Finding], int]:
+class _Traced:
+    """The turns a run was served from a trace import: said once, on the first, with every request field any of
+    them was not compared in."""
+
+    def __init__(self) -> None:
+        self.first: tuple[str, Any, str] | None = None  # (where, seq, source)
+        self.outside: list[str] = []
+
+    def add(self, where: str, seq: Any, source: str, outside: Any) -> None:
+        if self.first is None:
+            self.first = (where, seq, source)
+        for f in outside if isinstance(outside, list) else []:
+            if str(f) not in self.outside:
+                self.outside.append(str(f))
+
+    def findings(self) -> list[Finding]:
+        if self.first is None:
+            return []
+        where, seq, source = self.first
+        text = f"{where}  served from a turn a trace import wrote ({source})"
+        if self.outside:  # compared in what the trace held: said once, never drift
+            text += f"; not in the trace, so not compared: {', '.join(self.outside)}"
+        return [Finding("prompt", text, seq, TURN, warning=True)]
+
+
+def _event_findings(e: dict[str, Any], traced: _Traced) -> tuple[list[Finding], int]:
     """What one turn event reports, and how many of its findings fail the prompts dimension."""
     kind, seq, k, model = e.get("event"), e.get("seq"), e.get("turn"), e.get("model")
     where = f"model  step {seq}  turn {k} ({model})"
@@ -69,13 +94,8 @@ def _event_findings(e: dict[str, Any], seen_trace: list[bool]) -> tuple[list[Fin
             text = f'{where}  served over a changed input ([compare] model_turns = "by_place"): {paths}'
             out.append(Finding("prompt", text, seq, TURN, warning=True))
         src = e.get("source")
-        if isinstance(src, str) and from_trace(src) and not seen_trace[0]:
-            seen_trace[0] = True
-            text = f"{where}  served from a turn a trace import wrote ({src})"
-            outside = e.get("not_in_trace")
-            if isinstance(outside, list) and outside:  # compared in what the trace held: said once, never drift
-                text += f"; not in the trace, so not compared: {', '.join(str(f) for f in outside)}"
-            out.append(Finding("prompt", text, seq, TURN, warning=True))
+        if isinstance(src, str) and from_trace(src):
+            traced.add(where, seq, src, e.get("not_in_trace"))
     return out, 0
 
 
@@ -92,15 +112,16 @@ def run_turn_findings(
     failing = 0
     run_requested: list[str] = []
     run_tokens = 0
-    seen_trace = [False]
+    traced = _Traced()
     for e in turn_events:
         if e.get("event") in ("hit", "record", "live"):
             req = e.get("requested")
             run_requested += [str(r) for r in req] if isinstance(req, list) else []
             run_tokens += e["tokens"] if type(e.get("tokens")) is int else 0
-        found, fails = _event_findings(e, seen_trace)
+        found, fails = _event_findings(e, traced)
         out += found
         failing += fails
+    out += traced.findings()
     ended = any(e.get("event") == "end" and e.get("error") is None for e in events)
     # a turn the run never requested (a run that stopped says so once, not per turn)
     failing += sum(1 for e in turn_events if e.get("event") == "unused") if ended else 0

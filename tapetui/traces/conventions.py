@@ -46,7 +46,25 @@ _SETTINGS_SKIP = frozenset({"model"})
 # where the client sends the request and how, not what it asks the model: OpenInference's invocation parameters
 # carry some (the Agents SDK's base_url), no adapter keys them
 _TRANSPORT = frozenset(
-    {"base_url", "api_base", "api_key", "organization", "project", "timeout", "max_retries", "default_headers"}
+    {
+        "base_url",
+        "api_base",
+        "api_key",
+        "api_version",
+        "organization",
+        "project",
+        "timeout",
+        "max_retries",
+        "default_headers",
+        "default_query",
+        "extra_headers",
+        "extra_query",
+        "http_client",
+        "websocket_base_url",
+        "azure_endpoint",
+        "azure_deployment",
+        "azure_ad_token",
+    }
 )
 _LOCAL_IDS = ("pyd_ai_",)  # ids pydantic-ai makes up, new at each run (its adapter keys them as call_N too)
 
@@ -212,7 +230,7 @@ def _unflatten(a: dict[str, Any], prefix: str) -> Any:
         if not k.startswith(p):
             continue
         node = root
-        segs = [int(s) if s.isdigit() else s for s in k[len(p) :].split(".")]
+        segs = [int(s) if s.isascii() and s.isdigit() else s for s in k[len(p) :].split(".")]  # "²" is a digit too
         for s in segs[:-1]:
             nxt = node.get(s)
             if not isinstance(nxt, dict):
@@ -356,12 +374,14 @@ def _turn(
     usage: dict[str, int] | None,
     response_fields: dict[str, Any],
     tools_held: bool,
+    settings_held: bool,
 ) -> TraceTurn:
-    """A turn from what a span held (``tools_held``: it carried tool definitions, or said there were none)."""
+    """A turn from what a span held (``tools_held``: it carried tool definitions, or said there were none;
+    ``settings_held``: it carried the request's settings, even none but where the request went)."""
     captured = messages is not None
     settings = {k: v for k, v in settings.items() if k not in _TRANSPORT}
     held = (("instructions", "messages") if captured else ()) + (("tools",) if tools_held else ())
-    held += ("settings",) if settings else ()
+    held += ("settings",) if settings_held else ()
     request: dict[str, Any] = {
         "instructions": instructions,
         "messages": messages or [],
@@ -442,6 +462,7 @@ def _genai_turn(span: Span) -> TraceTurn:
         _usage(a, _GENAI_USAGE),
         {"finish_reason": finish, "id": a.get("gen_ai.response.id"), "model_name": a.get("gen_ai.response.model")},
         tools_held,
+        True,  # gen_ai.request.* are the settings: a setting not there was not set
     )
 
 
@@ -603,6 +624,7 @@ def _openinference_turn(span: Span) -> TraceTurn:
         _usage(a, _OI_USAGE),
         {"model_name": a.get("llm.response.model_name"), "finish_reason": a.get("llm.finish_reason")},
         isinstance(tools, list) and bool(tools),  # no llm.tools: none offered, or not recorded (it cannot tell)
+        isinstance(params, dict),
     )
 
 

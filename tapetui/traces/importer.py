@@ -29,6 +29,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 from collections.abc import Iterable
@@ -123,6 +124,14 @@ def import_otlp(
             the message names the file and line (nothing is written for a file that fails to read).
         TapeError: a tape cannot be written.
     """
+    try:
+        return _import(files, out_dir, group_by, config)
+    except TraceFormatError as e:  # it may quote a value of the trace (a span's name, a bad id): said redacted
+        redactor = (config if config is not None else config_for_tape(out_dir / "x.jsonl")).redactor()
+        raise TraceFormatError(redactor.redact_text(str(e))) from None
+
+
+def _import(files: Iterable[Path], out_dir: Path, group_by: str | None, config: Config | None) -> ImportReport:
     report = ImportReport()
     out_dir.mkdir(parents=True, exist_ok=True)
     _sweep_spills()
@@ -150,14 +159,21 @@ def _sweep_spills() -> None:
     of a trace in the temporary folder."""
     for d in Path(tempfile.gettempdir()).glob(f"{_SPILL_PREFIX}*-*"):
         pid = d.name[len(_SPILL_PREFIX) :].split("-", 1)[0]
-        if not pid.isdigit() or d.is_symlink() or not d.is_dir():
+        try:
+            st = d.lstat()
+        except OSError:
+            continue
+        # ours only (another user's folder, a symlink, a name that is no process id: left alone)
+        if not (pid.isascii() and pid.isdigit() and len(pid) <= 9) or not stat.S_ISDIR(st.st_mode):
+            continue
+        if st.st_uid != os.getuid():
             continue
         try:
             os.kill(int(pid), 0)
         except ProcessLookupError:
             shutil.rmtree(d, ignore_errors=True)
         except OSError:
-            pass  # alive (another user's, even): left alone
+            pass  # alive: left alone
 
 
 def _group_of(span: Span, group_by: str | None) -> str:
