@@ -798,3 +798,14 @@ def test_the_fields_not_compared_are_said_once_for_every_traced_turn_of_the_run(
     (f,) = traced.findings()
     assert f.warning and f.seq == 1 and f.text.endswith("not in the trace, so not compared: tools, settings")
     assert _Traced().findings() == []
+
+
+def test_an_attribute_nested_past_what_python_walks_names_the_file_and_span(
+    proj: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = "llm.input_messages." + ".".join(["0"] * 3000) + ".message.role"
+    a = {"openinference.span.kind": "LLM", "llm.model_name": "gpt-4o", key: "user"}
+    trace = fx.write(proj / "t.jsonl", fx.doc([fx.span(0, "ChatCompletion", a, parent=None)]))
+    code, _, err = run_cli(capsys, "import", "otlp", str(trace))
+    assert code == 2 and "t.jsonl:1: span 'ChatCompletion'" in err and "nested too deeply" in err, err
+    assert "Traceback" not in err

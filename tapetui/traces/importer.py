@@ -234,7 +234,12 @@ def _import_group(
     spans.sort(key=lambda s: (s.start, s.end))
     items: list[TraceTurn | TraceCall] = []
     for s in spans:
-        item = classify(s)
+        try:
+            item = classify(s)
+        except RecursionError:  # an attribute of thousands of numbered segments, a value nested as deep
+            raise TraceFormatError(
+                f"{s.where}: span {s.name!r} ({s.span_id}): an attribute is nested too deeply to read"
+            ) from None
         if item is None:
             report.skipped += 1
         else:
