@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -74,7 +75,8 @@ class VersionAction(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="show the version and exit")
 
     def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
-        parser.exit(message=f"tapetui {version()}\n")
+        sys.stdout.write(f"tapetui {version()}\n")  # on stdout, as argparse's own action writes it
+        parser.exit()
 
 
 def parser(commands: Mapping[str, Command]) -> argparse.ArgumentParser:

@@ -17,7 +17,15 @@ def run(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.
 
 
 @pytest.mark.parametrize(
-    "args", [("check",), ("check", "--json"), ("diff", "drift_summarize"), ("check", "--jobs", "0"), ("--help",)]
+    "args",
+    [
+        ("check",),
+        ("check", "--json"),
+        ("diff", "drift_summarize"),
+        ("check", "--jobs", "0"),
+        ("--help",),
+        ("--version",),
+    ],
 )
 def test_a_command_run_in_the_tests_process_answers_as_a_child_process_does(
     sample_dir: Path, args: tuple[str, ...]
