@@ -127,7 +127,8 @@ def import_otlp(
     try:
         return _import(files, out_dir, group_by, config)
     except TraceFormatError as e:  # it may quote a value of the trace (a span's name, a bad id): said redacted
-        redactor = (config if config is not None else config_for_tape(out_dir / "x.jsonl")).redactor()
+        # without config=, the configuration a tape in out_dir would have (as each imported tape's is found)
+        redactor = (config if config is not None else config_for_tape(out_dir / "import.jsonl")).redactor()
         raise TraceFormatError(redactor.redact_text(str(e))) from None
 
 
