@@ -205,7 +205,19 @@ def _may_hold_secret_key(text: str) -> bool:
 
 
 _PERCENT = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
+_ESCAPE_LEVELS = 4  # escapes of escapes decoded this many times over, at most
 _UNICODE_ESCAPE = re.compile(r"\\u([0-9A-Fa-f]{4})")
+
+
+def _plain(text: str) -> str:
+    """``text`` with its escapes decoded to the end (``%252D`` is ``-``, :data:`_ESCAPE_LEVELS` over at most): what
+    a redaction of it returns then has no secret left for a second redaction to find."""
+    for _ in range(_ESCAPE_LEVELS):
+        again = _unescaped(text)
+        if again == text:
+            break
+        text = again
+    return text
 
 
 def _unescaped(text: str) -> str:
@@ -364,7 +376,7 @@ class Redactor:
         count = self._counts is not None
         out = self._scrub_text(text, count=count) if self._may_hold(text) else text
         if "%" in out or "\\u" in out:
-            plain = _unescaped(out)
+            plain = _plain(out)
             if plain != out and self._may_hold(plain):
                 red = self._scrub_text(plain, count=count)
                 if red != plain:
@@ -562,7 +574,11 @@ class Redactor:
 def _secret_pair(r: Redactor, pair: Any) -> bool:
     """``["Cookie", "sid=…"]``: a name/value pair (headers as a list of pairs) whose name is secret."""
     name, value = pair[0], pair[1]
-    return type(name) is str and value is not None and bool(r._key_class(name) & _VALUE)
+    if type(name) is not str or value is None:
+        return False
+    if "%" in name or "\\u" in name:  # a name written with escapes, as redact_text reads it (pass%77ord=…)
+        name = _plain(name)
+    return bool(r._key_class(name) & _VALUE)
 
 
 _VALUE = 1  # a key class bit: the key's value is secret
