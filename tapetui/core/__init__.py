@@ -5,7 +5,8 @@ One noun per module, lowest first (each imports only those above it in this list
 
 - ``textsafe``, ``shown`` (values in a message), ``paths`` (JSON paths: join, split, the first non-JSON
   one), ``changes`` (a difference at a JSON path, as text), ``errors``, ``clock``, ``cachedir``, ``modes``
-- ``canon`` (canonical form), ``redact``, ``keys`` (call keys), ``jsondiff`` (finding differences)
+- ``canon`` (canonical form), ``escapes`` (escapes a secret may hide behind), ``redact``, ``keys`` (call keys),
+  ``jsondiff`` (finding differences)
 - ``files`` (regular files, atomic writes), ``store`` (the tapes folder: names, "stays inside the root")
 - ``jsonform``, ``codectypes``, ``stdcodec``, ``codecs`` (typed values as JSON and back)
 - ``declared`` (what a tool declares: ``Contract``, each field's rules), ``manifest_redaction``,

@@ -14,6 +14,7 @@ import orjson
 
 from tapetui.core.canon import canon, dumps
 from tapetui.core.errors import TooDeep
+from tapetui.core.escapes import plain
 
 __all__ = ["DEFAULT_PATTERNS", "DEFAULT_REDACTOR", "DEFAULT_RULES", "REDACTED", "Redactor"]
 
@@ -204,39 +205,6 @@ def _may_hold_secret_key(text: str) -> bool:
     return _KEY_NEEDS.search(squeezed) is not None
 
 
-_PERCENT = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
-_ESCAPE_LEVELS = 4  # escapes of escapes decoded this many times over, at most
-_UNICODE_ESCAPE = re.compile(r"\\u([0-9A-Fa-f]{4})")
-
-
-def _plain(text: str) -> str:
-    """``text`` with its escapes decoded to the end (``%252D`` is ``-``, :data:`_ESCAPE_LEVELS` over at most): what
-    a redaction of it returns then has no secret left for a second redaction to find."""
-    for _ in range(_ESCAPE_LEVELS):
-        again = _unescaped(text)
-        if again == text:
-            break
-        text = again
-    return text
-
-
-def _unescaped(text: str) -> str:
-    """``text`` with its percent escapes (as UTF-8, a byte that is not left as it was) and its JSON ``\\uXXXX``
-    escapes (but surrogates, which are no characters alone) decoded: where a secret may hide from the rules."""
-
-    def percent(m: re.Match[str]) -> str:
-        try:
-            return bytes.fromhex(m.group(0).replace("%", "")).decode("utf-8")
-        except UnicodeDecodeError:  # not UTF-8 text: left as written
-            return m.group(0)
-
-    def unicode(m: re.Match[str]) -> str:
-        c = int(m.group(1), 16)
-        return m.group(0) if 0xD800 <= c <= 0xDFFF else chr(c)
-
-    return _UNICODE_ESCAPE.sub(unicode, _PERCENT.sub(percent, text))
-
-
 def _json_like(text: str) -> bool:
     head = text[:1]
     if head.isspace():
@@ -376,10 +344,10 @@ class Redactor:
         count = self._counts is not None
         out = self._scrub_text(text, count=count) if self._may_hold(text) else text
         if "%" in out or "\\u" in out:
-            plain = _plain(out)
-            if plain != out and self._may_hold(plain):
-                red = self._scrub_text(plain, count=count)
-                if red != plain:
+            decoded = plain(out)
+            if decoded != out and self._may_hold(decoded):
+                red = self._scrub_text(decoded, count=count)
+                if red != decoded:
                     return red
         return out
 
@@ -577,7 +545,7 @@ def _secret_pair(r: Redactor, pair: Any) -> bool:
     if type(name) is not str or value is None:
         return False
     if "%" in name or "\\u" in name:  # a name written with escapes, as redact_text reads it (pass%77ord=…)
-        name = _plain(name)
+        name = plain(name)
     return bool(r._key_class(name) & _VALUE)
 
 
