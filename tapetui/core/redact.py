@@ -19,7 +19,6 @@ from tapetui.core.escapes import plain
 __all__ = ["DEFAULT_PATTERNS", "DEFAULT_REDACTOR", "DEFAULT_RULES", "REDACTED", "Redactor"]
 
 REDACTED = "[REDACTED]"
-_LEAVES = frozenset({int, bool, float})
 
 # Words (after splitting a key on punctuation and camelCase) that make its value secret.
 _SECRET_WORDS = frozenset(
@@ -343,12 +342,11 @@ class Redactor:
             return text
         count = self._counts is not None
         out = self._scrub_text(text, count=count) if self._may_hold(text) else text
-        if "%" in out or "\\u" in out:
-            decoded = plain(out)
-            if decoded != out and self._may_hold(decoded):
-                red = self._scrub_text(decoded, count=count)
-                if red != decoded:
-                    return red
+        decoded = plain(out)
+        if decoded is not out and self._may_hold(decoded):
+            red = self._scrub_text(decoded, count=count)
+            if red != decoded:
+                return red
         return out
 
     def _scrub_text(self, text: str, count: bool) -> str:
@@ -544,9 +542,7 @@ def _secret_pair(r: Redactor, pair: Any) -> bool:
     name, value = pair[0], pair[1]
     if type(name) is not str or value is None:
         return False
-    if "%" in name or "\\u" in name:  # a name written with escapes, as redact_text reads it (pass%77ord=…)
-        name = plain(name)
-    return bool(r._key_class(name) & _VALUE)
+    return bool(r._key_class(plain(name)) & _VALUE)  # a name written with escapes read as redact_text reads it
 
 
 _VALUE = 1  # a key class bit: the key's value is secret

@@ -461,7 +461,7 @@ def partial_changes(changes: list[Change], held: tuple[str, ...]) -> tuple[list[
             if not _as_traced(segs, c):
                 kept.append(c)
         elif top not in outside:
-            outside.append(str(top))
+            outside.append(top)
     return kept, outside
 
 
