@@ -689,3 +689,35 @@ def test_a_secret_behind_escapes_is_redacted_and_the_text_kept_decoded() -> None
     key = "sk%2Dproj%2D" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
     out = DEFAULT_REDACTOR.redact_text(f"https://x.io/p?k={key}&q=caf%C3%A9")
     assert out == "https://x.io/p?k=[REDACTED]&q=café" and DEFAULT_REDACTOR.redact_text(out) == out
+
+
+@given(st.lists(_secret_texts | st.text(max_size=40), min_size=1, max_size=4).map(" ".join))
+def test_a_text_redacted_again_comes_out_as_a_fresh_redactor_makes_it(text: str) -> None:
+    """A redactor remembers the texts it redacted (a conversation's history comes again in every later turn):
+    what it remembers is what it would make afresh, an unchanged text is the very object passed (the walk
+    shares unchanged parts), and a counting redactor counts every secret of every call."""
+    from tapetui.core.redact import Redactor
+
+    shared = Redactor()
+    first, again = shared.redact_text(text), shared.redact_text("".join(list(text)))  # an equal, other string
+    assert first == again == Redactor().redact_text(text)
+    copy = "".join(list(text))
+    if first == text:
+        assert shared.redact_text(copy) is copy
+    counting = shared.counting()
+    counting.redact_text(text)
+    once = sum(counting.counts.values())
+    counting.redact_text(copy)
+    assert sum(counting.counts.values()) == 2 * once
+
+
+def test_a_redactor_forgets_what_it_remembered_past_its_bound() -> None:
+    from tapetui.core import redact
+
+    r = redact.Redactor()
+    for i in range(redact._MEMO_TEXTS + 10):
+        r.redact_text(f"text number {i}, with spaces")
+    assert len(r._text_memo) <= redact._MEMO_TEXTS
+    big = "y " * (redact._MEMO_MAX // 2 + 1)
+    r.redact_text(big)
+    assert big not in r._text_memo  # a megabyte result is not kept alive by the redactor

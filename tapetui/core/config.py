@@ -122,7 +122,9 @@ class Config:
         return self.fingerprint_ignored + self.policy(tool).fingerprint_ignore
 
     def redactor(self) -> Redactor:
-        return Redactor(self.redact_keys, self.redact_patterns)
+        """The redactor of ``[redact]``: one per distinct configuration in this process, so the keys it has
+        classified stay classified across the tapes a process opens (an import writes thousands)."""
+        return _redactor(tuple(self.redact_keys), tuple(self.redact_patterns))
 
     def ignore_rules(self) -> IgnoreRules:
         return _rules(self.ignore, self.volatile_defaults)
@@ -197,6 +199,11 @@ _UNIT = {None: 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DEFAULT_MODEL = ModelPolicy()
 
 MAX_TTL = 100 * 365 * 86400.0  # 100 years of 365 days, in seconds: longer is a typo, not a policy
+
+
+@lru_cache(maxsize=64)
+def _redactor(keys: tuple[str, ...], patterns: tuple[str, ...]) -> Redactor:
+    return Redactor(keys, patterns)  # its rules never change; its key cache is a pure function of them
 
 
 def _shown(value: Any) -> str:

@@ -185,21 +185,25 @@ def _group_of(span: Span, group_by: str | None) -> str:
 
 
 class _Spill:
-    """Spans by group, in temporary JSON Lines files: memory bounded by :data:`_SPILL_BYTES`."""
+    """Spans by group, in one temporary JSON Lines file: memory bounded by :data:`_SPILL_BYTES`.
+
+    Each flush appends every group's buffered spans to the file, a group's spans in one piece, and remembers
+    where each piece is: one file for the whole import (creating a file costs more than writing one on some
+    file systems, and an import has thousands of groups)."""
 
     def __init__(self, root: Path) -> None:
-        self.root = root
+        self.path = root / "spans.jsonl"
         self.buffer: dict[str, bytearray] = {}
         self.held = 0
-        self.order: dict[str, Path] = {}
+        self.pieces: dict[str, list[tuple[int, int]]] = {}  # group → (offset, length) of its spans, in order
+        self.size = 0
 
     def add(self, group: str, span: Span) -> None:
-        if group not in self.order:
-            self.order[group] = self.root / (hashlib.sha256(group.encode()).hexdigest()[:24] + ".jsonl")
         raw = orjson.dumps(span.to_json())
         buf = self.buffer.get(group)
         if buf is None:
             buf = self.buffer[group] = bytearray()
+            self.pieces.setdefault(group, [])
         buf += raw  # copied: orjson's own buffer is many times the line's length, and freed now
         buf += b"\n"
         self.held += len(raw) + 1
@@ -207,17 +211,23 @@ class _Spill:
             self.flush()
 
     def flush(self) -> None:
-        for group, buf in self.buffer.items():
-            with open(self.order[group], "ab") as fh:
+        with open(self.path, "ab") as fh:
+            for group, buf in self.buffer.items():
+                self.pieces[group].append((self.size, len(buf)))
                 fh.write(buf)
+                self.size += len(buf)
         self.buffer, self.held = {}, 0
 
     def groups(self) -> list[str]:
-        return list(self.order)
+        return list(self.pieces)
 
     def spans(self, group: str) -> list[Span]:
-        with open(self.order[group], "rb") as fh:
-            return [Span.from_json(orjson.loads(line)) for line in fh if line.strip()]
+        out: list[Span] = []
+        with open(self.path, "rb") as fh:
+            for offset, length in self.pieces[group]:
+                fh.seek(offset)
+                out += [Span.from_json(orjson.loads(line)) for line in fh.read(length).splitlines() if line.strip()]
+        return out
 
 
 # ---- one group: one tape ----------------------------------------------------------------------------------
@@ -259,10 +269,14 @@ def _import_group(
         name = f"{name}-{hashlib.sha256(group.encode()).hexdigest()[:6]}"
     path = out_dir / f"{name}.jsonl"
     cfg = config if config is not None else config_for_tape(path)
-    # written whole beside the spill first, then published: a failed or killed import leaves no part of a tape
-    draft = work / f"{len(report.tapes)}.jsonl"
-    _write(draft, group, items, report, cfg)
-    target = _publish(draft, path, _entry(path, group, items, cfg), cfg)
+    # written whole beside the spill first, then published: a failed or killed import leaves no part of a tape.
+    # One draft name for every group (removed once published): its lock files are made once, not per tape
+    draft = work / "draft.jsonl"
+    try:
+        _write(draft, group, items, report, cfg)
+        target = _publish(draft, path, _entry(path, group, items, cfg), cfg)
+    finally:
+        draft.unlink(missing_ok=True)
     report.tapes.append((target, "golden" if target == path else "candidate", group))
 
 
