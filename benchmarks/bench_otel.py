@@ -5,7 +5,7 @@ Run: python benchmarks/bench_otel.py                  (100,000 spans in traces o
      python benchmarks/bench_otel.py --gb 1           (also: peak RSS growth importing a 1 GB file)
 
 Targets (issue "Traces in and out"): the import's own work within 3x of orjson.loads of the same lines (redaction,
-which must run, timed apart); peak RSS growth on a 1 GB input below 100 MB (streamed, spilled to disk per trace).
+which must run, timed apart); peak RSS growth on a 1 GB input below 100 MB (streamed, spilled to disk).
 
 The file: traces of 4 spans each (an agent span, two chat spans with their messages, a tool span), each span's
 messages padded so that 100,000 spans make about 200 MB. Each figure is measured in a child process of its own, so

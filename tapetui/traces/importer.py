@@ -16,10 +16,11 @@ one golden a trace. So:
 - a span's times are the step's ``recorded_at`` and ``ms``; provenance (service, provider, model, trace id, the
   file) goes in the session header's labels.
 
-Memory: spans are read a line at a time and spilled to a temporary file per group, so a file of gigabytes costs
-the memory of its biggest trace, not of the file. Duplicate spans (the same span id twice, from two exporters or a
-retried export) are merged; an MCP ``tools/call`` span and the GenAI tool span of the same call (one call id, or
-one inside the other) are one call. Spans that are neither turns nor tool calls are counted and skipped.
+Memory: spans are read a line at a time and spilled to one temporary file (where each group's pieces are is
+remembered), so a file of gigabytes costs the memory of its biggest trace, not of the file. Duplicate spans (the
+same span id twice, from two exporters or a retried export) are merged; an MCP ``tools/call`` span and the GenAI
+tool span of the same call (one call id, or one inside the other) are one call. Spans that are neither turns nor
+tool calls are counted and skipped.
 """
 
 from __future__ import annotations
