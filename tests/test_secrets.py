@@ -3,6 +3,7 @@ changelog, CLI output, an exception message or the screen."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -712,12 +713,56 @@ def test_a_text_redacted_again_comes_out_as_a_fresh_redactor_makes_it(text: str)
 
 
 def test_a_redactor_forgets_what_it_remembered_past_its_bound() -> None:
+    import sys
+
     from tapetui.core import redact
 
     r = redact.Redactor()
     for i in range(redact._MEMO_TEXTS + 10):
         r.redact_text(f"text number {i}, with spaces")
     assert len(r._text_memo) <= redact._MEMO_TEXTS
+    for i in range(40):  # texts whose redacted forms are longer than they are, some 4 bytes a character
+        r.redact_text(("pwd=a& " * 4000) + ("\U0001f600" * 1000) + str(i))
+    held = sum(sys.getsizeof(k) + (sys.getsizeof(v) if v is not None else 0) for k, v in r._text_memo.items())
+    assert held <= redact._MEMO_BYTES
     big = "y " * (redact._MEMO_MAX // 2 + 1)
     r.redact_text(big)
-    assert big not in r._text_memo  # a megabyte result is not kept alive by the redactor
+    assert big not in r._text_memo  # a big result is not kept alive by the redactor
+
+
+def test_json_text_first_found_too_deep_is_redacted_by_its_keys_where_it_is_shallow() -> None:
+    """Past Python's recursion limit a JSON text inside a string gets only the value rules: that result is not
+    remembered for the same text found where its keys can be read."""
+    from tapetui.core.redact import Redactor
+
+    inner: Any = {"credentials": "hunter2-not-a-pattern"}  # secret by its key's name only
+    for _ in range(300):
+        inner = {"a": inner}
+    text = json.dumps(inner)  # orjson writes 254 levels at most
+    deep: Any = text
+    for _ in range(720):
+        deep = [deep]
+    shared = Redactor()
+    shared.redact(deep)
+    assert "hunter2" not in json.dumps(shared.redact({"note": text}))
+
+
+def test_a_str_subclass_is_redacted_as_its_text_and_never_served_another_texts_result() -> None:
+    from tapetui.core.redact import Redactor
+
+    class Unhashable(str):
+        def __eq__(self, other: object) -> bool:
+            return str.__eq__(self, other)
+
+    class AnyCase(str):
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, str) and self.lower() == other.lower()
+
+        def __hash__(self) -> int:
+            return hash(self.lower())
+
+    r = Redactor()
+    assert r.redact({"note": Unhashable("see token=abcdef123456 here")}) == {"note": "see token=[REDACTED] here"}
+    key = "AKIA" + "ABCDEFGHIJKLMNOP"
+    assert r.redact_text("id " + key.lower()) == "id " + key.lower()  # no secret in lower case
+    assert r.redact_text(AnyCase("id " + key)) == "id [REDACTED]"

@@ -201,7 +201,7 @@ _DEFAULT_MODEL = ModelPolicy()
 MAX_TTL = 100 * 365 * 86400.0  # 100 years of 365 days, in seconds: longer is a typo, not a policy
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=8)  # a process has one configuration, or a few; each redactor holds a few MB at most
 def _redactor(keys: tuple[str, ...], patterns: tuple[str, ...]) -> Redactor:
     return Redactor(keys, patterns)  # its rules never change; its key cache is a pure function of them
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 import math
 import re
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterable
 from itertools import islice
@@ -177,9 +178,9 @@ _NOT_ALNUM = bytes(c for c in range(128) if not chr(c).isalnum())
 _FOLD = str.maketrans({"\u017f": "s", "\u212a": "k", "\u0131": "i", "\u0130": "i"})
 
 
-_MEMO_MAX = 1 << 20  # characters: a longer text is not remembered (a megabyte result is not kept alive)
-_MEMO_CHARS = 8 << 20  # the texts a redactor remembers, in characters ...
-_MEMO_TEXTS = 20_000  # ... and in number: past either, it forgets them all (a few MB at most)
+_MEMO_MAX = 1 << 18  # characters: a longer text is not remembered (a big result is not kept alive by the redactor)
+_MEMO_BYTES = 4 << 20  # the memory a redactor's remembered texts and their redacted forms may take ...
+_MEMO_TEXTS = 20_000  # ... and how many: past either, it forgets them all
 _UNSEEN: Any = object()
 
 
@@ -254,11 +255,11 @@ class Redactor:
         except re.error:  # a user pattern with global flags cannot be combined
             self._user = re.compile(".") if user else None
         self._key_cache: dict[Any, int] = {}
-        # long texts redacted before (a conversation's history comes again in each later turn's request):
+        # texts redacted before (a conversation's history comes again in each later turn's request):
         # text → its redacted form, None when it has no secret. A cache of a pure function of the text (the rules
-        # never change), so sharing it between threads can only miss; bounded by the characters it holds.
+        # never change), so sharing it between threads can only miss; bounded by the memory it holds.
         self._text_memo: dict[str, str | None] = {}
-        self._memo_chars = 0
+        self._memo_bytes = 0
         self._counts: Counter[str] | None = None
 
     @property
@@ -352,22 +353,27 @@ class Redactor:
         if len(text) < 20 and self._user is None and text.isalnum():  # the hot path: a short word or number
             return text
         count = self._counts is not None
-        memo = len(text) <= _MEMO_MAX and not count  # a counting redactor counts every secret it removes
+        # Remembered: plain text only. A str subclass may hash and compare as another text does; JSON text's
+        # redaction depends on how deep it is found (past Python's recursion limit only its value rules run).
+        memo = type(text) is str and len(text) <= _MEMO_MAX and not count and not _json_like(text)
         if memo:
             known = self._text_memo.get(text, _UNSEEN)
             if known is not _UNSEEN:
                 return text if known is None else known  # the text itself: unchanged parts are shared, not copied
         out = self._scrub_text(text, count=count) if self._may_hold(text) else text
         decoded = plain(out)
-        if decoded is not out and self._may_hold(decoded):
-            red = self._scrub_text(decoded, count=count)
-            if red != decoded:
-                out = red
+        if decoded is not out:
+            memo = memo and not _json_like(decoded)
+            if self._may_hold(decoded):
+                red = self._scrub_text(decoded, count=count)
+                if red != decoded:
+                    out = red
         if memo:
-            if self._memo_chars + len(text) > _MEMO_CHARS or len(self._text_memo) >= _MEMO_TEXTS:
-                self._text_memo, self._memo_chars = {}, 0
+            size = sys.getsizeof(text) + (sys.getsizeof(out) if out is not text else 0)
+            if self._memo_bytes + size > _MEMO_BYTES or len(self._text_memo) >= _MEMO_TEXTS:
+                self._text_memo, self._memo_bytes = {}, 0
             self._text_memo[text] = None if out == text else out
-            self._memo_chars += len(text)
+            self._memo_bytes += size
         return out
 
     def _scrub_text(self, text: str, count: bool) -> str:

@@ -227,7 +227,7 @@ class _Spill:
         with open(self.path, "rb") as fh:
             for offset, length in self.pieces[group]:
                 fh.seek(offset)
-                out += [Span.from_json(orjson.loads(line)) for line in fh.read(length).splitlines() if line.strip()]
+                out += [Span.from_json(orjson.loads(line)) for line in fh.read(length).split(b"\n") if line]
         return out
 
 
