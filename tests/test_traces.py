@@ -697,6 +697,33 @@ def test_a_trace_that_fails_to_import_leaves_no_part_of_a_tape(proj: Path, capsy
     assert list((proj / "tapes").iterdir()) == []  # no golden of two steps, no changelog entry
 
 
+def test_traces_spilled_in_many_pieces_each_become_their_own_tape_and_nothing_else_is_left(
+    proj: Path, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """One spill file for the whole import, each trace's spans in pieces between the others' (a flush at every
+    span here): every tape holds its own trace's steps and nothing of another's, and the import leaves only the
+    tapes, their lock files and the changelog (each trace recorded in memory, the spill folder removed)."""
+    from tapetui.traces import importer
+
+    monkeypatch.setattr(importer, "_SPILL_BYTES", 1)
+    spill_root = tmp_path_factory.mktemp("spill")
+    monkeypatch.setattr(tempfile, "tempdir", str(spill_root))
+    traces = {f"{n:032x}": [dict(s, traceId=f"{n:032x}") for s in fx.genai_trace()] for n in range(1, 6)}
+    interleaved = [spans[i] for i in range(len(fx.genai_trace())) for spans in traces.values()]  # span by span
+    trace = fx.write(proj / "t.jsonl", fx.doc(interleaved[::2]), fx.doc(interleaved[1::2]))
+    report = import_otlp([trace], proj / "tapes", config=load_config(proj / "tapes.toml"))
+    one = steps(report.tapes[0][0])
+    for tape, kind, group in report.tapes:
+        assert kind == "golden" and tape.name == f"trace-{group}.jsonl"
+        assert lines(tape)[0]["labels"]["trace_id"] == group
+        assert [(r["type"], r.get("tool")) for r in steps(tape)] == [(r["type"], r.get("tool")) for r in one]
+    assert sorted(g for _, _, g in report.tapes) == sorted(traces)
+    left = {p.name for p in (proj / "tapes").iterdir()}
+    made = {f"trace-{t}.jsonl" for t in traces} | {f".trace-{t}.jsonl.{k}" for t in traces for k in ("gate", "lock")}
+    assert left == made | {"CHANGELOG.md"}
+    assert list(spill_root.iterdir()) == []
+
+
 def test_two_imports_at_once_make_one_golden_and_one_entry_per_trace(proj: Path) -> None:
     docs = [fx.doc([dict(s, traceId=f"{n:032x}") for s in fx.genai_trace()]) for n in range(1, 21)]
     trace = fx.write(proj / "t.jsonl", *docs)

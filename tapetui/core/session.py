@@ -29,7 +29,7 @@ from tapetui.core.redact import Redactor
 from tapetui.core.store import candidate_path, prepare_recording, recording_target
 from tapetui.core.tapefile import Appender, leave_index, read_index, session_line
 
-__all__ = ["SessionFiles"]
+__all__ = ["DraftFiles", "SessionFiles"]
 
 _log = logging.getLogger("tapetui")
 
@@ -134,3 +134,46 @@ class SessionFiles:
         if self.earlier_fill is not None:
             self.earlier_fill.close()
             self.earlier_fill = None
+
+
+class DraftFiles(SessionFiles):
+    """A recording held in memory, for a writer that puts it in place itself, under the session's locks, once
+    it is whole (``tapetui import otlp``: a trace that fails half-way leaves nothing). Record mode only: no
+    golden is read, no lock is taken and nothing is written until the caller takes :attr:`data`."""
+
+    def open(self, mode: str) -> None:
+        if mode != "record":
+            raise TapeError(f"{self.path}: a draft is recorded, not played (mode {mode!r})")
+        labels = self._redactor.redact(self._labels) if self._labels else None
+        self.target = self.path
+        self.writer = _Held(session_line(created_at=iso(self._clock()), origin="record", labels=labels))
+
+    @property
+    def data(self) -> bytes:
+        """The recording's bytes: its header and every line appended so far."""
+        assert isinstance(self.writer, _Held)
+        return bytes(self.writer.buf)
+
+    def release(self) -> None:
+        pass  # no file, no lock: the bytes stay until the caller has taken them
+
+
+class _Held(Appender):
+    """:class:`~tapetui.core.tapefile.Appender`'s part a recording uses, appending to memory."""
+
+    def __init__(self, header: bytes) -> None:  # no file: Appender's own setup (an open) is not run
+        self.path = Path()
+        self.healed: list[int] = []
+        self.fsync = False
+        self.buf = bytearray(header)
+        self.sole = True
+
+    def append(self, data: bytes) -> None:
+        self.buf += data
+
+    @property
+    def end(self) -> int:
+        return len(self.buf)
+
+    def close(self) -> None:
+        pass

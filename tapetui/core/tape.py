@@ -80,6 +80,10 @@ class Tape(ToolServing, ModelServing, BetweenCalls):
             everything runs live into the candidate (re-baselining after an intended prompt change).
     """
 
+    # the session's files and locks; a writer that publishes a recording itself records into memory
+    # (tapetui.core.session.DraftFiles, the trace importer's)
+    _session_files: type[SessionFiles] = SessionFiles
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -125,7 +129,7 @@ class Tape(ToolServing, ModelServing, BetweenCalls):
         self._mu = threading.Lock()
         self._active = 0
         self._log: RunLog | None = None
-        self._files = files = SessionFiles(
+        self._files = files = self._session_files(
             self.path, redactor=self._redactor, clock=clock, labels=self.labels, fsync=fsync
         )
         try:

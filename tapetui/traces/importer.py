@@ -2,10 +2,10 @@
 
 One tape per trace (or per value of ``--group-by ATTR``, a span's or its resource's attribute), its model turns
 and tool calls in span start order, written through :class:`~tapetui.core.tape.Tape` in record mode as an
-adapter would write them (``source: "otlp"``): the same redaction, keys and fingerprints. Each tape is written
-whole in a temporary folder first, then published under the session's gate and recording lock (the lock
-protocol of a recording), so a failed or killed import leaves no part of a tape, and two imports at once make
-one golden a trace. So:
+adapter would write them (``source: "otlp"``): the same redaction, keys and fingerprints. Each tape is recorded
+whole in memory first (:class:`~tapetui.core.session.DraftFiles`), then published under the session's gate and
+recording lock (the lock protocol of a recording), so a failed or killed import leaves no part of a tape, and two
+imports at once make one golden a trace. So:
 
 - a tape that does not exist yet becomes the golden, its changelog entry naming the trace written just before;
   an existing golden is never touched: the import is its candidate, for review (``tapetui diff``,
@@ -46,6 +46,7 @@ from tapetui.core.config import Config, config_for_tape
 from tapetui.core.errors import TapeError
 from tapetui.core.files import atomic_write
 from tapetui.core.locks import gate, recording_lock
+from tapetui.core.session import DraftFiles
 from tapetui.core.store import prepare_recording, recording_target, session_name
 from tapetui.core.tape import Tape
 from tapetui.core.turns import CAPTURE_HINT, NOT_CAPTURED
@@ -143,11 +144,9 @@ def _import(files: Iterable[Path], out_dir: Path, group_by: str | None, config: 
             for span in read_spans(Path(f), report.notes):
                 spill.add(_group_of(span, group_by), span)
         spill.flush()
-        work = Path(tmp) / "tapes"
-        work.mkdir()
         try:
             for group in spill.groups():
-                _import_group(group, spill.spans(group), out_dir, report, config, group_by, work)
+                _import_group(group, spill.spans(group), out_dir, report, config, group_by)
         finally:
             os.sync()  # the tapes and entries are written without an fsync each (thousands of traces): durable at once
     return report
@@ -239,7 +238,6 @@ def _import_group(
     report: ImportReport,
     config: Config | None,
     group_by: str | None,
-    work: Path,
 ) -> None:
     spans = _unique(spans, report)
     _check_parents(spans)
@@ -270,23 +268,17 @@ def _import_group(
         name = f"{name}-{hashlib.sha256(group.encode()).hexdigest()[:6]}"
     path = out_dir / f"{name}.jsonl"
     cfg = config if config is not None else config_for_tape(path)
-    # written whole beside the spill first, then published: a failed or killed import leaves no part of a tape.
-    # One draft name for every group (removed once published): its lock files are made once, not per tape
-    draft = work / "draft.jsonl"
-    try:
-        _write(draft, group, items, report, cfg)
-        target = _publish(draft, path, _entry(path, group, items, cfg), cfg)
-    finally:
-        draft.unlink(missing_ok=True)
+    # recorded whole in memory first, then published: a failed or killed import leaves no part of a tape
+    data = _write(path, group, items, report, cfg)
+    target = _publish(data, path, _entry(path, group, items, cfg), cfg)
     report.tapes.append((target, "golden" if target == path else "candidate", group))
 
 
-def _publish(draft: Path, golden: Path, entry: Entry, cfg: Config) -> Path:
+def _publish(data: bytes, golden: Path, entry: Entry, cfg: Config) -> Path:
     """Put a written tape in place as a recording of ``golden`` would go (the same locks, in the same order): the
     golden when there is none (its changelog entry first: a kill between leaves an entry, never a golden without
     one), else the candidate, a pending one moved to ``NAME.samples/``. Returns where it went."""
     prepare_recording(golden)
-    data = draft.read_bytes()
     with gate(golden):
         lock = recording_lock(golden)
         try:
@@ -434,13 +426,14 @@ def _labels(group: str, items: list[TraceTurn | TraceCall]) -> dict[str, Any]:
 
 def _write(
     path: Path, group: str, items: list[TraceTurn | TraceCall], report: ImportReport, config: Config | None
-) -> None:
+) -> bytes:
+    """The tape of ``items`` at ``path``, recorded in memory: its bytes (nothing is written)."""
     times = _SpanTime()
     times.span(items[0].span)
     cfg = config if config is not None else config_for_tape(path)
     orders: dict[str, tuple[int, int]] = {}  # call id → (turn, index): the place the model asked for it
     turn_k = 0
-    with Tape(
+    with _DraftTape(
         path, "record", config=cfg, labels=_labels(group, items), clock=times.clock, timer=times.timer, run_log=False
     ) as tape:
         for item in items:
@@ -453,6 +446,15 @@ def _write(
                 _write_turn(tape, item, times, report)
             else:
                 _write_call(tape, item, times, orders, report)
+    files = tape._files
+    assert isinstance(files, DraftFiles)
+    return files.data
+
+
+class _DraftTape(Tape):
+    """A tape recorded in memory (see :func:`_write`)."""
+
+    _session_files = DraftFiles
 
 
 def _write_turn(tape: Tape, item: TraceTurn, times: _SpanTime, report: ImportReport) -> None:
