@@ -132,14 +132,12 @@ def test_one_pass_form_hashes_like_canon_of_redact(args: Any, extra: bool) -> No
 
 
 # ---- redaction's pre-check never hides a string a default pattern would redact ------------
-from tapetui.core.redact import (  # noqa: E402
-    _GATES,
-    _PROBE,
-    _PROBE_MIN,
-    DEFAULT_PATTERNS,
-    _fold,
-    _may_hold_default_secret,
-)
+from tapetui.core.redact import DEFAULT_PATTERNS  # noqa: E402
+from tapetui.core.redactgates import GATES as _GATES  # noqa: E402
+from tapetui.core.redactgates import PROBE as _PROBE  # noqa: E402
+from tapetui.core.redactgates import PROBE_MIN as _PROBE_MIN  # noqa: E402
+from tapetui.core.redactgates import fold as _fold  # noqa: E402
+from tapetui.core.redactgates import may_hold_default_secret as _may_hold_default_secret  # noqa: E402
 
 _PATTERNS = [re.compile(p) for p in DEFAULT_PATTERNS]
 

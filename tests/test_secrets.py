@@ -621,7 +621,8 @@ _key_parts = st.sampled_from(
 @given(st.lists(_key_parts, min_size=1, max_size=5).map("".join) | st.text(max_size=12))
 def test_json_text_pre_check_admits_every_secret_key(key: str) -> None:
     """The pre-check that lets JSON text inside a string skip decoding never skips a secret key."""
-    from tapetui.core.redact import DEFAULT_REDACTOR, _may_hold_secret_key
+    from tapetui.core.redact import DEFAULT_REDACTOR
+    from tapetui.core.redactgates import may_hold_secret_key as _may_hold_secret_key
 
     if DEFAULT_REDACTOR.is_secret_key(key):
         text = orjson.dumps({"outer": {key: "v"}}).decode()
@@ -766,3 +767,35 @@ def test_a_str_subclass_is_redacted_as_its_text_and_never_served_another_texts_r
     key = "AKIA" + "ABCDEFGHIJKLMNOP"
     assert r.redact_text("id " + key.lower()) == "id " + key.lower()  # no secret in lower case
     assert r.redact_text(AnyCase("id " + key)) == "id [REDACTED]"
+
+
+_needle_bits = st.sampled_from(
+    ["sk-", "SK", "AKIA", "eyJ", "ghp_", "://", "sig=", "hooks.slack.com", "-----BEGIN ", "AIza", "SG.", "xoxb-"]
+    + ["Token", "BASIC", "ſecret", "\u212aey", "auth", "pwd", "api", "word ", "x", ".", "_", "-", "=", ":", " "]
+)
+
+
+@given(st.lists(_needle_bits | st.text(max_size=8), max_size=12).map("".join), st.integers(0, 5000))
+def test_the_pre_check_of_a_long_text_admits_what_the_short_one_admits(text: str, pad: int) -> None:
+    """A long text is searched for each needle only where one of its characters is: exactly the texts the
+    plain search admits (a text lacking the character holds no needle with it)."""
+    from tapetui.core import redactgates as gates
+
+    long = "w" * max(pad, gates.LONG) + text  # past the length where the long search takes over
+    plain_search = (
+        any(n in long for n in gates.NEEDS)
+        or any(n in gates.fold(long) for n in gates.NEEDS_ANY_CASE)
+        or gates.PROBE.search(long) is not None
+    )
+    assert gates.may_hold_default_secret(long) == plain_search
+
+
+@pytest.mark.parametrize("case", sorted(CORPUS))
+def test_a_secret_a_text_shows_is_redacted_in_a_megabyte_of_text_too(case: str) -> None:
+    value, secrets = CORPUS[case]
+    # JSON text is read as data only when it is the whole string: in prose its key names are words
+    texts = [v for v in value.values() if isinstance(v, str) and v.lstrip()[:1] not in ("{", "[")]
+    shown = [s for s in secrets if any(s not in DEFAULT_REDACTOR.redact_text(t) for t in texts if s in t)]
+    for text in texts:  # what the text alone gives away nothing of, a megabyte of words around it does not either
+        big = DEFAULT_REDACTOR.redact_text("word " * 200_000 + text + " and more words")
+        assert not [s for s in shown if s in text and s in big]

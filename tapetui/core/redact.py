@@ -16,6 +16,7 @@ import orjson
 from tapetui.core.canon import canon, dumps
 from tapetui.core.errors import TooDeep
 from tapetui.core.escapes import plain
+from tapetui.core.redactgates import GATES, PROBE, PROBE_MIN, fold, may_hold_default_secret, may_hold_secret_key
 
 __all__ = ["DEFAULT_PATTERNS", "DEFAULT_REDACTOR", "DEFAULT_RULES", "REDACTED", "Redactor"]
 
@@ -135,80 +136,12 @@ DEFAULT_RULES: tuple[tuple[str, str], ...] = (
 DEFAULT_PATTERNS: tuple[str, ...] = tuple(pattern for _, pattern in DEFAULT_RULES)
 
 
-# What each default rule needs in a string before it can match (in the order of DEFAULT_RULES): substrings
-# (exact), substrings of the case-folded text, or the probe below. Substring tests are C-speed over any
-# length, where a regex pass costs ~0.1-0.4 µs a character: a rule runs only where its gate admits the text.
-# No needle holds "[" or "]", so redacting ("…[REDACTED]…") never makes a gate admit what it did not.
-_GATES: tuple[tuple[tuple[str, ...], tuple[str, ...], bool], ...] = (
-    (("-----BEGIN ",), (), False),
-    ((), ("bearer", "token", "basic", "digest"), False),
-    (("://",), (), False),
-    (("AKIA", "ASIA", "AGPA", "AIDA", "AROA"), (), False),
-    (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), (), False),
-    (("github_pat_",), (), False),
-    (("glpat-", "glptt-", "gldt-"), (), False),
-    (("xoxa-", "xoxb-", "xoxp-", "xoxo-", "xoxs-", "xoxr-"), (), False),
-    (("hooks.slack.com",), (), False),
-    (("eyJ",), (), False),
-    (("sk-", "sk_", "pk-", "pk_", "rk-", "rk_"), (), False),
-    (("AIza",), (), False),
-    (("npm_",), (), False),
-    (("hf_",), (), False),
-    (("SG.",), (), False),
-    (("SK",), (), False),
-    ((), (), True),
-    ((), ("account", "access"), False),
-    (("sig=",), (), False),
-    ((), ("auth", "cookie", "api", "token"), False),
-    ((), ("passw", "pwd", "passphrase", "secret", "token", "api", "access", "private", "auth", "session"), False),
-)
-assert len(_GATES) == len(DEFAULT_RULES)
-_NEEDS = tuple(dict.fromkeys(n for exact, _, _ in _GATES for n in exact))
-_NEEDS_ANY_CASE = tuple(dict.fromkeys(n for _, folded, _ in _GATES for n in folded))
-# Rules with no literal part (the Discord token): what any match of them holds, found by one scan
-# that starts at a literal '.' (the regex engine's fast prefix search), only in strings long enough.
-_PROBE = re.compile(r"\.[A-Za-z0-9_-]{6}\.")
-_PROBE_MIN = 59  # the shortest Discord token (24 + 1 + 6 + 1 + 27)
-# Words (any case) a dict key of JSON text needs to be secret by the default key rules.
-_KEY_NEEDS = re.compile(
-    b"token|passw|pwd|passphrase|secret|cookie|auth|api|credential|session|signature|private|access"
-)
-_NOT_ALNUM = bytes(c for c in range(128) if not chr(c).isalnum())
-# Letters that case-insensitive matching also equates with an ASCII letter (see the docs of re.IGNORECASE).
-_FOLD = str.maketrans({"\u017f": "s", "\u212a": "k", "\u0131": "i", "\u0130": "i"})
-
+assert len(GATES) == len(DEFAULT_RULES)  # one gate a rule (tapetui.core.redactgates), in their order
 
 _MEMO_MAX = 1 << 18  # characters: a longer text is not remembered (a big result is not kept alive by the redactor)
 _MEMO_BYTES = 4 << 20  # the memory a redactor's remembered texts and their redacted forms may take ...
 _MEMO_TEXTS = 20_000  # ... and how many: past either, it forgets them all
 _UNSEEN: Any = object()
-
-
-def _fold(text: str) -> str:
-    return (text if text.isascii() else text.translate(_FOLD)).lower()
-
-
-def _may_hold_default_secret(text: str) -> bool:
-    """False only when no default pattern can match ``text`` (an exact pre-check, not a guess)."""
-    if len(text) < 20 and text.isalnum():  # every pattern needs punctuation, a space, or 20+ characters
-        return False
-    for needle in _NEEDS:
-        if needle in text:
-            return True
-    folded = _fold(text)
-    for needle in _NEEDS_ANY_CASE:
-        if needle in folded:
-            return True
-    return len(text) >= _PROBE_MIN and _PROBE.search(text) is not None
-
-
-def _may_hold_secret_key(text: str) -> bool:
-    """False only when no dict key in JSON ``text`` can be secret by the default key words.
-
-    A key's words are its ASCII letter and digit runs, so each secret word (and each joined
-    form such as ``apikey``) is a substring of the text with every other character removed."""
-    squeezed = text.encode("ascii", "ignore").translate(None, _NOT_ALNUM).lower()
-    return _KEY_NEEDS.search(squeezed) is not None
 
 
 def _json_like(text: str) -> bool:
@@ -334,14 +267,14 @@ class Redactor:
 
     # ---- text --------------------------------------------------------------------
     def _may_hold(self, text: str) -> bool:
-        if self._defaults and _may_hold_default_secret(text):
+        if self._defaults and may_hold_default_secret(text):
             return True
         if self._user is not None and self._user.search(text) is not None:
             return True
         return (
             (self._defaults or bool(self._extra_keys))
             and _json_like(text)
-            and (bool(self._extra_keys) or _may_hold_secret_key(text))
+            and (bool(self._extra_keys) or may_hold_secret_key(text))
         )
 
     def redact_text(self, text: str) -> str:
@@ -381,18 +314,18 @@ class Redactor:
             text = self._json_text(text, count)
         rules = self._rules if count else self._quiet_rules()
         n = len(DEFAULT_RULES) if self._defaults else 0
-        folded: str | None = None  # _fold(text), once a rule needs it
-        for (_, pat, keep), (exact, any_case, probe) in zip(rules[:n], _GATES, strict=False):
+        folded: str | None = None  # fold(text), once a rule needs it
+        for (_, pat, keep), (exact, any_case, probe) in zip(rules[:n], GATES, strict=False):
             for needle in exact:
                 if needle in text:
                     break
             else:
                 if any_case:
                     if folded is None:
-                        folded = _fold(text)
+                        folded = fold(text)
                     if not any(needle in folded for needle in any_case):
                         continue
-                elif not (probe and len(text) >= _PROBE_MIN and _PROBE.search(text)):
+                elif not (probe and len(text) >= PROBE_MIN and PROBE.search(text)):
                     continue
             new = pat.sub(keep, text)
             if new != text:
