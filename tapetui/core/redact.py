@@ -302,10 +302,11 @@ class Redactor:
                 if red != decoded:
                     out = red
         if memo:
-            size = sys.getsizeof(text) + (sys.getsizeof(out) if out is not text else 0)
+            kept = None if out == text else out
+            size = sys.getsizeof(text) + (0 if kept is None else sys.getsizeof(kept))
             if self._memo_bytes + size > _MEMO_BYTES or len(self._text_memo) >= _MEMO_TEXTS:
                 self._text_memo, self._memo_bytes = {}, 0
-            self._text_memo[text] = None if out == text else out
+            self._text_memo[text] = kept
             self._memo_bytes += size
         return out
 

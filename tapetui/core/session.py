@@ -107,11 +107,14 @@ class SessionFiles:
             note = f"{self.path}: a pending candidate nobody reviewed was moved to {moved}"
             self.notices.append(note)
             _log.warning("%s", note)
-        labels = self._redactor.redact(self._labels) if self._labels else None
-        header = session_line(created_at=iso(self._clock()), origin=origin, labels=labels)
         # fsynced as the recording's lines are (Tape's fsync=): the rename alone never shows a torn header
-        atomic_write(self.target, header + body, sync=self._fsync)
+        atomic_write(self.target, self._header(origin) + body, sync=self._fsync)
         self.writer = Appender(self.target, fsync=self._fsync)
+
+    def _header(self, origin: str) -> bytes:
+        """The session line a recording starts with: its time, its origin, its labels redacted."""
+        labels = self._redactor.redact(self._labels) if self._labels else None
+        return session_line(created_at=iso(self._clock()), origin=origin, labels=labels)
 
     def claim_fill_target(self, body: bytes) -> None:
         """A fill's first miss over a golden: its candidate starts with ``body`` (the hits so far)."""
@@ -144,9 +147,8 @@ class DraftFiles(SessionFiles):
     def open(self, mode: str) -> None:
         if mode != "record":
             raise TapeError(f"{self.path}: a draft is recorded, not played (mode {mode!r})")
-        labels = self._redactor.redact(self._labels) if self._labels else None
         self.target = self.path
-        self.writer = _Held(session_line(created_at=iso(self._clock()), origin="record", labels=labels))
+        self.writer = _Held(self._header("record"))
 
     @property
     def data(self) -> bytes:
@@ -162,9 +164,6 @@ class _Held(Appender):
     """:class:`~tapetui.core.tapefile.Appender`'s part a recording uses, appending to memory."""
 
     def __init__(self, header: bytes) -> None:  # no file: Appender's own setup (an open) is not run
-        self.path = Path()
-        self.healed: list[int] = []
-        self.fsync = False
         self.buf = bytearray(header)
         self.sole = True
 

@@ -424,13 +424,10 @@ def _labels(group: str, items: list[TraceTurn | TraceCall]) -> dict[str, Any]:
     return labels
 
 
-def _write(
-    path: Path, group: str, items: list[TraceTurn | TraceCall], report: ImportReport, config: Config | None
-) -> bytes:
+def _write(path: Path, group: str, items: list[TraceTurn | TraceCall], report: ImportReport, cfg: Config) -> bytes:
     """The tape of ``items`` at ``path``, recorded in memory: its bytes (nothing is written)."""
     times = _SpanTime()
     times.span(items[0].span)
-    cfg = config if config is not None else config_for_tape(path)
     orders: dict[str, tuple[int, int]] = {}  # call id → (turn, index): the place the model asked for it
     turn_k = 0
     with _DraftTape(
@@ -542,8 +539,7 @@ def _error(error: dict[str, str]) -> Exception:
     return cls(error.get("message", ""))
 
 
-def _entry(path: Path, group: str, items: list[Any], config: Config | None) -> Entry:
-    cfg = config if config is not None else config_for_tape(path)
+def _entry(path: Path, group: str, items: list[Any], cfg: Config) -> Entry:
     first = items[0].span
     return Entry(
         id=hashlib.sha256(f"import:{path}:{group}:{now_iso()}".encode()).hexdigest()[:16],
