@@ -18,6 +18,7 @@ Everything here is text the text output prints already: redacted as it is, and e
 from __future__ import annotations
 
 import os
+import re
 import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Sequence
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from tapetui.core.errors import TapeError
 from tapetui.core.tapefile import read_index
-from tapetui.core.textsafe import safe_text
+from tapetui.core.textsafe import inert_commands, safe_text, xml_text
 from tapetui.review.findings import SessionReport
 
 __all__ = ["FORMATS", "github", "junit", "markdown", "report_lines"]
@@ -78,12 +79,14 @@ def junit(reports: Sequence[SessionReport], total: int | None = None) -> str:
         elif r.findings:
             ET.SubElement(case, "system-out").text = text
     ET.indent(suites)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+    # printed to a CI job's log too: no line of a finding's text may read as a workflow command there
+    return inert_commands('<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n")
 
 
 def _xml(text: str) -> str:
-    """Text XML 1.0 can hold: control characters (which it refuses even escaped) written as visible escapes."""
-    return safe_text(text)
+    """Text XML 1.0 can hold: control characters, U+FFFE and U+FFFF (which it refuses even escaped) written as
+    visible escapes."""
+    return xml_text(text)
 
 
 def _relative(path: Path) -> str:
@@ -166,11 +169,11 @@ def markdown(reports: Sequence[SessionReport], first: int = 5, total: int | None
             out.append(f"recorded model tokens: {tokens:,}")
         out.append("")
         shown = report_lines(r)
-        out += [f"- {_text(line)}" for line in shown[:first]]
+        out += [f"- {_code_span(line)}" for line in shown[:first]]
         if len(shown) > first:
             out.append(f"- … {len(shown) - first} more (`tapetui check` prints them all)")
         out.append("")
-    return "\n".join(out)
+    return inert_commands("\n".join(out))
 
 
 def _tokens(golden: Path) -> int:
@@ -187,6 +190,18 @@ def _text(line: str) -> str:
     for ch in "\\`*_[]<>|#":
         safe = safe.replace(ch, "\\" + ch)
     return safe
+
+
+def _code_span(line: str) -> str:
+    """A finding's line as a Markdown code span: shown as it is, and nothing in it is markup — no HTML, no link
+    (not even a bare ``https://…``, which GitHub links in text), no image. Its fence is longer than any run of
+    backticks in the line, so the line needs no change."""
+    safe = safe_text(line, newlines=False)
+    fence = "`" * (max((len(run) for run in _BACKTICKS.findall(safe)), default=0) + 1)
+    return f"{fence} {safe} {fence}"
+
+
+_BACKTICKS = re.compile("`+")
 
 
 def _code(text: str) -> str:

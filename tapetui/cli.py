@@ -14,6 +14,7 @@ import contextlib
 import os
 import shlex
 import signal
+import stat
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -28,11 +29,12 @@ from tapetui.cli_output import Out, ProgressBar, plural, print_json
 from tapetui.core.comparators import hooks_running
 from tapetui.core.config import Config, find_config, load_config
 from tapetui.core.errors import TapeError
-from tapetui.core.files import atomic_write
+from tapetui.core.files import atomic_write, file_kind
 from tapetui.core.runlog import end_counts
 from tapetui.core.store import (
     candidate_path,
     golden_of,
+    inside,
     iter_goldens,
     safe_path,
     samples_dir,
@@ -106,10 +108,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.merge:
         return _merge_reports(args, fmt, cfg)
     tapes = Path(args.dir) if args.dir else cfg.tapes_dir
-    shard = shards.parse_shard(args.shard) if args.shard else (1, 1)
+    shard = shards.parse_shard(args.shard) if args.shard is not None else (1, 1)
     names: dict[Path, str] = {}
     only = None
-    if args.shard:
+    if args.shard is not None:
         if args.samples is not None or args.sample:
             raise _Usage("--shard checks a part of the folder: count samples without it")
         names = {g: session_name(g, cfg.tapes_dir) for g in iter_goldens(tapes)} if tapes.is_dir() else {}
@@ -146,26 +148,11 @@ def cmd_check(args: argparse.Namespace) -> int:
             "failing": len(failing),
             "reports": [r.to_json() for r in reports if not r.ok or r.findings],
         }
-        if args.shard:  # what --merge checks: one folder, one version, every shard
+        if args.shard is not None:  # what --merge checks: one folder, one version, every shard
             doc |= shards.identity(tapes, cfg.root, names.values(), cli_parser.version(), shard)
         print_json(doc)
     else:
-        out = Out(sys.stdout)
-        for r in reports:
-            if r.ok and not r.findings:
-                continue
-            out.line(f"{r.session}", "bold")
-            if r.error:
-                out.line(f"  error: {r.error}", "red")
-            for f in r.findings:
-                # a warning says so in words too: CI logs and NO_COLOR show no yellow
-                marked = f.warning and f.kind not in _TAGGED_KINDS
-                out.line(f"  {'warning: ' if marked else ''}{f.text}", _finding_style(f))
-            dims = r.dimension_line()
-            if dims and any(f.kind in _RUN_KINDS for f in r.findings):
-                out.line(f"  {dims}", "cyan")
-        summary = f"{len(reports)} session(s) checked, {len(failing)} with findings"
-        out.line(summary, "red" if failing else "green")
+        _print_reports(reports, f"{len(reports)} session(s) checked, {len(failing)} with findings", bool(failing))
     if unreadable:
         for r in unreadable:
             err.line(f"tapetui: {r.error}", "red")
@@ -183,15 +170,42 @@ def _jobs(text: str) -> int | Literal["auto"]:
     return int(text)
 
 
+def _print_reports(reports: list[review.SessionReport], summary: str, failed: bool) -> None:
+    """``check``'s text output: each session with findings (its error, findings, run dimensions), then ``summary``."""
+    out = Out(sys.stdout)
+    for r in reports:
+        if r.ok and not r.findings:
+            continue
+        out.line(f"{r.session}", "bold")
+        if r.error:
+            out.line(f"  error: {r.error}", "red")
+        for f in r.findings:
+            # a warning says so in words too: CI logs and NO_COLOR show no yellow
+            marked = f.warning and f.kind not in _TAGGED_KINDS
+            out.line(f"  {'warning: ' if marked else ''}{f.text}", _finding_style(f))
+        dims = r.dimension_line()
+        if dims and any(f.kind in _RUN_KINDS for f in r.findings):
+            out.line(f"  {dims}", "cyan")
+    out.line(summary, "red" if failed else "green")
+
+
 def _merge_reports(args: argparse.Namespace, fmt: str, cfg: Config) -> int:
-    """``check --merge REPORT…``: every shard's report as one verdict, in any ``--format``."""
-    if args.shard or args.dir or args.samples is not None or args.sample:
-        raise _Usage("--merge reads the shards' reports only: give it without a folder, --shard or samples")
-    merged = shards.merge(args.merge)
+    """``check --merge REPORT…``: every shard's report as one verdict, in any ``--format``, checked against the
+    folder in this checkout (the one the shards checked: its name, its sessions, this tapetui's version)."""
+    if args.shard is not None or args.samples is not None or args.sample or args.jobs != "auto":
+        raise _Usage("--merge reads the shards' reports only: give it without --shard, --jobs or samples")
+    tapes = Path(args.dir) if args.dir else cfg.tapes_dir
+    names = [session_name(g, cfg.tapes_dir) for g in iter_goldens(tapes)] if tapes.is_dir() else []
+    if not names:
+        raise TapeError(
+            f"{review.no_tapes_message(tapes, cfg)}: --merge runs in a checkout of the folder the shards checked"
+        )
+    expected = shards.identity(tapes, cfg.root, names, cli_parser.version(), (1, 1))
+    merged = shards.merge(args.merge, expected, len(names))
+    reports = merged.session_reports(cfg.root)
     if fmt == "json":
         print_json(merged.to_json())
     elif fmt in ("junit", "github", "markdown"):  # the sessions with findings, each; the others counted
-        reports = merged.session_reports(cfg.root)
         if fmt == "junit":
             sys.stdout.write(ci_formats.junit(reports, total=merged.sessions))
         elif fmt == "markdown":
@@ -200,16 +214,14 @@ def _merge_reports(args: argparse.Namespace, fmt: str, cfg: Config) -> int:
             sys.stdout.write(ci_formats.github(reports))
         sys.stdout.flush()
     else:
-        out = Out(sys.stdout)
-        for r in merged.reports:
-            out.line(str(r.get("session")), "bold")
-            if r.get("error"):
-                out.line(f"  error: {r['error']}", "red")
-            for f in r.get("findings") or []:
-                warning = bool(f.get("warning"))
-                out.line(f"  {'warning: ' if warning else ''}{f.get('text')}", "yellow" if warning else "red")
         summary = f"{merged.sessions} session(s) checked in {merged.shards} shard(s), {merged.failing} with findings"
-        out.line(summary, "red" if merged.failing else "green")
+        _print_reports(reports, summary, not merged.ok)
+    if merged.errors:
+        err = Out(sys.stderr)
+        for r in reports:
+            if r.error:
+                err.line(f"tapetui: {r.error}", "red")
+        return 2
     return 0 if merged.ok else 1
 
 
@@ -636,6 +648,39 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export_target(given: Path, cfg: Config) -> Path:
+    """Where ``export --out`` writes: a new file or a regular one (replaced atomically; a symlink's target), never a
+    folder, a FIFO or a device (``/dev/stdout``: leave ``--out`` out), nor a tape, lock or journal of the tapes
+    folder or its changelog (replacing a golden would change it with no changelog entry; a new ``.jsonl`` there is
+    read as a tape).
+
+    Raises:
+        TapeError: any of those, naming the path.
+    """
+    try:
+        st = given.stat()  # a symlink followed: its target is what would be written
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise TapeError(f"{given}: cannot write the spans there: {e.strerror or e}") from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise TapeError(f"{given}: --out must be a file to write the spans to, and this is a folder")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise TapeError(
+            f"{given}: not a regular file ({file_kind(st.st_mode)}); --out writes a file (leave it out to write "
+            "the spans to standard output)"
+        )
+    target = given.resolve()
+    if target == cfg.changelog.resolve() or (
+        inside(cfg.tapes_dir, target) is not None and (target.name.endswith(".jsonl") or target.name.startswith("."))
+    ):
+        raise TapeError(
+            f"{given}: a file of the tapes folder {cfg.tapes_dir} (a .jsonl there is read as a tape, a dot-file is a "
+            "lock or a journal) or its changelog: --out writes the spans to another name (e.g. .json) or elsewhere"
+        )
+    return target
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     """``tapetui export otlp TAPE...`` (see tapetui.traces.export)."""
     # deferred: as in cmd_import
@@ -665,10 +710,9 @@ def cmd_export(args: argparse.Namespace) -> int:
             sys.stdout.buffer.write(line)
         sys.stdout.flush()
         return 0
-    if args.out.is_dir():
-        raise TapeError(f"{args.out}: --out must be a file to write the spans to, and this is a folder")
+    out = _export_target(args.out, cfg)
     data = b"".join(export_otlp(tapes, run_logs=logs, goldens=goldens, config=cfg))  # all read before the write
-    atomic_write(args.out, data)
+    atomic_write(out, data)
     Out(sys.stderr).line(f"wrote {len(tapes)} trace(s) to {args.out}")
     return 0
 

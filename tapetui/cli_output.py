@@ -7,7 +7,7 @@ import sys
 from typing import Any, TextIO
 
 from tapetui.core.changes import json_text
-from tapetui.core.textsafe import safe_json_text, safe_text
+from tapetui.core.textsafe import inert_commands, safe_json_text, safe_text
 
 __all__ = ["Out", "ProgressBar", "plural", "print_json"]
 
@@ -20,7 +20,9 @@ class Out:
         self.color = stream.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
 
     def line(self, text: str = "", style: str | None = None) -> None:
-        text = safe_text(text, newlines=False)
+        # escaped, and no line a CI runner reads as a workflow command (a session named "::error …::"); what a tape
+        # holds is redacted as it is shown already (tapetui.core.changes)
+        text = inert_commands(safe_text(text, newlines=False))
         if self.color and style:
             code = {"bold": "1", "red": "31", "green": "32", "yellow": "33", "dim": "2", "cyan": "36"}[style]
             text = f"\x1b[{code}m{text}\x1b[0m"

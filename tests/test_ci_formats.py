@@ -3,6 +3,7 @@ of the sample tapes (every kind of finding: drift, contract, miss, stale, error,
 
 from __future__ import annotations
 
+import io
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 
 from tapetui.ci_formats import _command, github, junit, markdown
 from tapetui.cli import main
+from tapetui.cli_output import Out
 from tapetui.review.finding import Finding
 from tapetui.review.findings import SessionReport
 
@@ -86,7 +88,35 @@ def test_hostile_text_stays_inert_in_every_format(tmp_path: Path) -> None:
     assert "\x1b" not in xml and "\\x1b" in xml
     for out in (github([r]), markdown([r])):
         assert "\x1b" not in out and "\x00" not in out and "\x07" not in out
-    assert "\\*bold\\*" in markdown([r]) and "\\<b\\>" in markdown([r])
+    # a finding's line is a code span (its fence longer than any backtick run in it): no markup of it renders
+    assert "- `` args.q  'a' → 'b\\x1b[2J\\x00' *bold* `code` <b> ``" in markdown([r])
+
+
+def test_markdown_carries_no_bare_link_and_junit_no_noncharacter(tmp_path: Path) -> None:
+    """GitHub links a bare https://… or www.… in Markdown text; U+FFFE and U+FFFF are not XML 1.0 characters."""
+    r = SessionReport(
+        session="s",
+        golden=tmp_path / "s.jsonl",
+        findings=[Finding("drift", 'args.t  "a\ufffeb" → "see https://evil.example/login or www.evil.example"')],
+    )
+    md = markdown([r])
+    line = next(x for x in md.splitlines() if "evil.example" in x)
+    assert re.fullmatch(r"- (`+) .* \1", line), line  # the whole line inside one code span
+    xml = junit([r])
+    ET.fromstring(xml)
+    assert "\ufffe" not in xml and "\\ufffe" in xml
+
+
+@pytest.mark.parametrize("name", ["::error file=README.md,line=1::PWNED", "  ::add-mask::x", "::stop-commands::tok"])
+def test_no_output_line_is_a_workflow_command(tmp_path: Path, name: str) -> None:
+    """A session or finding text starting with "::" must never start a line of the text, JUnit or Markdown output:
+    a GitHub runner reads such a line of a job's log as a command (an annotation, a mask, commands switched off)."""
+    r = SessionReport(session=name, golden=tmp_path / "s.jsonl", findings=[Finding("note", name)])
+    for out in (junit([r]), markdown([r])):
+        assert not [x for x in out.splitlines() if x.lstrip().startswith("::")], out
+    buf = io.StringIO()
+    Out(buf).line(name)
+    assert not buf.getvalue().lstrip().startswith("::") and "\\x3a:" in buf.getvalue()
 
 
 def test_json_and_another_format_at_once_is_a_usage_error(samples: Path, capsys: pytest.CaptureFixture[str]) -> None:

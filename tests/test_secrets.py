@@ -799,3 +799,57 @@ def test_a_secret_a_text_shows_is_redacted_in_a_megabyte_of_text_too(case: str) 
     for text in texts:  # what the text alone gives away nothing of, a megabyte of words around it does not either
         big = DEFAULT_REDACTOR.redact_text("word " * 200_000 + text + " and more words")
         assert not [s for s in shown if s in text and s in big]
+
+
+# ---- a tape that holds secrets in clear: written by hand, recorded before a rule existed, from a pull request --------
+CLEAR = ("PLAINKEY-AAAA1111", "PLAINKEY-BBBB2222", "RESULTBEARER0123456789", "SKSECRETABCDEFGHIJKLMNOP0123")
+
+
+def test_a_tape_holding_secrets_in_clear_never_prints_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Redaction at record time cannot help a tape that was never redacted: whatever shows a value from it — check
+    in every format, diff, export otlp, a malformed event's problem — redacts it as it is shown."""
+    from tests.builders import HEADER, call_line
+
+    tapes = tmp_path / "tapes"
+    tapes.mkdir()
+    (tmp_path / "tapes.toml").write_text('[tapes]\ndir = "tapes"\n')
+    old = {"api_key": CLEAR[0], "tok": f"sk-proj-{CLEAR[3]}"}
+    new = {"api_key": CLEAR[1], "tok": "sk-proj-SKSECRET2ZYXWVUTSRQPONMLKJ987"}
+    golden = call_line(seq=1, tool="fetch", args=old, result={"out": f"Bearer {CLEAR[2]}"})
+    (tapes / "sec.jsonl").write_bytes(HEADER + golden)
+    (tapes / "sec.candidate.jsonl").write_bytes(
+        HEADER + call_line(seq=1, tool="fetch", args=new, result={"out": "Bearer RESULTBEARER2222222222"})
+    )
+    drift = {"event": "drift", "seq": 1, "tool": "fetch", "recorded_args": old, "args": new}
+    drift["changes"] = [["api_key", CLEAR[0], CLEAR[1]], ["tok", old["tok"], new["tok"]]]
+    (tapes / "run.jsonl").write_bytes(HEADER + golden)
+    (tapes / "run.run.jsonl").write_bytes(
+        orjson.dumps({"event": "start", "mode": "replay"})
+        + b"\n"
+        + orjson.dumps(drift)
+        + b"\n"
+        + orjson.dumps({"event": "end", "stats": {}})
+        + b"\n"
+    )
+    (tapes / "bad.jsonl").write_bytes(HEADER + golden)  # a malformed event's problem quotes its value
+    (tapes / "bad.run.jsonl").write_bytes(orjson.dumps({"event": "hit", "seq": f"Bearer {CLEAR[2]}"}) + b"\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TAPETUI_CACHE_DIR", "off")
+    printed = []
+    for argv in (
+        *(["check", "--format", fmt] for fmt in ("text", "json", "junit", "github", "markdown")),
+        ["diff", "sec"],
+        ["diff", "sec", "--json"],
+        ["export", "otlp", "sec"],
+        ["export", "otlp", "tapes/sec.candidate.jsonl"],
+        ["export", "otlp", "run"],
+    ):
+        cli_main(argv)
+        out = capsys.readouterr()
+        printed.append((argv, out.out + out.err))
+    assert "args.api_key" in printed[0][1] and "[REDACTED]" in printed[0][1]  # the path still shows what changed
+    assert any("must be an integer" in text for _, text in printed)  # the quoted event was shown, redacted
+    leaks = [(argv, s) for argv, text in printed for s in CLEAR if s in text]
+    assert not leaks

@@ -4,6 +4,7 @@ and a merge is never green by leaving a shard, a folder or a version out."""
 from __future__ import annotations
 
 import json
+import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -26,11 +27,13 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out.out, out.err
 
 
-def shard_reports(capsys: pytest.CaptureFixture[str], folder: Path, n: int) -> list[Path]:
+def shard_reports(
+    capsys: pytest.CaptureFixture[str], folder: Path, n: int, codes: tuple[int, ...] = (0, 1)
+) -> list[Path]:
     paths = []
     for k in range(1, n + 1):
         code, out, err = run(capsys, "check", "--shard", f"{k}/{n}", "--json")
-        assert code in (0, 1), err
+        assert code in codes, err
         (folder / f"shard{k}.json").write_text(out)
         paths.append(folder / f"shard{k}.json")
     return paths
@@ -127,3 +130,78 @@ def test_a_merge_prints_every_ci_format_as_one_check_does(samples: Path, capsys:
     assert (suite.get("failures"), suite.get("errors")) == (whole_suite.get("failures"), whole_suite.get("errors"))
     failing = {c.get("name") for c in whole_suite if c.find("failure") is not None}
     assert failing and failing <= {c.get("name") for c in suite}  # each failing session, a testcase of its own
+
+
+def test_a_merged_text_is_the_text_of_one_check(samples: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    paths = [str(p) for p in shard_reports(capsys, samples, 3)]
+    single = run(capsys, "check")
+    merged = run(capsys, "check", "--merge", *paths)
+    assert merged[0] == single[0] == 1
+    # every session's lines (its findings, its run dimensions), then the summary, which names the shards
+    assert merged[1].splitlines()[:-1] == single[1].splitlines()[:-1]
+
+
+def test_a_merge_checks_what_each_report_says(samples: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """What a report says that can be checked is: a hand-edited or forged count, verdict, entry or session is
+    refused (exit 2), never merged into a verdict, let alone a green one."""
+    paths = shard_reports(capsys, samples, 2)
+    docs = [json.loads(p.read_text()) for p in paths]
+    k = next(i for i, d in enumerate(docs) if d["reports"])  # a shard with a session with findings
+    entry = docs[k]["reports"][0]
+    other = docs[1 - k]
+    edits = {
+        "failing 0": {**docs[k], "failing": 0},
+        "ok flipped": {**docs[k], "reports": [{**entry, "ok": not entry["ok"]}, *docs[k]["reports"][1:]]},
+        "an entry that is no object": {**docs[k], "reports": ["x", *docs[k]["reports"]]},
+        "findings that are text": {**docs[k], "reports": [{**entry, "findings": "x"}, *docs[k]["reports"][1:]]},
+        "a session of the other shard": {**other, "reports": [*other["reports"], entry]},
+        "sessions counted twice": {**docs[k], "sessions": docs[k]["sessions"] * 2},
+        "negative sessions": {**docs[k], "sessions": -85},
+    }
+    for what, doc in edits.items():
+        bad = samples / "edited.json"
+        bad.write_text(json.dumps(doc))
+        given = (
+            [str(bad), str(paths[1 - k])]
+            if doc is not edits["a session of the other shard"]
+            else [
+                str(paths[k]),
+                str(bad),
+            ]
+        )
+        code, out, err = run(capsys, "check", "--merge", *given)
+        assert code == 2 and "Traceback" not in err and not out, (what, err)
+    everyone = [{**d, "tapetui": "0.0.1-other"} for d in docs]  # each report of another tapetui, all alike
+    for i, d in enumerate(everyone):
+        (samples / f"other{i}.json").write_text(json.dumps(d))
+    code, _, err = run(capsys, "check", "--merge", str(samples / "other0.json"), str(samples / "other1.json"))
+    assert code == 2 and "its tapetui is '0.0.1-other', and this checkout's is" in err
+
+
+def test_a_merge_of_an_unreadable_session_exits_as_one_check_does(
+    samples: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    golden = next(p for p in samples.rglob("*.jsonl") if not p.name.endswith((".run.jsonl", ".candidate.jsonl")))
+    with golden.open("ab") as fh:
+        fh.write(b"not json\n{}\n")
+    single = run(capsys, "check")
+    code, _, err = run(capsys, "check", "--merge", *map(str, shard_reports(capsys, samples, 3, (0, 1, 2))))
+    assert single[0] == code == 2 and "invalid JSON" in err
+
+
+def test_a_report_that_is_no_regular_file_is_refused(samples: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    paths = shard_reports(capsys, samples, 2)
+    fifo = samples / "fifo.json"
+    os.mkfifo(fifo)  # no writer will ever come: opened, the merge would wait for one for ever
+    code, _, err = run(capsys, "check", "--merge", str(paths[0]), str(fifo))
+    assert code == 2 and "not a regular file (a FIFO)" in err
+
+
+def test_merge_and_shard_options_that_are_not_one_are_usage_errors(
+    samples: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "check", "--shard", "")
+    assert code == 2 and "--shard takes K/N" in err and not out  # never the whole folder, quietly
+    paths = [str(p) for p in shard_reports(capsys, samples, 2)]
+    code, _, err = run(capsys, "check", "--merge", *paths, "--jobs", "0")
+    assert code == 2 and "without --shard, --jobs or samples" in err

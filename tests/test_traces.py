@@ -495,6 +495,41 @@ def test_an_exported_tape_imports_back_to_the_same_steps(
     assert [(s["type"], s["key"]) for s in steps(back)] == [(s["type"], s["key"]) for s in original]
 
 
+def test_export_out_replaces_a_regular_file_only_and_never_a_tape(
+    tmp_path: Path, sample_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--out`` writes a new or a regular file (atomically); a FIFO, a device (through a symlink too), a folder, a
+    tape or lock of the tapes folder and its changelog are refused (exit 2), each left as it was."""
+    monkeypatch.chdir(sample_dir)
+    tapes = sample_dir / "sample_tapes"
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    device = tmp_path / "null"
+    device.symlink_to(os.devnull)
+    golden = tapes / "research_prompt.jsonl"
+    before = golden.read_bytes()
+    changelog = load_config(sample_dir / "tapes.toml").changelog
+    if not changelog.exists():
+        changelog.write_text("# entries\n")
+    kept = changelog.read_bytes()
+    for target, why in (
+        (fifo, "not a regular file (a FIFO)"),
+        (device, "not a regular file (a character device)"),
+        (tmp_path, "this is a folder"),
+        (golden, "a file of the tapes folder"),
+        (tapes / "new.jsonl", "a file of the tapes folder"),
+        (changelog, "or its changelog"),
+    ):
+        assert main(["export", "otlp", "research_prompt", "--out", str(target)]) == 2, target
+        assert why in capsys.readouterr().err, target
+    assert fifo.is_fifo() and device.is_symlink() and os.path.realpath(device) == os.devnull
+    assert golden.read_bytes() == before and changelog.read_bytes() == kept and not (tapes / "new.jsonl").exists()
+    out = tmp_path / "spans.jsonl"
+    out.write_text("old\n")
+    assert main(["export", "otlp", "research_prompt", "--out", str(out)]) == 0
+    assert out.read_text().startswith('{"resourceSpans"')
+
+
 # ---- a real instrumented agent ----------------------------------------------------------------------------
 def _agent(capabilities: list[Any], counts: dict[str, int], instructions: str = "Be brief.") -> Agent[None, str]:
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from tapetui.core.errors import InvalidValue, TooDeep
+from tapetui.core.errorbase import InvalidValue, TooDeep
 
 __all__ = ["canon", "canonical_json", "dumps"]
 

@@ -2,6 +2,11 @@
 
 Apart from :mod:`tapetui.core.jsondiff` (which finds them) so that the errors a replay raises
 (:mod:`tapetui.core.errors`) can describe changes without importing the differ.
+
+Every value shown here is redacted as it is shown, with the default rules: a tape that holds a secret in clear
+(written by hand, recorded before a rule existed, brought by a pull request) never prints it — not in an error,
+``check``'s output in any format, ``diff`` or the app. A path under a secret key (``args.api_key``) shows
+``[REDACTED]`` on both sides; a value elsewhere has its secret-shaped parts redacted (``Bearer [REDACTED]``).
 """
 
 from __future__ import annotations
@@ -11,8 +16,10 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from tapetui.core.errorbase import TooDeep
 from tapetui.core.paths import join as format_path
-from tapetui.core.paths import prefixed
+from tapetui.core.paths import prefixed, split
+from tapetui.core.redact import DEFAULT_REDACTOR, REDACTED
 
 __all__ = [
     "DEEPER",
@@ -23,6 +30,7 @@ __all__ = [
     "format_changes",
     "format_path",
     "json_text",
+    "secret_path",
     "short",
 ]
 
@@ -70,7 +78,7 @@ def short(value: Any, width: int = 60, around: str | None = None) -> str:
     """
     if value is MISSING:
         return "(absent)"
-    text, cut = _json(value, 0, repr)
+    text, cut = _json(_redacted(value), 0, repr)
     if len(text) <= width:
         return text
     start = 0
@@ -120,7 +128,16 @@ def json_text(value: Any, *, indent: bool = False, sort_keys: bool = False, defa
         default: what an object JSON has no form for is shown as (``repr``).
     """
     option = (orjson.OPT_INDENT_2 if indent else 0) | (orjson.OPT_SORT_KEYS if sort_keys else 0)
-    return _json(value, option, default)[0]
+    return _json(_redacted(value), option, default)[0]
+
+
+def _redacted(value: Any) -> Any:
+    """``value`` as it is shown: redacted with the default rules (see the module's doc); one nested past what
+    redaction walks is cut at :data:`SHOWN_DEPTH` first, as it is shown anyway."""
+    try:
+        return DEFAULT_REDACTOR.redact(value)
+    except TooDeep:
+        return DEFAULT_REDACTOR.redact(_clipped(value, SHOWN_DEPTH))
 
 
 def _json(value: Any, option: int, default: Any) -> tuple[str, bool]:
@@ -148,6 +165,8 @@ def format_changes(changes: Iterable[Change | tuple[str, Any, Any]], prefix: str
     lines = []
     for path, old, new in changes:
         full = prefixed(prefix, path)
+        if secret_path(path):
+            old, new = (v if v is MISSING else REDACTED for v in (old, new))
         if old is MISSING:
             lines.append(f"{full}  (added) {short(new, width)}")
         elif new is MISSING:
@@ -157,3 +176,12 @@ def format_changes(changes: Iterable[Change | tuple[str, Any, Any]], prefix: str
             n = short(new, width, around=old if isinstance(old, str) else None)
             lines.append(f"{full}  {o} → {n}")
     return lines
+
+
+def secret_path(path: str) -> bool:
+    """Whether a change's path goes through a key whose value the default rules redact (``api_key``, ``token``)."""
+    try:
+        segments = split(path)
+    except ValueError:  # not a path as join writes it: its words are looked at as they are
+        segments = tuple(path.replace("[", ".").replace("]", ".").split("."))
+    return any(DEFAULT_REDACTOR.is_secret_key(s) for s in segments if s and not s.isdigit())

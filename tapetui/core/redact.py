@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from tapetui.core.canon import canon, dumps
-from tapetui.core.errors import TooDeep
+from tapetui.core.errorbase import TooDeep
 from tapetui.core.escapes import plain
 from tapetui.core.redactgates import GATES, PROBE, PROBE_MIN, fold, may_hold_default_secret, may_hold_secret_key
 

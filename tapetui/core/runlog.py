@@ -21,6 +21,7 @@ from typing import Any, Final, Literal, get_args
 import orjson
 
 from tapetui.core.canon import dumps
+from tapetui.core.changes import json_text
 from tapetui.core.errors import TapeError
 from tapetui.core.files import atomic_write, file_kind
 from tapetui.core.tapefile import _CHUNK, MAX_LINE, Appender, dump_line
@@ -250,9 +251,10 @@ def event_problem(ev: Any) -> str | None:
 
 
 def _shape(value: Any) -> str:
+    """A malformed event's value as its problem quotes it: short, and redacted (a secret in clear is never shown)."""
     try:
-        text = orjson.dumps(value, default=repr).decode()
-    except TypeError:  # nested past what orjson writes
+        text = json_text(value)
+    except TypeError:  # a value JSON has no form for even through repr
         text = type(value).__name__
     return text if len(text) <= 40 else text[:37] + "..."
 

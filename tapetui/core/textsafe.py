@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["safe_json_text", "safe_text"]
+__all__ = ["inert_commands", "safe_json_text", "safe_text", "xml_text"]
 
 # C0 controls but tab and newline, DEL, C1 controls, bidi embeddings/overrides/isolates,
 # zero-width and line/paragraph separators.
@@ -39,3 +39,25 @@ def safe_json_text(text: str) -> str:
     """JSON text (whose C0 controls are escaped already) with the characters JSON allows raw but
     terminals act on — C1 controls, bidi overrides — escaped as ``\\uXXXX``; still valid JSON."""
     return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+# Characters XML 1.0 cannot hold, even escaped: C0 controls but tab, newline and carriage return, surrogates,
+# U+FFFE and U+FFFF (what safe_text leaves of them: it escapes the controls already)
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_text(text: str) -> str:
+    """:func:`safe_text`, and what XML 1.0 cannot hold (U+FFFE, U+FFFF, a lone surrogate) written as a visible
+    escape too: text an XML document (JUnit) can carry."""
+    return _NOT_XML.sub(_escape, safe_text(text))
+
+
+# A line that starts, after blanks, with "::" is a workflow command to a CI runner (GitHub Actions reads
+# ``::error …::``, ``::add-mask::``, ``::stop-commands::`` from a job's output)
+_COMMAND = re.compile(r"(?m)^([ \t]*):(?=:)")
+
+
+def inert_commands(text: str) -> str:
+    """``text`` with no line a CI runner takes for a workflow command: the first colon of a line that starts
+    with ``::`` (a session named ``::error file=…::`` printed on a line of its own) written as ``\x3a``."""
+    return _COMMAND.sub(r"\1\\x3a", text) if "::" in text else text

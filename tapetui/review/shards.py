@@ -20,6 +20,7 @@ from typing import Any, get_args
 import orjson
 
 from tapetui.core.errors import TapeError
+from tapetui.core.files import open_regular
 from tapetui.review.comparison import RowLevel
 from tapetui.review.finding import Finding
 from tapetui.review.findings import SessionReport
@@ -77,6 +78,7 @@ class Merged:
     reports: list[dict[str, Any]]  # the sessions with findings, from every shard, by session name
     shards: int
     folder: str = ""  # the tapes folder, relative to the project (as every shard's report says)
+    errors: int = 0  # sessions a shard could not read (as check, the merge then exits 2)
 
     def session_reports(self, root: Path) -> list[SessionReport]:
         """The reports as :class:`SessionReport` values (for ``--format junit|github|markdown``), their goldens in
@@ -98,7 +100,7 @@ class Merged:
 
     @property
     def ok(self) -> bool:
-        return self.failing == 0
+        return self.failing == 0 and self.errors == 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -144,31 +146,38 @@ def _verdict(dimension: str, j: Any) -> Verdict | None:
     )
 
 
-def merge(paths: Sequence[Path]) -> Merged:
+def merge(paths: Sequence[Path], expected: dict[str, Any], sessions_here: int) -> Merged:
     """The reports at ``paths`` (each a shard's ``--json``) as one verdict.
 
+    ``expected``: the :func:`identity` of the folder in this checkout (its ``shard`` ignored), which every report
+    must carry: the same report format, this tapetui's version, this folder and these sessions (``sessions_here``
+    of them). Nothing a report says is taken on trust that can be checked: each session it lists must be one of its
+    shard, listed once; its ``ok`` must follow from its error and findings, its ``failing`` count from its sessions,
+    and the shards' session counts must add up to the folder's.
+
     Raises:
-        TapeError: a file that is not a shard's report (naming it), reports that differ in folder, version or
-            sessions, a shard given twice, or a missing shard.
+        TapeError: a file that is not a shard's report (naming it, and the entry), reports of another folder,
+            version or session list, a shard given twice, or a missing shard.
     """
     if not paths:
         raise TapeError("--merge needs the --json report of every shard")
     seen: dict[int, Path] = {}
     first: dict[str, Any] | None = None
     first_path: Path | None = None
-    sessions = failing = 0
+    sessions = failing = errors = 0
     reports: list[dict[str, Any]] = []
+    listed: dict[str, Path] = {}
     for p in paths:
         doc = _read(p)
         shard = doc["shard"]
+        for key in _KEYS:
+            if doc[key] != expected[key]:
+                raise TapeError(
+                    f"{p}: its {key} is {str(doc[key])[:80]!r}, and this checkout's is {str(expected[key])[:80]!r}: "
+                    "the reports of one check of this folder, by this tapetui version, are merged, no others"
+                )
         if first is None:
             first, first_path = doc, p
-        for key in _KEYS:
-            if doc[key] != first[key]:
-                raise TapeError(
-                    f"{p}: its {key} is {str(doc[key])[:80]!r}, and {first_path}'s is {str(first[key])[:80]!r}: "
-                    "reports of one check of one folder, by one tapetui version, are merged, no others"
-                )
         if shard["n"] != first["shard"]["n"]:
             raise TapeError(
                 f"{p}: shard {shard['k']}/{shard['n']}, and {first_path} is of {first['shard']['n']} shards"
@@ -176,8 +185,21 @@ def merge(paths: Sequence[Path]) -> Merged:
         if shard["k"] in seen:
             raise TapeError(f"{p}: shard {shard['k']}/{shard['n']} again (it is {seen[shard['k']]} too)")
         seen[shard["k"]] = p
+        own_failing = 0
+        for i, r in enumerate(doc["reports"]):
+            name = _entry(p, i, r, shard["k"], shard["n"])
+            if name in listed:
+                raise TapeError(f"{p}: reports[{i}]: session {name!r} again (it is in {listed[name]} too)")
+            listed[name] = p
+            own_failing += not r["ok"]
+            errors += r["error"] is not None
+        if doc["failing"] != own_failing or not own_failing <= len(doc["reports"]) <= doc["sessions"]:
+            raise TapeError(
+                f"{p}: says {doc['failing']} of {doc['sessions']} session(s) fail, and lists {own_failing} failing "
+                f"of {len(doc['reports'])}: not a report as check writes it"
+            )
         sessions += doc["sessions"]
-        failing += doc["failing"]
+        failing += own_failing
         reports += doc["reports"]
     assert first is not None
     n = first["shard"]["n"]
@@ -187,15 +209,54 @@ def merge(paths: Sequence[Path]) -> Merged:
             f"shard(s) {', '.join(f'{k}/{n}' for k in missing)} missing: a merge of some shards is no verdict "
             "(give every shard's report)"
         )
-    reports.sort(key=lambda r: str(r.get("session", "")))
-    return Merged(sessions=sessions, failing=failing, reports=reports, shards=n, folder=str(first["folder"]))
+    if sessions != sessions_here:
+        raise TapeError(
+            f"the shards' reports count {sessions} session(s), and the folder holds {sessions_here}: "
+            "not the reports of one check of it"
+        )
+    reports.sort(key=lambda r: str(r["session"]))
+    return Merged(
+        sessions=sessions, failing=failing, reports=reports, shards=n, folder=str(first["folder"]), errors=errors
+    )
+
+
+def _entry(p: Path, i: int, r: Any, k: int, n: int) -> str:
+    """The session a report's entry ``reports[i]`` is of, once its fields are checked (as check writes them, of a
+    session in shard ``k`` of ``n``; its ``ok`` as its error and findings make it)."""
+    where = f"{p}: reports[{i}]"
+    if not isinstance(r, dict):
+        raise TapeError(f"{where}: not a session's report (an object), got {type(r).__name__}")
+    name, error, findings = r.get("session"), r.get("error"), r.get("findings")
+    if not isinstance(name, str) or not name or not in_shard(name, k, n):
+        raise TapeError(f"{where}: 'session' must be the name of a session of shard {k}/{n}, got {str(name)[:60]!r}")
+    if type(r.get("ok")) is not bool or not (error is None or isinstance(error, str)) or not isinstance(findings, list):
+        raise TapeError(f"{where}: 'ok', 'error' and 'findings' are not what check writes")
+    for j, f in enumerate(findings):
+        if not (
+            isinstance(f, dict)
+            and isinstance(f.get("kind"), str)
+            and isinstance(f.get("text"), str)
+            and type(f.get("warning", False)) is bool
+        ):
+            raise TapeError(f"{where}: findings[{j}] is not a finding as check writes it (kind, text, warning)")
+    ok = error is None and not any(f.get("warning") is not True for f in findings)
+    if r["ok"] != ok:
+        raise TapeError(f"{where}: says ok is {r['ok']}, and its error and findings say {ok}")
+    return name
+
+
+MAX_REPORT = 256 << 20  # bytes: a report of 100,000 sessions with findings is a few tens of MB
 
 
 def _read(p: Path) -> Any:
     try:
-        raw = p.read_bytes()
+        fd = open_regular(p, "report")  # a FIFO or a device named like a report: refused, never waited on
+        with os.fdopen(fd, "rb") as fh:
+            raw = fh.read(MAX_REPORT + 1)
     except OSError as e:
         raise TapeError(f"{p}: cannot read the report: {e.strerror or e}") from None
+    if len(raw) > MAX_REPORT:
+        raise TapeError(f"{p}: more than {MAX_REPORT:,} bytes: not a check report")
     try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError as e:

@@ -34,11 +34,13 @@ from typing import Any
 
 import orjson
 
+from tapetui.core.changes import secret_path
 from tapetui.core.clock import parse_iso
 from tapetui.core.config import Config
-from tapetui.core.errors import TapeError
+from tapetui.core.errors import TapeError, TooDeep
 from tapetui.core.files import open_regular
 from tapetui.core.paths import prefixed
+from tapetui.core.redact import DEFAULT_REDACTOR, REDACTED, Redactor
 from tapetui.core.runlog import read_run_log
 from tapetui.core.store import runlog_path
 from tapetui.core.tapefile import read_index
@@ -81,10 +83,25 @@ def export_otlp(
         yield safe_json_text(orjson.dumps(doc).decode()).encode() + b"\n"
 
 
-def _lines(path: Path) -> list[dict[str, Any]]:
+def _lines(path: Path, redactor: Redactor) -> list[dict[str, Any]]:
+    """The tape's lines, each redacted (a tape holding a secret in clear, hand-written or recorded before a rule
+    existed, never exports it) and checked to be writable as JSON text (a value nested past orjson's 254 levels
+    is refused here, naming its line)."""
     read_index(path, validate=True)  # a malformed line: a TapeError naming it
+    out = []
     with open(open_regular(path), "rb", closefd=True) as fh:
-        return [orjson.loads(raw) for raw in fh if raw.strip()]
+        for n, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            try:
+                record = redactor.redact(orjson.loads(raw))
+                orjson.dumps(record)
+            except TooDeep:
+                raise TapeError(f"{path}:{n}: a value nested too deeply to export (past ~900 levels)") from None
+            except TypeError as e:  # orjson.JSONEncodeError is one
+                raise TapeError(f"{path}:{n}: cannot be exported as JSON text: {e}") from None
+            out.append(record)
+    return out
 
 
 _OUTCOME = {"hit": "hit", "drift": "drift", "contract": "contract", "miss": "miss", "stale": "stale",
@@ -148,7 +165,8 @@ def tape_spans(
 ) -> list[dict[str, Any]]:
     """The spans of one tape (see the module doc), with the outcomes of ``run_log`` (None: its latest run's), or,
     given the ``golden`` it is a candidate of, those of its comparison with it (:func:`compared_outcomes`)."""
-    lines = _lines(tape)
+    redactor = config.redactor() if config is not None else DEFAULT_REDACTOR
+    lines = _lines(tape, redactor)
     header = next((r for r in lines if r.get("type") == "session"), {})
     labels: dict[str, Any] = header["labels"] if isinstance(header.get("labels"), dict) else {}
     trace_id = labels.get("trace_id") if isinstance(labels.get("trace_id"), str) else None
@@ -188,7 +206,7 @@ def tape_spans(
         error = r.get("error")
         if isinstance(error, dict):
             span["status"] = {"code": 2, "message": str(error.get("message", ""))}
-        span["events"] = [_event(e, end) for e in found.get(seq, [])]
+        span["events"] = [_event(_redacted_event(e, redactor), end) for e in found.get(seq, [])]
         spans.append(span)
     return spans
 
@@ -228,6 +246,25 @@ def _span(
     if parent is not None:
         out["parentSpanId"] = parent
     return out
+
+
+def _redacted_event(e: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
+    """A run's (or a comparison's) event as a span event carries it: its changes' values redacted, ``[REDACTED]``
+    under a secret key's path (a golden in clear, compared or replayed, never exports a secret)."""
+    try:
+        out = redactor.redact({k: v for k, v in e.items() if k != "changes"})
+        changes = e.get("changes")
+        if isinstance(changes, list):
+            out["changes"] = [
+                [c[0], *(REDACTED if secret_path(str(c[0])) else redactor.redact(v) for v in c[1:])]
+                if isinstance(c, list) and c
+                else redactor.redact(c)
+                for c in changes
+            ]
+    except TooDeep:
+        return {"event": e.get("event")}  # nested past what redaction walks: its kind alone
+    result: dict[str, Any] = out
+    return result
 
 
 def _event(e: dict[str, Any], at: int) -> dict[str, Any]:
