@@ -527,7 +527,28 @@ def test_export_out_replaces_a_regular_file_only_and_never_a_tape(
     out = tmp_path / "spans.jsonl"
     out.write_text("old\n")
     assert main(["export", "otlp", "research_prompt", "--out", str(out)]) == 0
-    assert out.read_text().startswith('{"resourceSpans"')
+    (doc,) = lines(out)
+    root = doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    named = {a["key"]: a["value"] for a in root["attributes"]}
+    assert named["tapetui.tape"] == {"stringValue": "sample_tapes/research_prompt.jsonl"}  # not this machine's path
+
+
+def test_times_otlp_cannot_hold_export_as_unset(proj: Path) -> None:
+    """A step recorded in year 9999 or before 1970 (a hand edit): its span's times are 0 (unknown), as OTLP's
+    fixed64 nanoseconds take no other, and the line still loads with the protobuf definitions."""
+    from tests.builders import HEADER, call_line
+
+    tape = proj / "tapes" / "odd_times.jsonl"
+    tape.write_bytes(
+        HEADER
+        + call_line(seq=1, tool="a", args={}, result=1, recorded_at="9999-12-31T23:59:59Z", ms=5.0)
+        + call_line(seq=2, tool="a", args={"x": 1}, result=1, recorded_at="1960-01-01T00:00:00Z", ms=1e12)
+    )
+    code = main(["export", "otlp", "odd_times", "--out", str(proj / "spans.json")])
+    assert code == 0
+    data = _protobuf((proj / "spans.json").read_text())
+    spans = data.resource_spans[0].scope_spans[0].spans
+    assert len(spans) == 3 and all(s.start_time_unix_nano == s.end_time_unix_nano == 0 for s in spans)
 
 
 # ---- a real instrumented agent ----------------------------------------------------------------------------

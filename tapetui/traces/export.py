@@ -177,7 +177,7 @@ def tape_spans(
     tools = {r["name"]: r for r in lines if r.get("type") == "tool" and isinstance(r.get("name"), str)}
     steps = [r for r in lines if r.get("type") in ("call", TURN) and type(r.get("seq")) is int]
     ends = [_end(r) for r in steps]
-    first_start = min((e - _ms(r) for e, r in zip(ends, steps, strict=True)), default=0)
+    first_start = min((max(0, e - _ms(r)) for e, r in zip(ends, steps, strict=True)), default=0)
     last_end = max(ends, default=first_start)
     root_id = _span_id(trace_id, 0)
     session = tape.name.removesuffix(".jsonl")
@@ -190,7 +190,11 @@ def tape_spans(
             _INTERNAL,
             first_start,
             last_end,
-            {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": session, "tapetui.tape": str(tape)},
+            {
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": session,
+                "tapetui.tape": _project_path(tape, config),
+            },
         )
     ]
     for r, end in zip(steps, ends, strict=True):
@@ -202,13 +206,24 @@ def tape_spans(
             name, kind, attrs = _call_span(r, tools)
         attrs["tapetui.outcome"] = outcome
         attrs["tapetui.step"] = seq
-        span = _span(trace_id, _span_id(trace_id, seq), root_id, name, kind, end - _ms(r), end, attrs)
+        span = _span(trace_id, _span_id(trace_id, seq), root_id, name, kind, max(0, end - _ms(r)), end, attrs)
         error = r.get("error")
         if isinstance(error, dict):
             span["status"] = {"code": 2, "message": str(error.get("message", ""))}
         span["events"] = [_event(_redacted_event(e, redactor), end) for e in found.get(seq, [])]
         spans.append(span)
     return spans
+
+
+def _project_path(tape: Path, config: Config | None) -> str:
+    """The tape as the root span names it: relative to the project (a trace is shared; the machine's folders are
+    not its business), or its file name for a tape outside it."""
+    if config is not None:
+        try:
+            return str(tape.resolve().relative_to(config.root.resolve()))
+        except (ValueError, OSError):
+            pass
+    return tape.name
 
 
 def _ms(r: dict[str, Any]) -> int:
@@ -223,7 +238,10 @@ def _end(r: dict[str, Any]) -> int:
 
 
 def _ns(when: datetime) -> int:
-    return int(when.timestamp()) * 1_000_000_000 + when.microsecond * 1000
+    """Nanoseconds since the epoch, as OTLP's fixed64 holds them: a time it cannot (before 1970, after 2554) is 0,
+    as a line without its time is."""
+    ns = int(when.timestamp()) * 1_000_000_000 + when.microsecond * 1000
+    return ns if 0 <= ns < 2**64 else 0
 
 
 def _span_id(trace_id: str, seq: int) -> str:
