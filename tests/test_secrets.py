@@ -805,11 +805,9 @@ def test_a_secret_a_text_shows_is_redacted_in_a_megabyte_of_text_too(case: str) 
 CLEAR = ("PLAINKEY-AAAA1111", "PLAINKEY-BBBB2222", "RESULTBEARER0123456789", "SKSECRETABCDEFGHIJKLMNOP0123")
 
 
-def test_a_tape_holding_secrets_in_clear_never_prints_them(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Redaction at record time cannot help a tape that was never redacted: whatever shows a value from it — check
-    in every format, diff, export otlp, a malformed event's problem — redacts it as it is shown."""
+def _clear_project(tmp_path: Path) -> Path:
+    """A project whose golden ``sec`` and its pending candidate hold secrets in clear, and whose golden ``run`` has a
+    run log with a drift quoting them; ``bad``'s run log has a malformed event quoting one."""
     from tests.builders import HEADER, call_line
 
     tapes = tmp_path / "tapes"
@@ -835,6 +833,15 @@ def test_a_tape_holding_secrets_in_clear_never_prints_them(
     )
     (tapes / "bad.jsonl").write_bytes(HEADER + golden)  # a malformed event's problem quotes its value
     (tapes / "bad.run.jsonl").write_bytes(orjson.dumps({"event": "hit", "seq": f"Bearer {CLEAR[2]}"}) + b"\n")
+    return tapes
+
+
+def test_a_tape_holding_secrets_in_clear_never_prints_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Redaction at record time cannot help a tape that was never redacted: whatever shows a value from it — check
+    in every format, diff, export otlp, a malformed event's problem — redacts it as it is shown."""
+    _clear_project(tmp_path)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TAPETUI_CACHE_DIR", "off")
     printed = []
@@ -853,3 +860,25 @@ def test_a_tape_holding_secrets_in_clear_never_prints_them(
     assert any("must be an integer" in text for _, text in printed)  # the quoted event was shown, redacted
     leaks = [(argv, s) for argv, text in printed for s in CLEAR if s in text]
     assert not leaks
+
+
+async def test_a_tape_holding_secrets_in_clear_never_reaches_the_screen(tmp_path: Path) -> None:
+    from tapetui.core.config import load_config
+    from tapetui.tui.app import TapeApp
+    from tests.test_tui import _visible, wait_for
+
+    _clear_project(tmp_path)
+    app = TapeApp(load_config(tmp_path / "tapes.toml"), watch=False)
+    async with app.run_test(size=(160, 60)) as pilot:
+        await wait_for(pilot, lambda: all(s.loaded for s in app.sessions.values()))
+        seen = [_visible(app)]
+        for i in range(16):  # down the tree, each session and step opened: its detail, its diff (both views), its run
+            await pilot.press("enter")
+            await pilot.press("j")
+            if i == 8:
+                await pilot.press("t")
+            await pilot.pause()
+            seen.append(_visible(app))
+        screen = "\n".join(seen)
+        assert "api_key" in screen and "[REDACTED]" in screen  # the step is shown, its secret is not
+        assert not [s for s in CLEAR if s in screen], [ln for ln in screen.splitlines() if "PLAINKEY" in ln]

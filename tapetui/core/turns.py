@@ -28,10 +28,10 @@ from typing import Any
 import orjson
 
 from tapetui.core.canon import canon, canonical_json
-from tapetui.core.changes import MISSING, Change, short
+from tapetui.core.changes import MISSING, Change, secret_path, short
 from tapetui.core.errors import InvalidValue, TapeError
 from tapetui.core.jsondiff import diff_values, path_segments
-from tapetui.core.redact import DEFAULT_REDACTOR, Redactor
+from tapetui.core.redact import DEFAULT_REDACTOR, REDACTED, Redactor
 
 __all__ = [
     "REQUEST_FIELDS",
@@ -486,7 +486,10 @@ def _as_traced(segs: tuple[str, ...], c: Change) -> bool:
 
 def change_line(c: Change) -> str:
     """One request difference as a person reads it: ``instructions: + "Always answer in French."``,
-    ``messages[2].parts[0].content "…" → "…"``, ``settings.temperature 0 → 0.7``, ``model a → b``."""
+    ``messages[2].parts[0].content "…" → "…"``, ``settings.temperature 0 → 0.7``, ``model a → b``; a path under
+    a secret key (``settings.extra_headers.authorization``) shows ``[REDACTED]``, as every change does."""
+    if secret_path(c.path):
+        c = Change(c.path, *(v if v is MISSING else REDACTED for v in (c.old, c.new)))
     if c.old is MISSING:
         return f"{c.path}: + {short(c.new)}"
     if c.new is MISSING:

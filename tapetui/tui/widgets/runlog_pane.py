@@ -7,7 +7,7 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import Log
 
-from tapetui.core.changes import short
+from tapetui.core.changes import secret_path, short
 from tapetui.core.runlog import RunSummary, describe_counts, end_counts
 from tapetui.core.textsafe import safe_text
 
@@ -24,7 +24,8 @@ def event_line(ev: dict[str, Any], run: RunSummary | None = None) -> str:
     tool = ev.get("tool", "")
     extra = ""
     if kind == "drift":
-        extra = "  " + "; ".join(f"{c[0]}: {c[1]!r} → {c[2]!r}" for c in ev.get("changes") or [])[:200]
+        changes = [c for c in ev.get("changes") or [] if isinstance(c, list) and len(c) == 3]
+        extra = "  " + "; ".join(_change(*c) for c in changes)[:200]
     elif kind == "miss":
         extra = f"  nearest step {ev.get('nearest')}" if ev.get("nearest") else "  not on tape"
     elif kind == "fingerprint":
@@ -52,6 +53,13 @@ def event_line(ev: dict[str, Any], run: RunSummary | None = None) -> str:
         extra = f"  {ev.get('kind')}: {shown}"
     head = f"{kind:<11}" + (f" step {seq:<4} {tool}" if seq is not None else "")
     return safe_text(head + extra, newlines=False)
+
+
+def _change(path: Any, old: Any, new: Any) -> str:
+    """A drift event's change as the pane shows it: redacted as every value shown is (see tapetui.core.changes)."""
+    if secret_path(str(path)):
+        return f"{path}: [REDACTED]"
+    return f"{path}: {short(old, 40, around=new if isinstance(new, str) else None)} → {short(new, 40)}"
 
 
 class RunLogPane(Log):
