@@ -201,7 +201,7 @@ def _merge_reports(args: argparse.Namespace, fmt: str, cfg: Config) -> int:
             f"{review.no_tapes_message(tapes, cfg)}: --merge runs in a checkout of the folder the shards checked"
         )
     expected = shards.identity(tapes, cfg.root, names, cli_parser.version(), (1, 1))
-    merged = shards.merge(args.merge, expected, len(names))
+    merged = shards.merge(args.merge, expected, frozenset(names))
     reports = merged.session_reports(cfg.root)
     if fmt == "json":
         print_json(merged.to_json())

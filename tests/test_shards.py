@@ -157,6 +157,11 @@ def test_a_merge_checks_what_each_report_says(samples: Path, capsys: pytest.Capt
         "a session of the other shard": {**other, "reports": [*other["reports"], entry]},
         "sessions counted twice": {**docs[k], "sessions": docs[k]["sessions"] * 2},
         "negative sessions": {**docs[k], "sessions": -85},
+        "a session the folder has not": {
+            **docs[k],
+            "reports": [*docs[k]["reports"], {**entry, "session": _named_in_shard(k + 1, 2)}],
+            "failing": docs[k]["failing"] + (not entry["ok"]),
+        },
     }
     for what, doc in edits.items():
         bad = samples / "edited.json"
@@ -175,7 +180,11 @@ def test_a_merge_checks_what_each_report_says(samples: Path, capsys: pytest.Capt
     for i, d in enumerate(everyone):
         (samples / f"other{i}.json").write_text(json.dumps(d))
     code, _, err = run(capsys, "check", "--merge", str(samples / "other0.json"), str(samples / "other1.json"))
-    assert code == 2 and "its tapetui is '0.0.1-other', and this checkout's is" in err
+    assert code == 2 and "its tapetui is '0.0.1-other', and here it is" in err
+
+
+def _named_in_shard(k: int, n: int) -> str:
+    return next(name for i in range(1000) if in_shard(name := f"ghost/session_{i}", k, n))
 
 
 def test_a_merge_of_an_unreadable_session_exits_as_one_check_does(

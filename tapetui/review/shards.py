@@ -146,14 +146,14 @@ def _verdict(dimension: str, j: Any) -> Verdict | None:
     )
 
 
-def merge(paths: Sequence[Path], expected: dict[str, Any], sessions_here: int) -> Merged:
+def merge(paths: Sequence[Path], expected: dict[str, Any], names: frozenset[str]) -> Merged:
     """The reports at ``paths`` (each a shard's ``--json``) as one verdict.
 
     ``expected``: the :func:`identity` of the folder in this checkout (its ``shard`` ignored), which every report
-    must carry: the same report format, this tapetui's version, this folder and these sessions (``sessions_here``
-    of them). Nothing a report says is taken on trust that can be checked: each session it lists must be one of its
-    shard, listed once; its ``ok`` must follow from its error and findings, its ``failing`` count from its sessions,
-    and the shards' session counts must add up to the folder's.
+    must carry: the same report format, this tapetui's version, this folder and its sessions (``names``). Nothing
+    a report says is taken on trust that can be checked: each session it lists must be one of its shard and of
+    the folder, listed once; its ``ok`` must follow from its error and findings, its ``failing`` count from its
+    sessions, and the shards' session counts must add up to the folder's.
 
     Raises:
         TapeError: a file that is not a shard's report (naming it, and the entry), reports of another folder,
@@ -173,7 +173,7 @@ def merge(paths: Sequence[Path], expected: dict[str, Any], sessions_here: int) -
         for key in _KEYS:
             if doc[key] != expected[key]:
                 raise TapeError(
-                    f"{p}: its {key} is {str(doc[key])[:80]!r}, and this checkout's is {str(expected[key])[:80]!r}: "
+                    f"{p}: its {key} is {str(doc[key])[:80]!r}, and here it is {str(expected[key])[:80]!r}: "
                     "the reports of one check of this folder, by this tapetui version, are merged, no others"
                 )
         if first is None:
@@ -188,6 +188,8 @@ def merge(paths: Sequence[Path], expected: dict[str, Any], sessions_here: int) -
         own_failing = 0
         for i, r in enumerate(doc["reports"]):
             name = _entry(p, i, r, shard["k"], shard["n"])
+            if name not in names:
+                raise TapeError(f"{p}: reports[{i}]: session {name!r} is not one of this folder's")
             if name in listed:
                 raise TapeError(f"{p}: reports[{i}]: session {name!r} again (it is in {listed[name]} too)")
             listed[name] = p
@@ -209,9 +211,9 @@ def merge(paths: Sequence[Path], expected: dict[str, Any], sessions_here: int) -
             f"shard(s) {', '.join(f'{k}/{n}' for k in missing)} missing: a merge of some shards is no verdict "
             "(give every shard's report)"
         )
-    if sessions != sessions_here:
+    if sessions != len(names):
         raise TapeError(
-            f"the shards' reports count {sessions} session(s), and the folder holds {sessions_here}: "
+            f"the shards' reports count {sessions} session(s), and the folder holds {len(names)}: "
             "not the reports of one check of it"
         )
     reports.sort(key=lambda r: str(r["session"]))
