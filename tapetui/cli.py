@@ -26,6 +26,7 @@ import tapetui.cli_parser as cli_parser
 import tapetui.review as review
 import tapetui.review.shards as shards
 from tapetui.cli_output import Out, ProgressBar, plural, print_json
+from tapetui.core.changes import show_redacted_by
 from tapetui.core.comparators import hooks_running
 from tapetui.core.config import Config, find_config, load_config
 from tapetui.core.errors import TapeError
@@ -83,6 +84,7 @@ def _config(args: argparse.Namespace, tapes_dir: str | None = None, *, must_exis
             cfg = Config.for_dir(Path.cwd() / "tapes" if (Path.cwd() / "tapes").is_dir() else Path.cwd())
         else:
             cfg = near
+    show_redacted_by(cfg.redactor())  # what this command shows of a tape: redacted by the project's rules too
     if must_exist and tapes_dir is not None and not Path(tapes_dir).is_dir():
         raise TapeError(
             f"no tapes found in {tapes_dir}: no such folder (tapes.toml: {cfg.path or 'none found'}); "
@@ -148,8 +150,9 @@ def cmd_check(args: argparse.Namespace) -> int:
             "failing": len(failing),
             "reports": [r.to_json() for r in reports if not r.ok or r.findings],
         }
-        if args.shard is not None:  # what --merge checks: one folder, one version, every shard
+        if args.shard is not None:  # what --merge checks: one folder, one version, every shard, these files
             doc |= shards.identity(tapes, cfg.root, names.values(), cli_parser.version(), shard)
+            doc["files_digest"] = shards.files_digest({names[g]: g for g in only or ()})
         print_json(doc)
     else:
         _print_reports(reports, f"{len(reports)} session(s) checked, {len(failing)} with findings", bool(failing))
@@ -195,13 +198,13 @@ def _merge_reports(args: argparse.Namespace, fmt: str, cfg: Config) -> int:
     if args.shard is not None or args.samples is not None or args.sample or args.jobs != "auto":
         raise _Usage("--merge reads the shards' reports only: give it without --shard, --jobs or samples")
     tapes = Path(args.dir) if args.dir else cfg.tapes_dir
-    names = [session_name(g, cfg.tapes_dir) for g in iter_goldens(tapes)] if tapes.is_dir() else []
-    if not names:
+    goldens = {session_name(g, cfg.tapes_dir): g for g in iter_goldens(tapes)} if tapes.is_dir() else {}
+    if not goldens:
         raise TapeError(
             f"{review.no_tapes_message(tapes, cfg)}: --merge runs in a checkout of the folder the shards checked"
         )
-    expected = shards.identity(tapes, cfg.root, names, cli_parser.version(), (1, 1))
-    merged = shards.merge(args.merge, expected, frozenset(names))
+    expected = shards.identity(tapes, cfg.root, goldens, cli_parser.version(), (1, 1))
+    merged = shards.merge(args.merge, expected, goldens)
     reports = merged.session_reports(cfg.root)
     if fmt == "json":
         print_json(merged.to_json())
@@ -671,12 +674,14 @@ def _export_target(given: Path, cfg: Config) -> Path:
             "the spans to standard output)"
         )
     target = given.resolve()
-    if target == cfg.changelog.resolve() or (
-        inside(cfg.tapes_dir, target) is not None and (target.name.endswith(".jsonl") or target.name.startswith("."))
+    own = (".jsonl", ".journal", ".torn", ".tmp")  # tapes, journals, torn tails set aside, atomic writes' temps
+    kept = {cfg.changelog.resolve(), *((cfg.path.resolve(),) if cfg.path is not None else ())}
+    if target in kept or (
+        inside(cfg.tapes_dir, target) is not None and (target.name.endswith(own) or target.name.startswith("."))
     ):
         raise TapeError(
-            f"{given}: a file of the tapes folder {cfg.tapes_dir} (a .jsonl there is read as a tape, a dot-file is a "
-            "lock or a journal) or its changelog: --out writes the spans to another name (e.g. .json) or elsewhere"
+            f"{given}: a file of the tapes folder {cfg.tapes_dir} (a tape, journal, torn tail or lock), its changelog "
+            "or tapes.toml: --out writes the spans to another name (e.g. .json) or elsewhere"
         )
     return target
 

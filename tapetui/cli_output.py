@@ -6,7 +6,7 @@ import os
 import sys
 from typing import Any, TextIO
 
-from tapetui.core.changes import json_text
+from tapetui.core.changes import json_text, shown_doc
 from tapetui.core.textsafe import inert_commands, safe_json_text, safe_text
 
 __all__ = ["Out", "ProgressBar", "plural", "print_json"]
@@ -31,7 +31,8 @@ class Out:
 
 def print_json(obj: Any) -> None:
     """``--json``: indented; a tape's value nested past what JSON text shows is cut there (``"…(deeper)"``)."""
-    sys.stdout.write(safe_json_text(json_text(obj, indent=True, default=str)) + "\n")
+    # values from tapes redacted, names kept (tapetui.core.changes.shown_doc)
+    sys.stdout.write(safe_json_text(json_text(shown_doc(obj), indent=True, default=str, redact=False)) + "\n")
 
 
 class ProgressBar:

@@ -214,3 +214,37 @@ def test_merge_and_shard_options_that_are_not_one_are_usage_errors(
     paths = [str(p) for p in shard_reports(capsys, samples, 2)]
     code, _, err = run(capsys, "check", "--merge", *paths, "--jobs", "0")
     assert code == 2 and "without --shard, --jobs or samples" in err
+
+
+def test_a_merge_refuses_reports_of_other_files_or_shifted_counts(
+    samples: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each shard's report names the files it checked (a digest of its goldens and candidates): reports of another
+    commit of the same sessions, or counts moved from one shard to another, are refused."""
+    paths = shard_reports(capsys, samples, 2)
+    docs = [json.loads(p.read_text()) for p in paths]
+    shifted = [{**docs[0], "sessions": docs[0]["sessions"] + 1}, {**docs[1], "sessions": docs[1]["sessions"] - 1}]
+    for i, d in enumerate(shifted):
+        (samples / f"shifted{i}.json").write_text(json.dumps(d))
+    code, _, err = run(capsys, "check", "--merge", str(samples / "shifted0.json"), str(samples / "shifted1.json"))
+    assert code == 2 and "whose files are not this checkout's" in err
+    golden = next(p for p in samples.rglob("*.jsonl") if not p.name.endswith((".run.jsonl", ".candidate.jsonl")))
+    golden.write_bytes(golden.read_bytes() + b"\n")  # another commit: the same sessions, other bytes
+    code, _, err = run(capsys, "check", "--merge", *map(str, paths))
+    assert code == 2 and "another commit" in err
+
+
+def test_a_session_whose_file_name_is_not_utf8_is_checked_sharded_and_merged(
+    samples: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file name that is not UTF-8 (a session name with lone surrogates in Python) is shown as its escape in text
+    and JSON (never a traceback, never raw bytes), and its shard's report merges."""
+    tapes = samples / "sample_tapes"
+    for suffix in (".jsonl", ".run.jsonl"):  # a session with findings: its report is in the JSON
+        os.link(tapes / f"miss_extra_doc{suffix}", os.fsencode(tapes) + b"/bad\xff\xfe" + suffix.encode())
+    code, out, err = run(capsys, "check", "--json")
+    assert code == 1 and "Traceback" not in err and "bad\\\\udcff\\\\udcfe" in out
+    text = run(capsys, "check")[1]
+    assert "\udcff" not in text
+    paths = shard_reports(capsys, samples, 2)
+    assert run(capsys, "check", "--merge", *map(str, paths))[0] == 1

@@ -518,12 +518,16 @@ def test_export_out_replaces_a_regular_file_only_and_never_a_tape(
         (tmp_path, "this is a folder"),
         (golden, "a file of the tapes folder"),
         (tapes / "new.jsonl", "a file of the tapes folder"),
-        (changelog, "or its changelog"),
+        (changelog, "its changelog"),
+        (tapes / "research_prompt.jsonl.journal", "a file of the tapes folder"),
+        (tapes / "research_prompt.jsonl.torn", "a file of the tapes folder"),
+        (sample_dir / "tapes.toml", "or tapes.toml"),
     ):
         assert main(["export", "otlp", "research_prompt", "--out", str(target)]) == 2, target
         assert why in capsys.readouterr().err, target
     assert fifo.is_fifo() and device.is_symlink() and os.path.realpath(device) == os.devnull
     assert golden.read_bytes() == before and changelog.read_bytes() == kept and not (tapes / "new.jsonl").exists()
+    assert not (tapes / "research_prompt.jsonl.journal").exists() and (sample_dir / "tapes.toml").read_text()
     out = tmp_path / "spans.jsonl"
     out.write_text("old\n")
     assert main(["export", "otlp", "research_prompt", "--out", str(out)]) == 0

@@ -3,10 +3,14 @@
 Apart from :mod:`tapetui.core.jsondiff` (which finds them) so that the errors a replay raises
 (:mod:`tapetui.core.errors`) can describe changes without importing the differ.
 
-Every value shown here is redacted as it is shown, with the default rules: a tape that holds a secret in clear
-(written by hand, recorded before a rule existed, brought by a pull request) never prints it — not in an error,
-``check``'s output in any format, ``diff`` or the app. A path under a secret key (``args.api_key``) shows
-``[REDACTED]`` on both sides; a value elsewhere has its secret-shaped parts redacted (``Bearer [REDACTED]``).
+Every value shown here is redacted as it is shown: a tape that holds a secret in clear (written by hand, recorded
+before a rule existed, brought by a pull request) never prints it — not in an error, ``check``'s output in any
+format, ``diff`` or the app. A path under a secret key (``args.api_key``) shows ``[REDACTED]`` on both sides, a
+secret in a path's key is redacted in the path, and a value elsewhere has its secret-shaped parts redacted
+(``Bearer [REDACTED]``). The rules are the default ones until a front (the command line, the app, a ``check``
+worker) has read the project's ``tapes.toml``: then its ``[redact]`` rules too (:func:`show_redacted_by`).
+Names — of sessions, tools, files — are shown as they are: they are the project's own words, and scripts read
+them back (:func:`shown_doc`).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import orjson
 from tapetui.core.errorbase import TooDeep
 from tapetui.core.paths import join as format_path
 from tapetui.core.paths import prefixed, split
-from tapetui.core.redact import DEFAULT_REDACTOR, REDACTED
+from tapetui.core.redact import DEFAULT_REDACTOR, REDACTED, Redactor
 
 __all__ = [
     "DEEPER",
@@ -29,9 +33,14 @@ __all__ = [
     "event_changes",
     "format_changes",
     "format_path",
+    "json_name",
     "json_text",
     "secret_path",
     "short",
+    "shown_path",
+    "show_redacted_by",
+    "shown_doc",
+    "shown_redactor",
 ]
 
 
@@ -46,6 +55,19 @@ class _Missing:
 
 
 MISSING: Any = _Missing()
+
+_SHOWN: list[Redactor] = [DEFAULT_REDACTOR]  # what redacts what is shown in this process
+
+
+def show_redacted_by(redactor: Redactor) -> None:
+    """Redact what this process shows with ``redactor`` from now on (a front does, with its project's
+    ``Config.redactor()``: the default rules and the project's ``[redact]`` rules)."""
+    _SHOWN[0] = redactor
+
+
+def shown_redactor() -> Redactor:
+    """What redacts what this process shows (see :func:`show_redacted_by`)."""
+    return _SHOWN[0]
 
 
 class Change(NamedTuple):
@@ -114,7 +136,9 @@ DEEPER = "…(deeper)"
 _DEEPER_JSON = orjson.dumps(DEEPER).decode()
 
 
-def json_text(value: Any, *, indent: bool = False, sort_keys: bool = False, default: Any = repr) -> str:
+def json_text(
+    value: Any, *, indent: bool = False, sort_keys: bool = False, default: Any = repr, redact: bool = True
+) -> str:
     """JSON text of a value from a tape, for a person or ``--json``: of any depth, never an error for it.
 
     orjson refuses a value nested past :data:`SHOWN_DEPTH` levels (``TypeError: Recursion limit reached``),
@@ -126,18 +150,20 @@ def json_text(value: Any, *, indent: bool = False, sort_keys: bool = False, defa
         indent: two spaces per level, one item a line.
         sort_keys: object keys in sorted order.
         default: what an object JSON has no form for is shown as (``repr``).
+        redact: redact the value as it is shown (see the module's doc); False for a value redacted already
+            (a ``--json`` document, through :func:`shown_doc`).
     """
     option = (orjson.OPT_INDENT_2 if indent else 0) | (orjson.OPT_SORT_KEYS if sort_keys else 0)
-    return _json(_redacted(value), option, default)[0]
+    return _json(_redacted(value) if redact else value, option, default)[0]
 
 
 def _redacted(value: Any) -> Any:
     """``value`` as it is shown: redacted with the default rules (see the module's doc); one nested past what
     redaction walks is cut at :data:`SHOWN_DEPTH` first, as it is shown anyway."""
     try:
-        return DEFAULT_REDACTOR.redact(value)
+        return _SHOWN[0].redact(value)
     except TooDeep:
-        return DEFAULT_REDACTOR.redact(_clipped(value, SHOWN_DEPTH))
+        return _SHOWN[0].redact(_clipped(value, SHOWN_DEPTH))
 
 
 def _json(value: Any, option: int, default: Any) -> tuple[str, bool]:
@@ -145,18 +171,33 @@ def _json(value: Any, option: int, default: Any) -> tuple[str, bool]:
     try:
         return orjson.dumps(value, option=option, default=default).decode(), False
     except TypeError as e:  # orjson.JSONEncodeError is one
+        if "surrogates" in str(e):  # a name from a file name that is not UTF-8 (``\udcff``): shown as its escape
+            return _json(_clipped(value, SHOWN_DEPTH, json_name), option, default)[0], False
         if "Recursion limit" not in str(e):
             raise
     return orjson.dumps(_clipped(value, SHOWN_DEPTH), option=option, default=default).decode(), True
 
 
-def _clipped(value: Any, room: int) -> Any:
+def json_name(text: str) -> str:
+    """``text`` as JSON output holds it: a lone surrogate (a file name that is not UTF-8) as its escape, ``\\udcff``;
+    any other text as it is."""
+    return text.encode("utf-8", "backslashreplace").decode()
+
+
+def _clipped(value: Any, room: int, text: Any = None) -> Any:
     """A copy of ``value`` with the containers below ``room`` levels replaced by :data:`DEEPER`. It recurses
-    at most ``room`` levels, whatever the value's depth: well within Python's recursion limit."""
+    at most ``room`` levels, whatever the value's depth: well within Python's recursion limit. ``text``: what each
+    string (a key too) becomes, when not itself."""
     if isinstance(value, dict):
-        return {k: _clipped(v, room - 1) for k, v in value.items()} if room > 0 else DEEPER
+        if room <= 0:
+            return DEEPER
+        if text is None:
+            return {k: _clipped(v, room - 1) for k, v in value.items()}
+        return {text(k) if isinstance(k, str) else k: _clipped(v, room - 1, text) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_clipped(v, room - 1) for v in value] if room > 0 else DEEPER
+        return [_clipped(v, room - 1, text) for v in value] if room > 0 else DEEPER
+    if text is not None and isinstance(value, str):
+        return text(value)
     return value
 
 
@@ -164,7 +205,7 @@ def format_changes(changes: Iterable[Change | tuple[str, Any, Any]], prefix: str
     """Lines such as ``args.max_words  120 → 80``; added and removed paths say so."""
     lines = []
     for path, old, new in changes:
-        full = prefixed(prefix, path)
+        full = shown_path(prefixed(prefix, path))
         if secret_path(path):
             old, new = (v if v is MISSING else REDACTED for v in (old, new))
         if old is MISSING:
@@ -178,10 +219,45 @@ def format_changes(changes: Iterable[Change | tuple[str, Any, Any]], prefix: str
     return lines
 
 
+def shown_path(path: str) -> str:
+    """A change's path as it is shown: a secret that is a key on it (``args["Bearer …"]``) redacted."""
+    return _SHOWN[0].redact_text(path)
+
+
 def secret_path(path: str) -> bool:
     """Whether a change's path goes through a key whose value the default rules redact (``api_key``, ``token``)."""
     try:
         segments = split(path)
     except ValueError:  # not a path as join writes it: its words are looked at as they are
         segments = tuple(path.replace("[", ".").replace("]", ".").split("."))
-    return any(DEFAULT_REDACTOR.is_secret_key(s) for s in segments if s and not s.isdigit())
+    return any(_SHOWN[0].is_secret_key(s) for s in segments if s and not s.isdigit())
+
+
+# Keys of a --json document whose values are names (of sessions, tools, files, dimensions, keys) or the report's
+# own words: kept as they are. Under VALUE_KEYS a tape's values: redacted whole, their own keys' rules applied.
+_NAME_KEYS = frozenset(
+    {"session", "golden", "other", "tape", "folder", "tapetui", "sessions_digest", "shard", "tool", "tools", "name",
+     "kind", "dimension", "mode", "level", "outcome", "key", "old_key", "new_key", "recorded_key", "stored_key",
+     "computed_key", "fingerprint", "seq", "new_seq", "line", "format", "requested", "sessions", "ok", "failing",
+     "files_digest"}
+)  # fmt: skip
+_VALUE_KEYS = frozenset({"old", "new", "value", "args", "result", "recorded_args", "request", "response", "values"})
+_DOC_DEPTH = 32
+
+
+def shown_doc(doc: Any, depth: int = 0) -> Any:
+    """A ``--json`` document as it is printed: every value from a tape in it redacted (:func:`show_redacted_by`),
+    every name kept — a session called ``login basic authentication`` is still that in the JSON a script or
+    ``check --merge`` reads. Dict keys are kept (``stats --json`` is keyed by session)."""
+    if depth > _DOC_DEPTH:  # deeper than any report's own structure: a tape's value, redacted whole
+        return _redacted(doc)
+    if isinstance(doc, dict):
+        return {
+            k: v if k in _NAME_KEYS else _redacted(v) if k in _VALUE_KEYS else shown_doc(v, depth + 1)
+            for k, v in doc.items()
+        }
+    if isinstance(doc, (list, tuple)):
+        return [shown_doc(v, depth + 1) for v in doc]
+    if isinstance(doc, str):
+        return _SHOWN[0].redact_text(doc)
+    return doc

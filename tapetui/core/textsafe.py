@@ -12,9 +12,13 @@ import re
 __all__ = ["inert_commands", "safe_json_text", "safe_text", "xml_text"]
 
 # C0 controls but tab and newline, DEL, C1 controls, bidi embeddings/overrides/isolates,
-# zero-width and line/paragraph separators.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]")
-_UNSAFE_ALL = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]")
+# zero-width and line/paragraph separators, lone surrogates.
+_UNSAFE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff\ud800-\udfff]"
+)
+_UNSAFE_ALL = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff\ud800-\udfff]"
+)  # a lone surrogate too: a file name that is not UTF-8 (\udcff) is shown as its escape, never as raw bytes
 
 
 def _escape(m: re.Match[str]) -> str:

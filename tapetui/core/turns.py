@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 
 from tapetui.core.canon import canon, canonical_json
-from tapetui.core.changes import MISSING, Change, secret_path, short
+from tapetui.core.changes import MISSING, Change, secret_path, short, shown_path
 from tapetui.core.errors import InvalidValue, TapeError
 from tapetui.core.jsondiff import diff_values, path_segments
 from tapetui.core.redact import DEFAULT_REDACTOR, REDACTED, Redactor
@@ -490,6 +490,7 @@ def change_line(c: Change) -> str:
     a secret key (``settings.extra_headers.authorization``) shows ``[REDACTED]``, as every change does."""
     if secret_path(c.path):
         c = Change(c.path, *(v if v is MISSING else REDACTED for v in (c.old, c.new)))
+    c = Change(shown_path(c.path), c.old, c.new)
     if c.old is MISSING:
         return f"{c.path}: + {short(c.new)}"
     if c.new is MISSING:

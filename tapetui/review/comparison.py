@@ -12,7 +12,7 @@ import orjson
 from rapidfuzz.distance import Levenshtein
 
 from tapetui.core.canon import canon
-from tapetui.core.changes import MISSING, Change, format_changes, secret_path
+from tapetui.core.changes import MISSING, Change, format_changes, secret_path, shown_path
 from tapetui.core.comparators import CompareSettings, Excuse, Hooks, Judged, Rules
 from tapetui.core.config import Config
 from tapetui.core.contract import ignore_rules
@@ -193,7 +193,7 @@ def excused_lines(excused: Iterable[tuple[str, Excuse]]) -> list[str]:
 def _change_json(c: Change) -> dict[str, Any]:
     """A change as ``--json`` gives it; under a secret key (``args.api_key``) its values are ``[REDACTED]``, as
     they are shown (the other values are redacted as the whole output is: see :mod:`tapetui.core.changes`)."""
-    out: dict[str, Any] = {"path": c.path, "kind": c.kind}
+    out: dict[str, Any] = {"path": shown_path(c.path), "kind": c.kind}
     hidden = secret_path(c.path)
     if c.kind != "added":
         out["old"] = REDACTED if hidden else c.old

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tapetui.core.changes import shown_redactor
 from tapetui.review.comparison import RowLevel
 
 __all__ = ["Finding", "FindingKind"]
@@ -50,6 +51,11 @@ class Finding:
     data: dict[str, Any] = field(default_factory=dict)
     warning: bool = False  # shown, but does not fail check
     level: RowLevel | None = None  # a line of a candidate's comparison: its row's level (a verdict's pass/fail)
+
+    def __post_init__(self) -> None:
+        # its text quotes what a run log or tape said (a miss's reason, a rule's text): redacted as it is shown,
+        # as every value is (tapetui.core.changes); the values it formats are redacted already, and stay so
+        object.__setattr__(self, "text", shown_redactor().redact_text(self.text))
 
     def to_json(self) -> dict[str, Any]:
         return {

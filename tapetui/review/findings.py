@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tapetui.core.canon import canon
-from tapetui.core.changes import MISSING, Change, format_changes
+from tapetui.core.changes import MISSING, Change, format_changes, secret_path, show_redacted_by, shown_redactor
 from tapetui.core.comparators import CompareSettings, Hooks, Judged
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
@@ -26,6 +26,7 @@ from tapetui.core.jsondiff import IgnoreRules, path_segments
 from tapetui.core.listing import Listing, SessionFiles
 from tapetui.core.locks import reading
 from tapetui.core.paths import prefixed
+from tapetui.core.redact import REDACTED
 from tapetui.core.runlog import RunLogReader
 from tapetui.core.store import (
     candidate_path,
@@ -269,7 +270,7 @@ def contract_findings(c: ContractChange) -> list[Finding]:
 def tolerated_finding(h: ToleratedHit, golden: TapeIndex, settings: CompareSettings, config: Config | None) -> Finding:
     """A tolerated hit: a warning naming what excused it, unless tapes.toml no longer excuses it (the run was
     judged under the rules of its day: it is judged again by value, under today's) or that is not known."""
-    excused = "; ".join(f"{t.get('path')} ({t.get('text')})" for t in h.items)
+    excused = "; ".join(_excuse_shown(t) for t in h.items)
     gone = _no_longer_excused(h, golden, settings, config)
     unknown = gone is None  # an older run log: the values are not there to judge
     if gone is None:
@@ -288,9 +289,21 @@ def tolerated_finding(h: ToleratedHit, golden: TapeIndex, settings: CompareSetti
         f"{h.tool}  step {h.seq}  served as a tolerated hit: {excused}{why}",
         h.seq,
         h.tool,
-        {"tolerated": h.tolerated, "recorded_key": h.recorded_key, "no_longer_excused": gone},
+        {"tolerated": [_excuse_data(t) for t in h.items], "recorded_key": h.recorded_key, "no_longer_excused": gone},
         warning=not gone,
     )
+
+
+def _excuse_shown(t: dict[str, Any]) -> str:
+    """``path (the rule's text)`` of a tolerated difference; the text of one under a secret key's path hidden (it
+    quotes both values, as the run log wrote them)."""
+    path = str(t.get("path"))
+    return f"{path} ([REDACTED] values, excused)" if secret_path(path) else f"{path} ({t.get('text')})"
+
+
+def _excuse_data(t: dict[str, Any]) -> dict[str, Any]:
+    """A tolerated difference as ``--json`` gives it: its text hidden under a secret key's path (see above)."""
+    return {**t, "text": REDACTED} if secret_path(str(t.get("path"))) else t
 
 
 def stale_finding(s: Stale) -> Finding:
@@ -666,7 +679,7 @@ def _check_session_once(
                     f for f in candidate_findings(cmp, cand.name) if f.kind != "capability" or f.tool not in seen
                 ]
     except TapeError as e:
-        rep.error = str(e)
+        rep.error = shown_redactor().redact_text(str(e))  # it may quote a line of the tape: redacted as shown
     except OSError as e:  # a name too long for the file system, a folder that cannot be listed...
         rep.error = f"{e.filename or golden}: {e.strerror or e}"
     return rep
@@ -848,6 +861,7 @@ _WORKER: list[tuple[Config, list[_Work]]] = []  # a check process's config and s
 
 def _worker_start(config: Config, work: list[_Work]) -> None:
     _WORKER[:] = [(config, work)]
+    show_redacted_by(config.redactor())  # the findings' texts redacted as one process redacts them
 
 
 def _worker_check(i: int) -> SessionReport:

@@ -19,8 +19,10 @@ from typing import Any, get_args
 
 import orjson
 
+from tapetui.core.changes import json_name
 from tapetui.core.errors import TapeError
-from tapetui.core.files import open_regular
+from tapetui.core.files import file_sha256, open_regular
+from tapetui.core.store import candidate_path
 from tapetui.review.comparison import RowLevel
 from tapetui.review.finding import Finding
 from tapetui.review.findings import SessionReport
@@ -28,7 +30,7 @@ from tapetui.review.verdicts import Verdict
 
 __all__ = ["REPORT_FORMAT", "Merged", "identity", "in_shard", "merge", "parse_shard"]
 
-REPORT_FORMAT = 1  # the version of check's --json report (its identity fields)
+REPORT_FORMAT = 2  # the version of check's --json report (its identity fields; 2: files_digest)
 MAX_SHARDS = 10_000
 
 
@@ -50,12 +52,12 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 def in_shard(name: str, k: int, n: int) -> bool:
     """Whether session ``name`` is in shard ``k`` of ``n``."""
-    return 1 + int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big") % n == k
+    return 1 + int.from_bytes(hashlib.sha256(name.encode("utf-8", "surrogateescape")).digest()[:8], "big") % n == k
 
 
 def identity(tapes_dir: Path, root: Path, names: Iterable[str], version: str, shard: tuple[int, int]) -> dict[str, Any]:
-    """What a shard's report says of itself, for :func:`merge` to check."""
-    digest = hashlib.sha256("\n".join(sorted(names)).encode()).hexdigest()
+    """What a shard's report says of itself, for :func:`merge` to check (its own files: :func:`files_digest`)."""
+    digest = hashlib.sha256("\n".join(sorted(names)).encode("utf-8", "surrogateescape")).hexdigest()
     try:
         folder = os.path.relpath(tapes_dir, root)
     except ValueError:
@@ -67,6 +69,18 @@ def identity(tapes_dir: Path, root: Path, names: Iterable[str], version: str, sh
         "shard": {"k": shard[0], "n": shard[1]},
         "sessions_digest": digest,
     }
+
+
+def files_digest(sessions: dict[str, Path]) -> str:
+    """A digest of what a shard checked: each session's name with the sha256 of its golden's and its pending
+    candidate's bytes (``-`` for none). ``--merge`` computes it again from its checkout: a report of another commit
+    of the same session names is refused."""
+    h = hashlib.sha256()
+    for name in sorted(sessions):
+        golden = sessions[name]
+        files = (file_sha256(golden) or "-", file_sha256(candidate_path(golden)) or "-")
+        h.update(f"{name}\0{files[0]}\0{files[1]}\n".encode("utf-8", "surrogateescape"))
+    return h.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -146,14 +160,15 @@ def _verdict(dimension: str, j: Any) -> Verdict | None:
     )
 
 
-def merge(paths: Sequence[Path], expected: dict[str, Any], names: frozenset[str]) -> Merged:
+def merge(paths: Sequence[Path], expected: dict[str, Any], goldens: dict[str, Path]) -> Merged:
     """The reports at ``paths`` (each a shard's ``--json``) as one verdict.
 
     ``expected``: the :func:`identity` of the folder in this checkout (its ``shard`` ignored), which every report
-    must carry: the same report format, this tapetui's version, this folder and its sessions (``names``). Nothing
-    a report says is taken on trust that can be checked: each session it lists must be one of its shard and of
-    the folder, listed once; its ``ok`` must follow from its error and findings, its ``failing`` count from its
-    sessions, and the shards' session counts must add up to the folder's.
+    must carry: the same report format, this tapetui's version, this folder and its sessions (``goldens``: each
+    session's golden here). Nothing a report says is taken on trust that can be checked: its shard's sessions and
+    their files must be this checkout's (:func:`files_digest`); each session it lists must be one of its shard,
+    listed once; its ``ok`` must follow from its error and findings, its ``failing`` count from its sessions.
+    What cannot be checked without checking again is the findings themselves: a report is its own job's artifact.
 
     Raises:
         TapeError: a file that is not a shard's report (naming it, and the entry), reports of another folder,
@@ -167,6 +182,7 @@ def merge(paths: Sequence[Path], expected: dict[str, Any], names: frozenset[str]
     sessions = failing = errors = 0
     reports: list[dict[str, Any]] = []
     listed: dict[str, Path] = {}
+    named = {json_name(name): name for name in goldens}  # a name as the reports' JSON holds it → the name
     for p in paths:
         doc = _read(p)
         shard = doc["shard"]
@@ -185,11 +201,15 @@ def merge(paths: Sequence[Path], expected: dict[str, Any], names: frozenset[str]
         if shard["k"] in seen:
             raise TapeError(f"{p}: shard {shard['k']}/{shard['n']} again (it is {seen[shard['k']]} too)")
         seen[shard["k"]] = p
+        mine = {name: g for name, g in goldens.items() if in_shard(name, shard["k"], shard["n"])}
+        if doc["sessions"] != len(mine) or doc.get("files_digest") != files_digest(mine):
+            raise TapeError(
+                f"{p}: shard {shard['k']}/{shard['n']} checked {doc['sessions']} session(s) whose files are not this "
+                f"checkout's {len(mine)} (another commit, or an edited report)"
+            )
         own_failing = 0
         for i, r in enumerate(doc["reports"]):
-            name = _entry(p, i, r, shard["k"], shard["n"])
-            if name not in names:
-                raise TapeError(f"{p}: reports[{i}]: session {name!r} is not one of this folder's")
+            name = _entry(p, i, r, shard["k"], shard["n"], named)
             if name in listed:
                 raise TapeError(f"{p}: reports[{i}]: session {name!r} again (it is in {listed[name]} too)")
             listed[name] = p
@@ -211,9 +231,9 @@ def merge(paths: Sequence[Path], expected: dict[str, Any], names: frozenset[str]
             f"shard(s) {', '.join(f'{k}/{n}' for k in missing)} missing: a merge of some shards is no verdict "
             "(give every shard's report)"
         )
-    if sessions != len(names):
+    if sessions != len(goldens):
         raise TapeError(
-            f"the shards' reports count {sessions} session(s), and the folder holds {len(names)}: "
+            f"the shards' reports count {sessions} session(s), and the folder holds {len(goldens)}: "
             "not the reports of one check of it"
         )
     reports.sort(key=lambda r: str(r["session"]))
@@ -222,16 +242,24 @@ def merge(paths: Sequence[Path], expected: dict[str, Any], names: frozenset[str]
     )
 
 
-def _entry(p: Path, i: int, r: Any, k: int, n: int) -> str:
+def _entry(p: Path, i: int, r: Any, k: int, n: int, named: dict[str, str]) -> str:
     """The session a report's entry ``reports[i]`` is of, once its fields are checked (as check writes them, of a
-    session in shard ``k`` of ``n``; its ``ok`` as its error and findings make it)."""
+    session of this folder (``named``: each as the JSON holds it) in shard ``k`` of ``n``; its ``ok`` as its error
+    and findings make it)."""
     where = f"{p}: reports[{i}]"
     if not isinstance(r, dict):
         raise TapeError(f"{where}: not a session's report (an object), got {type(r).__name__}")
-    name, error, findings = r.get("session"), r.get("error"), r.get("findings")
-    if not isinstance(name, str) or not name or not in_shard(name, k, n):
-        raise TapeError(f"{where}: 'session' must be the name of a session of shard {k}/{n}, got {str(name)[:60]!r}")
-    if type(r.get("ok")) is not bool or not (error is None or isinstance(error, str)) or not isinstance(findings, list):
+    shown, error, findings = r.get("session"), r.get("error"), r.get("findings")
+    name = named.get(shown) if isinstance(shown, str) else None
+    if name is None or not isinstance(shown, str):
+        raise TapeError(f"{where}: 'session' must be the name of a session of this folder, got {str(shown)[:60]!r}")
+    if not in_shard(name, k, n):
+        raise TapeError(f"{where}: 'session' must be the name of a session of shard {k}/{n}, got {str(shown)[:60]!r}")
+    if (
+        type(r.get("ok")) is not bool
+        or not (error is None or (isinstance(error, str) and error))
+        or not isinstance(findings, list)
+    ):
         raise TapeError(f"{where}: 'ok', 'error' and 'findings' are not what check writes")
     for j, f in enumerate(findings):
         if not (
@@ -244,7 +272,7 @@ def _entry(p: Path, i: int, r: Any, k: int, n: int) -> str:
     ok = error is None and not any(f.get("warning") is not True for f in findings)
     if r["ok"] != ok:
         raise TapeError(f"{where}: says ok is {r['ok']}, and its error and findings say {ok}")
-    return name
+    return shown
 
 
 MAX_REPORT = 256 << 20  # bytes: a report of 100,000 sessions with findings is a few tens of MB
@@ -274,6 +302,10 @@ def _read(p: Path) -> Any:
     k: Any = shard.get("k")
     n: Any = shard.get("n")
     numbers = [doc["sessions"], doc["failing"], k, n]
-    if not all(type(v) is int for v in numbers) or not isinstance(doc["reports"], list) or not 1 <= k <= n:
+    if (
+        not all(type(v) is int for v in numbers)
+        or not isinstance(doc["reports"], list)
+        or not 1 <= k <= n <= MAX_SHARDS
+    ):
         raise TapeError(f"{p}: a check report whose counts, shard or reports are not what check writes")
     return doc

@@ -274,7 +274,10 @@ def _redacted_event(e: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
         changes = e.get("changes")
         if isinstance(changes, list):
             out["changes"] = [
-                [c[0], *(REDACTED if secret_path(str(c[0])) else redactor.redact(v) for v in c[1:])]
+                [
+                    redactor.redact_text(str(c[0])),
+                    *(REDACTED if secret_path(str(c[0])) else redactor.redact(v) for v in c[1:]),
+                ]
                 if isinstance(c, list) and c
                 else redactor.redact(c)
                 for c in changes

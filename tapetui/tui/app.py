@@ -25,6 +25,7 @@ from textual.screen import Screen
 from textual.widgets import Header, Input, Tree
 
 import tapetui.review as review
+from tapetui.core.changes import show_redacted_by
 from tapetui.core.comparators import Hooks
 from tapetui.core.config import Config, load_config
 from tapetui.core.errors import TapeError
@@ -59,6 +60,7 @@ class TapeApp(App[None]):
     def __init__(self, config: Config, *, watch: bool = True) -> None:
         super().__init__()
         self.config = config
+        show_redacted_by(config.redactor())  # what the screen shows of a tape: redacted by the project's rules too
         self.sessions: dict[Path, Session] = {}
         self.order: list[Path] = []
         self.filter_text = ""

@@ -16,9 +16,10 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
-from tapetui.core.changes import Change, format_changes, json_text
+from tapetui.core.changes import Change, format_changes, json_text, shown_redactor
 from tapetui.core.config import Config
 from tapetui.core.index import CallRecord
+from tapetui.core.redact import REDACTED
 from tapetui.core.runlog import describe_counts
 from tapetui.core.textsafe import safe_json_text, safe_text
 from tapetui.core.turns import change_line
@@ -97,6 +98,11 @@ def verdict_rows(verdicts: Sequence[Verdict]) -> list[Row]:
     return [(v.line(), "pass" if v.passed else "fail") for v in verdicts]
 
 
+def _error_text(err: dict[str, Any]) -> str:
+    """A recorded error as a line: ``Type: message``, redacted as every value shown is (tapetui.core.changes)."""
+    return shown_redactor().redact_text(f"{err.get('type')}: {err.get('message')}")
+
+
 def kv_table(rows: list[tuple[str, Any]]) -> Table:
     t = Table.grid(padding=(0, 2))
     t.add_column(style="bold cyan", no_wrap=True)
@@ -105,7 +111,7 @@ def kv_table(rows: list[tuple[str, Any]]) -> Table:
         # both cells are Text: a str cell would be parsed as markup (label keys come from the tape)
         t.add_row(
             Text(safe_text(str(k), newlines=False)),
-            v if isinstance(v, Text) else Text(safe_text(str(v), newlines=False)),
+            v if isinstance(v, Text) else Text(safe_text(shown_redactor().redact_text(str(v)), newlines=False)),
         )
     return t
 
@@ -259,8 +265,8 @@ class DetailView(VerticalScroll):
             steps = f"{d.steps}  ({calls} call{'s' * (calls != 1)}, {d.turns} model turn{'s' * (d.turns != 1)})"
         rows: list[tuple[str, Any]] = [("session", s.name), ("tape", s.golden.name), ("steps", steps)]
         if header:
-            for k, v in sorted((header.get("labels") or {}).items()):
-                rows.append((f"label {k}", v))
+            for k, v in sorted((header.get("labels") or {}).items()):  # a label named like a secret: its value hidden
+                rows.append((f"label {k}", REDACTED if shown_redactor().is_secret_key(str(k)) else v))
             rows.append(("created", header.get("created_at", "")))
         run = (
             _run_counts(sm) + (" — running" if sm.running else "")
@@ -338,7 +344,7 @@ class DetailView(VerticalScroll):
             rows.append(
                 (
                     "error",
-                    Text(safe_text(f"{rec.error.get('type')}: {rec.error.get('message')}", newlines=False), "bold red"),
+                    Text(safe_text(_error_text(rec.error), newlines=False), "bold red"),
                 )
             )
         parts: list[RenderableType] = [kv_table(rows)]
@@ -559,7 +565,7 @@ def turn_rows(d: TurnDetail, status: str) -> list[tuple[str, Any]]:
     ]
     err = line.get("error")
     if isinstance(err, dict):
-        rows.append(("error", Text(safe_text(f"{err.get('type')}: {err.get('message')}", newlines=False), "bold red")))
+        rows.append(("error", Text(safe_text(_error_text(err), newlines=False), "bold red")))
     return rows
 
 
@@ -615,7 +621,7 @@ def conversation(line: dict[str, Any]) -> list[RenderableType]:
     err = line.get("error")
     if isinstance(err, dict):
         out.append(Rule(Text("response: the model call raised"), align="left", style="bold red"))
-        out.append(Text(safe_text(f"{err.get('type')}: {err.get('message')}"), "bold red"))
+        out.append(Text(safe_text(_error_text(err)), "bold red"))
         return out
     response = _obj(line.get("response"))
     finish = response.get("finish_reason")

@@ -7,7 +7,7 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import Log
 
-from tapetui.core.changes import secret_path, short
+from tapetui.core.changes import secret_path, short, shown_path, shown_redactor
 from tapetui.core.runlog import RunSummary, describe_counts, end_counts
 from tapetui.core.textsafe import safe_text
 
@@ -43,23 +43,29 @@ def event_line(ev: dict[str, Any], run: RunSummary | None = None) -> str:
     elif kind == "hit" and ev.get("tolerated"):
         extra = (
             "  tolerated: "
-            + "; ".join(f"{t.get('path')} {t.get('text')}" for t in ev["tolerated"] if isinstance(t, dict))[:200]
+            + "; ".join(
+                f"{t.get('path')} [REDACTED]" if secret_path(str(t.get("path"))) else f"{t.get('path')} {t.get('text')}"
+                for t in ev["tolerated"]
+                if isinstance(t, dict)
+            )[:200]
         )
     elif kind == "phase":
         extra = f"  {ev.get('name')}"
     elif kind == "note":
         value = ev.get("value")
-        shown = value[:200] if isinstance(value, str) else short(value, 200)  # a value cut by depth says so
+        shown = short(value, 200)  # redacted as every value shown is; a value cut by depth says so
         extra = f"  {ev.get('kind')}: {shown}"
     head = f"{kind:<11}" + (f" step {seq:<4} {tool}" if seq is not None else "")
-    return safe_text(head + extra, newlines=False)
+    # what the run log says in words (a rule's text, a reason) redacted too, as every value shown is
+    return safe_text(shown_redactor().redact_text(head + extra), newlines=False)
 
 
 def _change(path: Any, old: Any, new: Any) -> str:
     """A drift event's change as the pane shows it: redacted as every value shown is (see tapetui.core.changes)."""
+    shown = shown_path(str(path))
     if secret_path(str(path)):
-        return f"{path}: [REDACTED]"
-    return f"{path}: {short(old, 40, around=new if isinstance(new, str) else None)} → {short(new, 40)}"
+        return f"{shown}: [REDACTED]"
+    return f"{shown}: {short(old, 40, around=new if isinstance(new, str) else None)} → {short(new, 40)}"
 
 
 class RunLogPane(Log):
