@@ -160,7 +160,8 @@ def markdown(reports: Sequence[SessionReport], first: int = 5, total: int | None
     ]
     if kinds:
         out += ["| finding | count |", "| --- | ---: |"]
-        out += [f"| {_text(k)} | {n} |" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))]
+        ranked = sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))
+        out += [f"| {_cell(k)} | {n} |" for k, n in ranked]
         out.append("")
     for r in failing:
         out.append(f"### `{_code(r.session)}`")
@@ -184,12 +185,9 @@ def _tokens(golden: Path) -> int:
     return sum(t.tokens for t in idx.turns) if idx.turns else 0
 
 
-def _text(line: str) -> str:
-    """A finding's line in Markdown: escaped (it is text from a tape), on one line, its markup inert."""
-    safe = safe_text(line, newlines=False)
-    for ch in "\\`*_[]<>|#":
-        safe = safe.replace(ch, "\\" + ch)
-    return safe
+def _cell(text: str) -> str:
+    """Text in a Markdown table's cell: a code span, its pipes escaped (GitHub splits a row at a pipe even in one)."""
+    return _code_span(text).replace("|", "\\|")
 
 
 def _code_span(line: str) -> str:

@@ -674,6 +674,8 @@ def _export_target(given: Path, cfg: Config) -> Path:
             "the spans to standard output)"
         )
     target = given.resolve()
+    if not target.parent.is_dir():
+        raise TapeError(f"{given}: no folder {target.parent} to write the spans in")
     own = (".jsonl", ".journal", ".torn", ".tmp")  # tapes, journals, torn tails set aside, atomic writes' temps
     kept = {cfg.changelog.resolve(), *((cfg.path.resolve(),) if cfg.path is not None else ())}
     if target in kept or (
