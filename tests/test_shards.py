@@ -248,3 +248,20 @@ def test_a_session_whose_file_name_is_not_utf8_is_checked_sharded_and_merged(
     assert "\udcff" not in text
     paths = shard_reports(capsys, samples, 2)
     assert run(capsys, "check", "--merge", *map(str, paths))[0] == 1
+
+
+def test_reports_from_check_processes_are_the_reports_one_process_makes(samples: Path) -> None:
+    """Clean sessions come back from a worker as their name and verdicts' fields: made whole again, every report
+    (its verdicts too, which the check cache keeps) is the one process's."""
+    from tapetui.core.config import load_config
+    from tapetui.review.findings import check
+
+    cfg = load_config(samples / "tapes.toml")
+
+    def seen(jobs: int) -> list[tuple[object, ...]]:
+        reports = check(cfg.tapes_dir, cfg, jobs=jobs)
+        return [(r.session, r.golden, r.ok, r.findings, r.error, r.run_verdicts) for r in reports]
+
+    one = seen(1)
+    assert any(r[2] and r[5] for r in one)  # clean sessions with verdicts: the compact way is taken
+    assert seen(2) == one
