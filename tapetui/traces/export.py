@@ -94,7 +94,7 @@ def _lines(path: Path, redactor: Redactor) -> list[dict[str, Any]]:
             if not raw.strip():
                 continue
             try:
-                record = redactor.redact(orjson.loads(raw))
+                record = _redacted_line(orjson.loads(raw), redactor)
                 orjson.dumps(record)
             except TooDeep:
                 raise TapeError(f"{path}:{n}: a value nested too deeply to export (past ~900 levels)") from None
@@ -213,6 +213,28 @@ def tape_spans(
         span["events"] = [_event(_redacted_event(e, redactor), end) for e in found.get(seq, [])]
         spans.append(span)
     return spans
+
+
+def _redacted_line(record: Any, redactor: Redactor) -> Any:
+    """A tape line with what it holds of a call or a turn redacted — arguments, result, error, messages, response,
+    a note's value, the header's labels — and its contracts as they are: a tool's schema names its parameters
+    (``api_key``), it holds no secret, and the tools a model was offered must fingerprint as recorded."""
+    if not isinstance(record, dict):
+        return record
+    kind = record.get("type")
+    if kind == "tool":
+        return record
+    out = dict(record)
+    if kind == TURN and isinstance(record.get("request"), dict):
+        request = record["request"]
+        out["request"] = {k: v if k == "tools" else redactor.redact(v) for k, v in request.items()}
+        rest = {k: v for k, v in record.items() if k not in ("request", "type", "key", "seq")}
+        out.update(redactor.redact(rest))
+        return out
+    for k in ("args", "result", "error", "value", "labels", "requested_tool", "response", "usage"):
+        if k in record:
+            out[k] = redactor.redact(record[k])
+    return out
 
 
 def _project_path(tape: Path, config: Config | None) -> str:
