@@ -22,7 +22,6 @@ import orjson
 from tapetui.core.changes import json_name
 from tapetui.core.errors import TapeError
 from tapetui.core.files import file_sha256, open_regular
-from tapetui.core.store import candidate_path
 from tapetui.review.comparison import RowLevel
 from tapetui.review.finding import Finding
 from tapetui.review.findings import SessionReport
@@ -72,14 +71,12 @@ def identity(tapes_dir: Path, root: Path, names: Iterable[str], version: str, sh
 
 
 def files_digest(sessions: dict[str, Path]) -> str:
-    """A digest of what a shard checked: each session's name with the sha256 of its golden's and its pending
-    candidate's bytes (``-`` for none). ``--merge`` computes it again from its checkout: a report of another commit
-    of the same session names is refused."""
+    """A digest of what a shard checked: each session's name with the sha256 of its golden's bytes (``-`` for none).
+    ``--merge`` computes it again from its checkout: a report of another commit of the same session names is
+    refused. Goldens only: a shard's job may write candidates and run logs (a fill, a replay) before it checks."""
     h = hashlib.sha256()
     for name in sorted(sessions):
-        golden = sessions[name]
-        files = (file_sha256(golden) or "-", file_sha256(candidate_path(golden)) or "-")
-        h.update(f"{name}\0{files[0]}\0{files[1]}\n".encode("utf-8", "surrogateescape"))
+        h.update(f"{name}\0{file_sha256(sessions[name]) or '-'}\n".encode("utf-8", "surrogateescape"))
     return h.hexdigest()
 
 
