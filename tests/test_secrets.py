@@ -882,3 +882,45 @@ async def test_a_tape_holding_secrets_in_clear_never_reaches_the_screen(tmp_path
         screen = "\n".join(seen)
         assert "api_key" in screen and "[REDACTED]" in screen  # the step is shown, its secret is not
         assert not [s for s in CLEAR if s in screen], [ln for ln in screen.splitlines() if "PLAINKEY" in ln]
+
+
+def test_what_is_shown_redacted_still_shows_what_changed() -> None:
+    """Redacting as shown must not hide a change: a long text's window is placed at the first difference of the
+    redacted sides, and a contract's parameter named like a secret is structure, its limits shown."""
+    from tapetui.core.changes import format_changes
+
+    head = "Authorization: Bearer sk-live-abcdefghijklmnopqrstuvwx1234\n" + "lorem ipsum dolor sit amet " * 10
+    (line,) = format_changes([("text", head + "status=OK", head + "status=FAILED")], prefix="result")
+    assert "status=OK" in line and "status=FAILED" in line and "sk-live" not in line
+    (contract,) = format_changes([("properties.password.maxLength", 64, 128)], prefix="schema", contract=True)
+    assert contract == "schema.properties.password.maxLength  64 → 128"
+    (value,) = format_changes([("password", "hunter2-old", "hunter2-new")], prefix="args")
+    assert value == 'args.password  "[REDACTED]" → "[REDACTED]"'
+
+
+def test_export_redacts_a_tool_line_as_the_recorder_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A tool line in clear (a secret in its description or a default): exported redacted, its parameters named like
+    secrets kept as they are (they are the contract's structure)."""
+    from tests.builders import HEADER, call_line
+
+    tapes = tmp_path / "tapes"
+    tapes.mkdir()
+    (tmp_path / "tapes.toml").write_text('[tapes]\ndir = "tapes"\n')
+    secret = "sk-live-abcdefghijklmnopqrstuvwx1234"
+    tool = {
+        "type": "tool",
+        "name": "login",
+        "fingerprint": "0123456789abcdef",
+        "description": f"calls with Bearer {secret}",
+        "params": [{"name": "api_key", "kind": "positional_or_keyword", "annotation": "str", "default": secret}],
+        "schema": {"type": "object", "properties": {"api_key": {"type": "string", "default": secret}}},
+    }
+    (tapes / "t.jsonl").write_bytes(
+        HEADER + orjson.dumps(tool) + b"\n" + call_line(seq=1, tool="login", args={"q": 1}, result=1)
+    )
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(["export", "otlp", "t"]) == 0
+    out = capsys.readouterr().out
+    assert secret not in out and "calls with Bearer [REDACTED]" in out  # the description is exported, redacted

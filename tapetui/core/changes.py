@@ -106,8 +106,8 @@ def short(value: Any, width: int = 60, around: str | None = None) -> str:
     start = 0
     if cut:  # the window shows where the value was cut, or a person sees only brackets and no marker
         start = max(0, text.find(_DEEPER_JSON) - width // 3)
-    elif isinstance(value, str):
-        return _string_window(text, width, around)
+    elif isinstance(value, str):  # the window at the first difference of both sides as they are shown: redacted
+        return _string_window(text, width, None if around is None else _SHOWN[0].redact_text(around))
     piece = text[start : start + width]
     return ("…" if start else "") + piece + ("…" if start + width < len(text) else "")
 
@@ -201,12 +201,18 @@ def _clipped(value: Any, room: int, text: Any = None) -> Any:
     return value
 
 
-def format_changes(changes: Iterable[Change | tuple[str, Any, Any]], prefix: str = "", width: int = 60) -> list[str]:
-    """Lines such as ``args.max_words  120 → 80``; added and removed paths say so."""
+def format_changes(
+    changes: Iterable[Change | tuple[str, Any, Any]], prefix: str = "", width: int = 60, *, contract: bool = False
+) -> list[str]:
+    """Lines such as ``args.max_words  120 → 80``; added and removed paths say so.
+
+    ``contract``: the changes are of a tool's contract (its schema, its params): a path through a parameter named
+    ``password`` is structure, not a secret's value (``schema.properties.password.maxLength  64 → 128``); the
+    values still go through the value rules."""
     lines = []
     for path, old, new in changes:
         full = shown_path(prefixed(prefix, path))
-        if secret_path(path):
+        if not contract and secret_path(path):
             old, new = (v if v is MISSING else REDACTED for v in (old, new))
         if old is MISSING:
             lines.append(f"{full}  (added) {short(new, width)}")

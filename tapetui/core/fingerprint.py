@@ -503,7 +503,7 @@ def _params_change(old: tuple[dict[str, Any], ...], new: tuple[dict[str, Any], .
 def _changes(prefix: str, changes: list[Change]) -> list[tuple[str, str]]:
     return [
         (prefixed(prefix, c.path), line)
-        for c, line in zip(changes, format_changes(changes, prefix=prefix), strict=True)
+        for c, line in zip(changes, format_changes(changes, prefix=prefix, contract=True), strict=True)
     ]
 
 
@@ -560,7 +560,7 @@ def _annotation_changes(field: str, old: dict[str, Any] | None, new: dict[str, A
             return _changes(field, [Change("", old, new)])
     a, b = old or {}, new or {}
     out = []
-    for c, line in zip(changes := diff_values(a, b), format_changes(changes, prefix=field), strict=True):
+    for c, line in zip(changes := diff_values(a, b), format_changes(changes, prefix=field, contract=True), strict=True):
         widen = _WIDENS.get(c.path)
         if widen is not None and a.get(c.path, widen) is not widen and b.get(c.path, widen) is widen:
             line += _WIDENS_NOTE

@@ -488,7 +488,7 @@ def change_line(c: Change) -> str:
     """One request difference as a person reads it: ``instructions: + "Always answer in French."``,
     ``messages[2].parts[0].content "…" → "…"``, ``settings.temperature 0 → 0.7``, ``model a → b``; a path under
     a secret key (``settings.extra_headers.authorization``) shows ``[REDACTED]``, as every change does."""
-    if secret_path(c.path):
+    if secret_path(c.path) and not c.path.startswith("tools"):  # an offered tool's schema is structure
         c = Change(c.path, *(v if v is MISSING else REDACTED for v in (c.old, c.new)))
     c = Change(shown_path(c.path), c.old, c.new)
     if c.old is MISSING:

@@ -76,7 +76,8 @@ def files_digest(sessions: dict[str, Path]) -> str:
     refused. Goldens only: a shard's job may write candidates and run logs (a fill, a replay) before it checks."""
     h = hashlib.sha256()
     for name in sorted(sessions):
-        h.update(f"{name}\0{file_sha256(sessions[name]) or '-'}\n".encode("utf-8", "surrogateescape"))
+        golden = file_sha256(sessions[name], follow_symlinks=True)  # a symlinked golden: what it points at
+        h.update(f"{name}\0{golden or '-'}\n".encode("utf-8", "surrogateescape"))
     return h.hexdigest()
 
 
@@ -184,6 +185,11 @@ def merge(paths: Sequence[Path], expected: dict[str, Any], goldens: dict[str, Pa
         doc = _read(p)
         shard = doc["shard"]
         for key in _KEYS:
+            if key == "sessions_digest" and doc[key] != expected[key]:
+                raise TapeError(
+                    f"{p}: its sessions are not this folder's (a session added, removed or renamed since the shards "
+                    "ran, or another folder): the reports of one check of this folder are merged, no others"
+                )
             if doc[key] != expected[key]:
                 raise TapeError(
                     f"{p}: its {key} is {str(doc[key])[:80]!r}, and here it is {str(expected[key])[:80]!r}: "
@@ -199,10 +205,15 @@ def merge(paths: Sequence[Path], expected: dict[str, Any], goldens: dict[str, Pa
             raise TapeError(f"{p}: shard {shard['k']}/{shard['n']} again (it is {seen[shard['k']]} too)")
         seen[shard["k"]] = p
         mine = {name: g for name, g in goldens.items() if in_shard(name, shard["k"], shard["n"])}
-        if doc["sessions"] != len(mine) or doc.get("files_digest") != files_digest(mine):
+        if doc["sessions"] != len(mine):
             raise TapeError(
-                f"{p}: shard {shard['k']}/{shard['n']} checked {doc['sessions']} session(s) whose files are not this "
-                f"checkout's {len(mine)} (another commit, or an edited report)"
+                f"{p}: shard {shard['k']}/{shard['n']} says it checked {doc['sessions']} session(s), and it has "
+                f"{len(mine)} here: an edited report"
+            )
+        if doc.get("files_digest") != files_digest(mine):
+            raise TapeError(
+                f"{p}: the goldens shard {shard['k']}/{shard['n']} checked are not this checkout's (another commit, "
+                "or an edited report)"
             )
         own_failing = 0
         for i, r in enumerate(doc["reports"]):

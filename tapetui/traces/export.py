@@ -39,6 +39,7 @@ from tapetui.core.clock import parse_iso
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError, TooDeep
 from tapetui.core.files import open_regular
+from tapetui.core.fingerprint import redact_manifest_line
 from tapetui.core.paths import prefixed
 from tapetui.core.redact import DEFAULT_REDACTOR, REDACTED, Redactor
 from tapetui.core.runlog import read_run_log
@@ -217,13 +218,18 @@ def tape_spans(
 
 def _redacted_line(record: Any, redactor: Redactor) -> Any:
     """A tape line with what it holds of a call or a turn redacted — arguments, result, error, messages, response,
-    a note's value, the header's labels — and its contracts as they are: a tool's schema names its parameters
-    (``api_key``), it holds no secret, and the tools a model was offered must fingerprint as recorded."""
+    a note's value, the header's labels — and a tool line as the recorder redacts a contract (its fingerprint
+    kept): a schema keeps its structure (a parameter named ``api_key`` stays one), its defaults and examples under
+    a secret-looking name and every secret-shaped string (a description's ``Bearer …``) redacted."""
     if not isinstance(record, dict):
         return record
     kind = record.get("type")
     if kind == "tool":
-        return record
+        tool = orjson.loads(redact_manifest_line(orjson.dumps(record), redactor))
+        for k in ("description", "title"):
+            if isinstance(tool.get(k), str):
+                tool[k] = redactor.redact_text(tool[k])
+        return tool
     out = dict(record)
     if kind == TURN and isinstance(record.get("request"), dict):
         request = record["request"]
