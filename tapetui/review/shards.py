@@ -184,17 +184,7 @@ def merge(paths: Sequence[Path], expected: dict[str, Any], goldens: dict[str, Pa
     for p in paths:
         doc = _read(p)
         shard = doc["shard"]
-        for key in _KEYS:
-            if key == "sessions_digest" and doc[key] != expected[key]:
-                raise TapeError(
-                    f"{p}: its sessions are not this folder's (a session added, removed or renamed since the shards "
-                    "ran, or another folder): the reports of one check of this folder are merged, no others"
-                )
-            if doc[key] != expected[key]:
-                raise TapeError(
-                    f"{p}: its {key} is {str(doc[key])[:80]!r}, and here it is {str(expected[key])[:80]!r}: "
-                    "the reports of one check of this folder, by this tapetui version, are merged, no others"
-                )
+        _same_folder(p, doc, expected)
         if first is None:
             first, first_path = doc, p
         if shard["n"] != first["shard"]["n"]:
@@ -204,17 +194,7 @@ def merge(paths: Sequence[Path], expected: dict[str, Any], goldens: dict[str, Pa
         if shard["k"] in seen:
             raise TapeError(f"{p}: shard {shard['k']}/{shard['n']} again (it is {seen[shard['k']]} too)")
         seen[shard["k"]] = p
-        mine = {name: g for name, g in goldens.items() if in_shard(name, shard["k"], shard["n"])}
-        if doc["sessions"] != len(mine):
-            raise TapeError(
-                f"{p}: shard {shard['k']}/{shard['n']} says it checked {doc['sessions']} session(s), and it has "
-                f"{len(mine)} here: an edited report"
-            )
-        if doc.get("files_digest") != files_digest(mine):
-            raise TapeError(
-                f"{p}: the goldens shard {shard['k']}/{shard['n']} checked are not this checkout's (another commit, "
-                "or an edited report)"
-            )
+        _same_files(p, doc, goldens)
         own_failing = 0
         for i, r in enumerate(doc["reports"]):
             name = _entry(p, i, r, shard["k"], shard["n"], named)
@@ -248,6 +228,36 @@ def merge(paths: Sequence[Path], expected: dict[str, Any], goldens: dict[str, Pa
     return Merged(
         sessions=sessions, failing=failing, reports=reports, shards=n, folder=str(first["folder"]), errors=errors
     )
+
+
+def _same_folder(p: Path, doc: dict[str, Any], expected: dict[str, Any]) -> None:
+    """Refuse a report of another format, tapetui version, folder or list of sessions than ``expected`` (here)."""
+    for key in _KEYS:
+        if key == "sessions_digest" and doc[key] != expected[key]:
+            raise TapeError(
+                f"{p}: its sessions are not this folder's (a session added, removed or renamed since the shards "
+                "ran, or another folder): the reports of one check of this folder are merged, no others"
+            )
+        if doc[key] != expected[key]:
+            raise TapeError(
+                f"{p}: its {key} is {str(doc[key])[:80]!r}, and here it is {str(expected[key])[:80]!r}: "
+                "the reports of one check of this folder, by this tapetui version, are merged, no others"
+            )
+
+
+def _same_files(p: Path, doc: dict[str, Any], goldens: dict[str, Path]) -> None:
+    """Refuse a shard's report whose session count or goldens (:func:`files_digest`) are not its shard's here."""
+    k, n = doc["shard"]["k"], doc["shard"]["n"]
+    mine = {name: g for name, g in goldens.items() if in_shard(name, k, n)}
+    if doc["sessions"] != len(mine):
+        raise TapeError(
+            f"{p}: shard {k}/{n} says it checked {doc['sessions']} session(s), and it has {len(mine)} here: an "
+            "edited report"
+        )
+    if doc.get("files_digest") != files_digest(mine):
+        raise TapeError(
+            f"{p}: the goldens shard {k}/{n} checked are not this checkout's (another commit, or an edited report)"
+        )
 
 
 def _entry(p: Path, i: int, r: Any, k: int, n: int, named: dict[str, str]) -> str:
