@@ -62,7 +62,9 @@ _SHOWN: list[Redactor] = [DEFAULT_REDACTOR]  # what redacts what is shown in thi
 def show_redacted_by(redactor: Redactor) -> None:
     """Redact what this process shows with ``redactor`` from now on (a front does, with its project's
     ``Config.redactor()``: the default rules and the project's ``[redact]`` rules)."""
-    _SHOWN[0] = redactor
+    if redactor is not _SHOWN[0]:
+        _SHOWN[0] = redactor
+        _PATHS.clear()
 
 
 def shown_redactor() -> Redactor:
@@ -227,16 +229,31 @@ def format_changes(
 
 def shown_path(path: str) -> str:
     """A change's path as it is shown: a secret that is a key on it (``args["Bearer …"]``) redacted."""
-    return _SHOWN[0].redact_text(path)
+    return _path(path)[0]
 
 
 def secret_path(path: str) -> bool:
-    """Whether a change's path goes through a key whose value the default rules redact (``api_key``, ``token``)."""
+    """Whether a change's path goes through a key whose value the rules redact (``api_key``, ``token``)."""
+    return _path(path)[1]
+
+
+_PATHS: dict[str, tuple[str, bool]] = {}  # path → (shown, secret): a folder's sessions share their paths
+
+
+def _path(path: str) -> tuple[str, bool]:
+    known = _PATHS.get(path)
+    if known is not None:
+        return known
+    r = _SHOWN[0]
     try:
         segments = split(path)
     except ValueError:  # not a path as join writes it: its words are looked at as they are
         segments = tuple(path.replace("[", ".").replace("]", ".").split("."))
-    return any(_SHOWN[0].is_secret_key(s) for s in segments if s and not s.isdigit())
+    found = (r.redact_text(path), any(r.is_secret_key(s) for s in segments if s and not s.isdigit()))
+    if len(_PATHS) >= 10_000:
+        _PATHS.clear()
+    _PATHS[path] = found
+    return found
 
 
 # Keys of a --json document whose values are names (of sessions, tools, files, dimensions, keys) or the report's
@@ -257,13 +274,24 @@ def shown_doc(doc: Any, depth: int = 0) -> Any:
     ``check --merge`` reads. Dict keys are kept (``stats --json`` is keyed by session)."""
     if depth > _DOC_DEPTH:  # deeper than any report's own structure: a tape's value, redacted whole
         return _redacted(doc)
-    if isinstance(doc, dict):
-        return {
-            k: v if k in _NAME_KEYS else _redacted(v) if k in _VALUE_KEYS else shown_doc(v, depth + 1)
-            for k, v in doc.items()
-        }
-    if isinstance(doc, (list, tuple)):
-        return [shown_doc(v, depth + 1) for v in doc]
-    if isinstance(doc, str):
+    kind = type(doc)
+    if kind is dict:
+        text = _SHOWN[0].redact_text
+        out = {}
+        for k, v in doc.items():  # a report's leaves handled here: a call per container, not per value
+            vt = type(v)
+            if k in _NAME_KEYS or vt in _PLAIN:
+                out[k] = v
+            elif k in _VALUE_KEYS:
+                out[k] = _redacted(v)
+            else:
+                out[k] = text(v) if vt is str else shown_doc(v, depth + 1)
+        return out
+    if kind is list or kind is tuple:
+        return [v if type(v) in _PLAIN else shown_doc(v, depth + 1) for v in doc]
+    if kind is str:
         return _SHOWN[0].redact_text(doc)
     return doc
+
+
+_PLAIN = frozenset({int, float, bool, type(None)})
