@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tapetui.core.changes import show_redacted_by, shown_redactor
 from tapetui.core.config import Config, find_config, load_config
 from tapetui.core.current import use_tape
 from tapetui.core.errors import TapeError
@@ -70,12 +71,17 @@ def tape_path_for(nodeid: str, tapes_dir: Path) -> Path:
 
 
 @pytest.fixture
-def tape_config(request: pytest.FixtureRequest) -> Config:
+def tape_config(request: pytest.FixtureRequest) -> Iterator[Config]:
     opt = request.config.getoption("--tape-dir")
     if opt:
-        return Config.for_dir(Path(opt))
-    found = find_config(request.config.rootpath)
-    return load_config(found) if found else Config.for_dir(request.config.rootpath / "tapes")
+        cfg = Config.for_dir(Path(opt))
+    else:
+        found = find_config(request.config.rootpath)
+        cfg = load_config(found) if found else Config.for_dir(request.config.rootpath / "tapes")
+    before = shown_redactor()
+    show_redacted_by(cfg.redactor())  # a drift's message shows the golden's values redacted by the project's rules
+    yield cfg
+    show_redacted_by(before)  # the next test's project may have other rules
 
 
 @pytest.fixture
