@@ -924,3 +924,16 @@ def test_export_redacts_a_tool_line_as_the_recorder_does(
     assert cli_main(["export", "otlp", "t"]) == 0
     out = capsys.readouterr().out
     assert secret not in out and "calls with Bearer [REDACTED]" in out  # the description is exported, redacted
+
+
+def test_a_conversation_and_a_replayed_error_in_clear_are_shown_redacted() -> None:
+    """The app's conversation view (a turn's instructions, messages, response: text_block) and the wrapper a
+    replayed error that is not raised as itself comes back in (TapeReplayedError) show their text redacted."""
+    from tapetui.core.errors import TapeReplayedError
+    from tapetui.tui.widgets.detail import text_block
+
+    secret = "sk-proj-LEAKMODELINSTR01abcdefghijklmnop"
+    shown = text_block(f"Use api key {secret}").plain
+    assert secret not in shown and "[REDACTED]" in shown
+    e = TapeReplayedError(tool="login", seq=1, type_name="AuthError", module="x.y", message=f"bad key {secret}")
+    assert secret not in str(e) and e.message == f"bad key {secret}"  # the attribute keeps it as recorded

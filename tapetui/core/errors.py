@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tapetui.core.changes import format_changes
+from tapetui.core.changes import format_changes, shown_redactor
 from tapetui.core.errorbase import InvalidValue, TapeError, TooDeep
 
 __all__ = [
@@ -231,4 +231,6 @@ class TapeReplayedError(TapeError):
         self.recorded_args = recorded_args
         self.attributes = dict(attributes or {})
         self.reason = reason
-        super().__init__(f"{tool} (step {seq}) raised {type_name} when recorded: {message}")
+        # its text shows the recorded message redacted, as every value shown is (``message`` keeps it as recorded)
+        shown = shown_redactor().redact_text(message)
+        super().__init__(f"{tool} (step {seq}) raised {type_name} when recorded: {shown}")

@@ -49,8 +49,9 @@ def json_block(value: Any) -> RenderableType:
 
 
 def text_block(text: str, style: str = "") -> Text:
-    """A text from a tape (a message, a prompt) shown literally, its lines kept; a long one is cut as
-    :func:`json_block` cuts a value."""
+    """A text from a tape (a message, a prompt) shown literally, its lines kept, redacted as every value shown is
+    (tapetui.core.changes); a long one is cut as :func:`json_block` cuts a value."""
+    text = shown_redactor().redact_text(text)
     if len(text) <= SHOWN_CHARS:
         return Text(safe_text(text), style)
     out = Text(safe_text(text[:SHOWN_CHARS]), style)
