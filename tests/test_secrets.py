@@ -937,3 +937,16 @@ def test_a_conversation_and_a_replayed_error_in_clear_are_shown_redacted() -> No
     assert secret not in shown and "[REDACTED]" in shown
     e = TapeReplayedError(tool="login", seq=1, type_name="AuthError", module="x.y", message=f"bad key {secret}")
     assert secret not in str(e) and e.message == f"bad key {secret}"  # the attribute keeps it as recorded
+
+
+def test_a_drift_hidden_by_redaction_says_why() -> None:
+    """A change whose sides are alike once redacted, and a drift with no argument that differs as stored (a golden
+    keyed on a value in clear that a rule now hides), each say so instead of showing nothing that differs."""
+    from tapetui.core.changes import format_changes
+    from tapetui.core.errors import TapeDrift
+
+    (line,) = format_changes([("q", "id sk-proj-SKSECRETABCDEFGHIJKLMNOP0123", "id [REDACTED]")], "args")
+    assert line.endswith("(they differ where [REDACTED] stands: one side holds a secret in clear)")
+    e = TapeDrift(path="t.jsonl", seq=1, tool="f", recorded_key="f:1", new_key="f:2", recorded_args={},
+                  new_args={}, changes=[])  # fmt: skip
+    assert "no argument differs as stored" in str(e)

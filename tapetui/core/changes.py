@@ -214,7 +214,8 @@ def format_changes(
     lines = []
     for path, old, new in changes:
         full = shown_path(prefixed(prefix, path))
-        if not contract and secret_path(path):
+        secret = not contract and secret_path(path)
+        if secret:
             old, new = (v if v is MISSING else REDACTED for v in (old, new))
         if old is MISSING:
             lines.append(f"{full}  (added) {short(new, width)}")
@@ -223,7 +224,13 @@ def format_changes(
         else:
             o = short(old, width, around=new if isinstance(new, str) else None)
             n = short(new, width, around=old if isinstance(old, str) else None)
-            lines.append(f"{full}  {o} → {n}")
+            # both sides alike as shown: they differ where redaction hides a value (one side holds it in clear)
+            hidden = (
+                "  (they differ where [REDACTED] stands: one side holds a secret in clear)"
+                if o == n and not secret
+                else ""
+            )
+            lines.append(f"{full}  {o} → {n}{hidden}")
     return lines
 
 

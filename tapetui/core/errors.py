@@ -60,7 +60,10 @@ class TapeDrift(TapeError):
         self.new_args = new_args
         self.changes = changes
         self.recorded_seq = seq if recorded_seq is None else recorded_seq
-        lines = format_changes(changes, prefix="args")
+        lines = format_changes(changes, prefix="args") or [
+            "no argument differs as stored: the recorded key is not the key of the recorded arguments (the tape "
+            "was edited, or holds a value in clear that a [redact] rule now hides): `tapetui check` names the line"
+        ]
         against = f" against recorded step {self.recorded_seq}" if self.recorded_seq != seq else ""
         super().__init__(
             f"{path}: argument drift at step {seq} ({tool}){against}: "

@@ -231,6 +231,12 @@ def drift_findings(d: Drift, arg_ignore: IgnoreRules) -> list[Finding]:
     ignored_by = [_ignored_by(arg_ignore, c.path) for c in d.changes]
     shown = [c for c, pat in zip(d.changes, ignored_by, strict=True) if pat is None]
     data = {"recorded_key": d.recorded_key, "key": d.key}
+    if not d.changes:  # the same arguments under another key: the tape's key is not the key of what it stores
+        text = (
+            f"{tool}  step {seq}  drift, though no argument differs as stored: the recorded key is not the key of the "
+            "recorded arguments (the tape was edited, or holds a value in clear that a [redact] rule now hides)"
+        )
+        return [Finding("drift", text, seq, tool, data)]
     if not shown:
         paths = _arg_paths(d.changes)
         text = (
