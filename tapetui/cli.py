@@ -132,6 +132,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             on_note=lambda n: err.line(f"tapetui: {n}", "yellow"),
             jobs=jobs,
             cache=args.samples is None and not args.sample,  # samples are recorded now: nothing to keep
+            require_run=args.require_run,
         )
     finally:
         bar.close()
@@ -195,8 +196,11 @@ def _print_reports(reports: list[review.SessionReport], summary: str, failed: bo
 def _merge_reports(args: argparse.Namespace, fmt: str, cfg: Config) -> int:
     """``check --merge REPORT…``: every shard's report as one verdict, in any ``--format``, checked against the
     folder in this checkout (the one the shards checked: its name, its sessions, this tapetui's version)."""
-    if args.shard is not None or args.samples is not None or args.sample or args.jobs != "auto":
-        raise _Usage("--merge reads the shards' reports only: give it without --shard, --jobs or samples")
+    if args.shard is not None or args.samples is not None or args.sample or args.jobs != "auto" or args.require_run:
+        raise _Usage(
+            "--merge reads the shards' reports only: give it without --shard, --jobs, --require-run or samples "
+            "(give the shards --require-run)"
+        )
     tapes = Path(args.dir) if args.dir else cfg.tapes_dir
     goldens = {session_name(g, cfg.tapes_dir): g for g in iter_goldens(tapes)} if tapes.is_dir() else {}
     if not goldens:

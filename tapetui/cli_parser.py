@@ -119,6 +119,12 @@ def parser(commands: Mapping[str, Command]) -> argparse.ArgumentParser:
         help="combine every shard's --json report into one verdict and exit code (a missing shard fails)",
     )
     p.add_argument(
+        "--require-run",
+        action="store_true",
+        help="a golden with no run log is a finding: every session must have been replayed (a test deleted or "
+        "skipped leaves its tape unreplayed, and green)",
+    )
+    p.add_argument(
         "--format",
         choices=["text", "json", "junit", "github", "markdown"],
         help="text (default); json; junit (JUnit XML, a testcase per session); github (Actions annotations on the "

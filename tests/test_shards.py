@@ -214,7 +214,7 @@ def test_merge_and_shard_options_that_are_not_one_are_usage_errors(
     assert code == 2 and "--shard takes K/N" in err and not out  # never the whole folder, quietly
     paths = [str(p) for p in shard_reports(capsys, samples, 2)]
     code, _, err = run(capsys, "check", "--merge", *paths, "--jobs", "0")
-    assert code == 2 and "without --shard, --jobs or samples" in err
+    assert code == 2 and "without --shard, --jobs, --require-run or samples" in err
 
 
 def test_a_merge_refuses_reports_of_other_files_or_shifted_counts(
@@ -269,3 +269,31 @@ def test_reports_from_check_processes_are_the_reports_one_process_makes(samples:
     one = seen(1)
     assert any(r[2] and r[5] for r in one)  # clean sessions with verdicts: the compact way is taken
     assert seen(2) == one
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_require_run_makes_a_golden_no_run_replayed_a_finding(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], jobs: str
+) -> None:
+    """A test deleted or skipped leaves its golden without a run log: green by default (nothing to judge), a finding
+    with --require-run, in one process or several, from the check cache or not."""
+    from tests.builders import HEADER, call_line
+
+    tapes = tmp_path / "tapes"
+    tapes.mkdir()
+    (tmp_path / "tapes.toml").write_text('[tapes]\ndir = "tapes"\n')
+    line = call_line(seq=1, tool="t", args={"i": 1}, result=1)
+    for name in ("replayed", "forgotten"):
+        (tapes / f"{name}.jsonl").write_bytes(HEADER + line)
+    (tapes / "replayed.run.jsonl").write_bytes(
+        b'{"event":"start","mode":"replay"}\n{"event":"hit","seq":1,"tool":"t","key":"%s","step":1}\n'
+        % json.loads(line)["key"].encode()
+        + b'{"event":"end","stats":{}}\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TAPETUI_CACHE_DIR", str(tmp_path / "cache"))
+    assert run(capsys, "check", "--jobs", jobs)[0] == 0
+    for _ in range(2):  # the second from the check cache
+        code, out, _ = run(capsys, "check", "--jobs", jobs, "--require-run")
+        assert code == 1 and "forgotten\n  no run log: no run replayed this session" in out and "replayed\n" not in out
+    assert run(capsys, "check", "--jobs", jobs)[0] == 0  # what the cache kept does not depend on the option

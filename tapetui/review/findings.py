@@ -789,6 +789,7 @@ def check(
     on_note: Callable[[str], None] | None = None,
     jobs: int | Literal["auto"] = 1,
     cache: bool = False,
+    require_run: bool = False,
 ) -> list[SessionReport]:
     """Check every session of a folder (or the given goldens), after :func:`recover`.
 
@@ -801,6 +802,7 @@ def check(
             below :data:`AUTO_JOBS_FROM` sessions to check, else as many as the cores this process may use.
         cache: take the report of a session whose files are unchanged since a check kept it, and keep the
             reports made (:mod:`tapetui.review.checkcache`: the user's cache, never the tapes folder).
+        require_run: a golden with no run log is a finding (no run replayed it: a test deleted or skipped).
 
     Raises:
         TapeError: the folder does not exist or holds no tapes (a misconfigured CI job must not go green).
@@ -850,7 +852,21 @@ def check(
             kept.keep(work[i][0], work[i][1], lookup, rep, now)
     if kept is not None:
         kept.save()
-    return [r for r in reports if r is not None]
+    done = [r for r in reports if r is not None]
+    if require_run:  # after the cache kept its reports: what it keeps does not depend on this option
+        for rep, (g, files, _) in zip(done, work, strict=True):
+            unreplayed = not files.run_log if files is not None else not os.path.lexists(runlog_path(g))
+            there = files.golden if files is not None else g.exists()
+            if rep.error is None and there and unreplayed:
+                rep.findings = [*rep.findings, _NOT_RUN]
+    return done
+
+
+_NOT_RUN = Finding(
+    "unused",
+    "no run log: no run replayed this session (check --require-run: every golden is replayed; a test deleted or "
+    "skipped leaves its tape unreplayed)",
+)
 
 
 AUTO_JOBS_FROM = 500  # sessions: below this, a second process costs more than it saves
