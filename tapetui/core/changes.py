@@ -33,6 +33,7 @@ __all__ = [
     "event_changes",
     "format_changes",
     "format_path",
+    "hidden_sides",
     "json_name",
     "json_text",
     "secret_path",
@@ -160,7 +161,7 @@ def json_text(
 
 
 def _redacted(value: Any) -> Any:
-    """``value`` as it is shown: redacted with the default rules (see the module's doc); one nested past what
+    """``value`` as it is shown: redacted by :func:`shown_redactor` (see the module's doc); one nested past what
     redaction walks is cut at :data:`SHOWN_DEPTH` first, as it is shown anyway."""
     try:
         return _SHOWN[0].redact(value)
@@ -216,7 +217,7 @@ def format_changes(
         full = shown_path(prefixed(prefix, path))
         secret = not contract and secret_path(path)
         if secret:
-            old, new = (v if v is MISSING else REDACTED for v in (old, new))
+            old, new = hidden_sides(old, new)
         if old is MISSING:
             lines.append(f"{full}  (added) {short(new, width)}")
         elif new is MISSING:
@@ -232,6 +233,12 @@ def format_changes(
             )
             lines.append(f"{full}  {o} → {n}{hidden}")
     return lines
+
+
+def hidden_sides(old: Any, new: Any) -> tuple[Any, Any]:
+    """A change's sides under a secret key's path (:func:`secret_path`) as they are shown: ``[REDACTED]``, an
+    absent side still :data:`MISSING` (so an added or removed secret says so)."""
+    return (old if old is MISSING else REDACTED), (new if new is MISSING else REDACTED)
 
 
 def shown_path(path: str) -> str:

@@ -28,10 +28,10 @@ from typing import Any
 import orjson
 
 from tapetui.core.canon import canon, canonical_json
-from tapetui.core.changes import MISSING, Change, secret_path, short, shown_path
+from tapetui.core.changes import MISSING, Change, hidden_sides, secret_path, short, shown_path
 from tapetui.core.errors import InvalidValue, TapeError
 from tapetui.core.jsondiff import diff_values, path_segments
-from tapetui.core.redact import DEFAULT_REDACTOR, REDACTED, Redactor
+from tapetui.core.redact import DEFAULT_REDACTOR, Redactor
 
 __all__ = [
     "REQUEST_FIELDS",
@@ -489,7 +489,7 @@ def change_line(c: Change) -> str:
     ``messages[2].parts[0].content "…" → "…"``, ``settings.temperature 0 → 0.7``, ``model a → b``; a path under
     a secret key (``settings.extra_headers.authorization``) shows ``[REDACTED]``, as every change does."""
     if secret_path(c.path) and not c.path.startswith("tools"):  # an offered tool's schema is structure
-        c = Change(c.path, *(v if v is MISSING else REDACTED for v in (c.old, c.new)))
+        c = Change(c.path, *hidden_sides(c.old, c.new))
     c = Change(shown_path(c.path), c.old, c.new)
     if c.old is MISSING:
         return f"{c.path}: + {short(c.new)}"

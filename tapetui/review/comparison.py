@@ -12,7 +12,7 @@ import orjson
 from rapidfuzz.distance import Levenshtein
 
 from tapetui.core.canon import canon
-from tapetui.core.changes import MISSING, Change, format_changes, secret_path, shown_path
+from tapetui.core.changes import MISSING, Change, format_changes, hidden_sides, secret_path, shown_path
 from tapetui.core.comparators import CompareSettings, Excuse, Hooks, Judged, Rules
 from tapetui.core.config import Config
 from tapetui.core.contract import ignore_rules
@@ -22,7 +22,6 @@ from tapetui.core.fingerprint import ToolManifest, explain_manifest_change, in_f
 from tapetui.core.index import CallRecord, TapeIndex
 from tapetui.core.jsondiff import IgnoreRules
 from tapetui.core.paths import prefixed
-from tapetui.core.redact import REDACTED
 from tapetui.core.store import refuse_links_out, session_name
 from tapetui.core.tapefile import read_index
 from tapetui.review.turns import RowLevel, TurnComparison, turn_rows, turn_side
@@ -194,11 +193,11 @@ def _change_json(c: Change) -> dict[str, Any]:
     """A change as ``--json`` gives it; under a secret key (``args.api_key``) its values are ``[REDACTED]``, as
     they are shown (the other values are redacted as the whole output is: see :mod:`tapetui.core.changes`)."""
     out: dict[str, Any] = {"path": shown_path(c.path), "kind": c.kind}
-    hidden = secret_path(c.path)
+    old, new = hidden_sides(c.old, c.new) if secret_path(c.path) else (c.old, c.new)
     if c.kind != "added":
-        out["old"] = REDACTED if hidden else c.old
+        out["old"] = old
     if c.kind != "removed":
-        out["new"] = REDACTED if hidden else c.new
+        out["new"] = new
     return out
 
 

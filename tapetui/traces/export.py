@@ -302,18 +302,22 @@ def _redacted_event(e: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
         changes = e.get("changes")
         if isinstance(changes, list):
             out["changes"] = [
-                [
-                    redactor.redact_text(str(c[0])),
-                    *(REDACTED if secret_path(str(c[0])) else redactor.redact(v) for v in c[1:]),
-                ]
-                if isinstance(c, list) and c
-                else redactor.redact(c)
-                for c in changes
+                _redacted_change(c, redactor) if isinstance(c, list) else redactor.redact(c) for c in changes
             ]
     except TooDeep:
         return {"event": e.get("event")}  # nested past what redaction walks: its kind alone
     result: dict[str, Any] = out
     return result
+
+
+def _redacted_change(c: list[Any], redactor: Redactor) -> list[Any]:
+    """``[path, old, new]`` of an event: its path's secrets redacted, its values ``[REDACTED]`` under a secret key's
+    path, else through the redactor."""
+    if not c:
+        return c
+    path = str(c[0])
+    hidden = secret_path(path)
+    return [redactor.redact_text(path), *(REDACTED if hidden else redactor.redact(v) for v in c[1:])]
 
 
 def _event(e: dict[str, Any], at: int) -> dict[str, Any]:

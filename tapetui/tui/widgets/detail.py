@@ -112,7 +112,7 @@ def kv_table(rows: list[tuple[str, Any]]) -> Table:
         # both cells are Text: a str cell would be parsed as markup (label keys come from the tape)
         t.add_row(
             Text(safe_text(str(k), newlines=False)),
-            v if isinstance(v, Text) else Text(safe_text(shown_redactor().redact_text(str(v)), newlines=False)),
+            v if isinstance(v, Text) else Text(safe_text(str(v), newlines=False)),
         )
     return t
 
@@ -266,8 +266,9 @@ class DetailView(VerticalScroll):
             steps = f"{d.steps}  ({calls} call{'s' * (calls != 1)}, {d.turns} model turn{'s' * (d.turns != 1)})"
         rows: list[tuple[str, Any]] = [("session", s.name), ("tape", s.golden.name), ("steps", steps)]
         if header:
-            for k, v in sorted((header.get("labels") or {}).items()):  # a label named like a secret: its value hidden
-                rows.append((f"label {k}", REDACTED if shown_redactor().is_secret_key(str(k)) else v))
+            for k, v in sorted((header.get("labels") or {}).items()):  # values from the tape: redacted as shown
+                value = REDACTED if shown_redactor().is_secret_key(str(k)) else shown_redactor().redact_text(str(v))
+                rows.append((f"label {k}", value))
             rows.append(("created", header.get("created_at", "")))
         run = (
             _run_counts(sm) + (" — running" if sm.running else "")
