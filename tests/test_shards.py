@@ -297,3 +297,23 @@ def test_require_run_makes_a_golden_no_run_replayed_a_finding(
         code, out, _ = run(capsys, "check", "--jobs", jobs, "--require-run")
         assert code == 1 and "forgotten\n  no run log: no run replayed this session" in out and "replayed\n" not in out
     assert run(capsys, "check", "--jobs", jobs)[0] == 0  # what the cache kept does not depend on the option
+
+
+@pytest.mark.skipif("fork" not in __import__("multiprocessing").get_all_start_methods(), reason="needs fork")
+def test_a_check_process_killed_midway_is_an_error_never_a_verdict(
+    samples: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tapetui.review import findings
+
+    checked = findings._worker_check
+
+    def dies_on_the_second(i: int) -> object:  # the forked worker has this module as patched here
+        if i == 1:
+            os._exit(137)  # as the out-of-memory killer leaves a process: no exception, no report
+        return checked(i)
+
+    dies_on_the_second.__module__, dies_on_the_second.__qualname__ = findings.__name__, "_worker_check"  # sent by name
+    monkeypatch.setattr(findings, "_worker_check", dies_on_the_second)
+    code, out, err = run(capsys, "check", "--jobs", "2")
+    assert code == 2 and "a check process ended abruptly" in err and "Traceback" not in err
+    assert "checked" not in out  # no verdict line: nothing is concluded

@@ -11,6 +11,7 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -930,11 +931,18 @@ def _check_in_processes(
     chunk = max(1, min(64, len(goldens) // (jobs * 8)))  # big enough to amortise a message, small for the bar
     reports: list[SessionReport] = []
     verdicts: dict[Any, tuple[Verdict, ...]] = {}
-    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_start, initargs=(config, goldens)) as pool:
-        for item in pool.map(_worker_check, range(len(goldens)), chunksize=chunk):
-            reports.append(_received(item, goldens[len(reports)][0], verdicts))
-            if progress is not None:
-                progress(total - len(goldens) + len(reports), total)
+    pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_start, initargs=(config, goldens))
+    try:
+        with pool:
+            for item in pool.map(_worker_check, range(len(goldens)), chunksize=chunk):
+                reports.append(_received(item, goldens[len(reports)][0], verdicts))
+                if progress is not None:
+                    progress(total - len(goldens) + len(reports), total)
+    except BrokenProcessPool:  # a worker killed (the out-of-memory killer, a signal): no verdict, never a pass
+        raise TapeError(
+            f"a check process ended abruptly after {len(reports):,} of {len(goldens):,} sessions (killed by a "
+            "signal, or out of memory); nothing is concluded: run check again (fewer --jobs use less memory)"
+        ) from None
     return reports
 
 
