@@ -317,3 +317,23 @@ def test_a_check_process_killed_midway_is_an_error_never_a_verdict(
     code, out, err = run(capsys, "check", "--jobs", "2")
     assert code == 2 and "a check process ended abruptly" in err and "Traceback" not in err
     assert "checked" not in out  # no verdict line: nothing is concluded
+
+
+class _NoProcesses:  # as ProcessPoolExecutor fails where the platform has no fork to give or no shared memory
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise OSError(38, "Function not implemented")
+
+
+def test_where_no_check_process_can_start_auto_checks_in_one_and_an_explicit_count_is_an_error(
+    samples: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tapetui.review import findings
+
+    one = run(capsys, "check", "--jobs", "1")
+    monkeypatch.setattr(findings, "ProcessPoolExecutor", _NoProcesses)
+    monkeypatch.setattr(findings, "AUTO_JOBS_FROM", 1)  # auto would use every core even for the samples
+    monkeypatch.setattr(findings, "usable_cores", lambda: 2)
+    code, out, err = run(capsys, "check", "--jobs", "auto")
+    assert (code, out) == one[:2] and "no check processes could be started here" in err
+    code, out, err = run(capsys, "check", "--jobs", "2")
+    assert code == 2 and "cannot run 2 check processes here (Function not implemented)" in err and not out

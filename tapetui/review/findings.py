@@ -834,11 +834,15 @@ def check(
     todo = [i for i, r in enumerate(reports) if r is None]
     if progress is not None and len(todo) < total:
         progress(total - len(todo), total)
+    auto = jobs == "auto"
     if jobs == "auto":
         jobs = 1 if len(todo) < AUTO_JOBS_FROM else usable_cores()
+    made: list[SessionReport] | None = None
     if jobs > 1 and len(todo) > 1:
-        made = _check_in_processes([work[i] for i in todo], config, min(jobs, len(todo)), progress, total)
-    else:
+        made = _check_in_processes([work[i] for i in todo], config, min(jobs, len(todo)), progress, total, auto)
+        if made is None and on_note is not None:
+            on_note("no check processes could be started here: the sessions are checked in this one")
+    if made is None:
         made = []
         for i in todo:
             g, files, maybe_parked = work[i]
@@ -922,17 +926,19 @@ def _received(item: SessionReport | _Clean, golden: Path, verdicts: dict[Any, tu
 
 
 def _check_in_processes(
-    goldens: list[_Work], config: Config, jobs: int, progress: Progress | None, total: int
-) -> list[SessionReport]:
+    goldens: list[_Work], config: Config, jobs: int, progress: Progress | None, total: int, fall_back: bool
+) -> list[SessionReport] | None:
     """The sessions checked by ``jobs`` processes (forked where the platform has fork), in order. Each process
-    is given the whole list once (forked: shared, not sent at all) and then only numbers."""
+    is given the whole list once (forked: shared, not sent at all) and then only numbers. None when no process
+    could be started (fork refused, no shared memory for the pool's locks) and ``fall_back`` (``--jobs auto``):
+    the caller checks in its own process; asked for processes explicitly, that is a TapeError."""
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     context = multiprocessing.get_context(method)
     chunk = max(1, min(64, len(goldens) // (jobs * 8)))  # big enough to amortise a message, small for the bar
     reports: list[SessionReport] = []
     verdicts: dict[Any, tuple[Verdict, ...]] = {}
-    pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_start, initargs=(config, goldens))
     try:
+        pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_start, initargs=(config, goldens))
         with pool:
             for item in pool.map(_worker_check, range(len(goldens)), chunksize=chunk):
                 reports.append(_received(item, goldens[len(reports)][0], verdicts))
@@ -943,6 +949,12 @@ def _check_in_processes(
             f"a check process ended abruptly after {len(reports):,} of {len(goldens):,} sessions (killed by a "
             "signal, or out of memory); nothing is concluded: run check again (fewer --jobs use less memory)"
         ) from None
+    except OSError as e:  # no process to be had: nothing was checked yet
+        if reports or not fall_back:
+            raise TapeError(
+                f"cannot run {jobs} check processes here ({e.strerror or e}); `--jobs 1` checks in this one"
+            ) from None
+        return None
     return reports
 
 
