@@ -14,6 +14,7 @@ from textual.widgets import Input, Log
 from tapetui import load_config
 from tapetui.core.store import candidate_path, runlog_path
 from tapetui.tui.app import TapeApp
+from tapetui.tui.detailmodel import subject_of
 from tapetui.tui.screens.confirm import ConfirmScreen
 from tapetui.tui.screens.rationale import RationaleScreen
 from tapetui.tui.widgets.session_tree import StepRef
@@ -405,3 +406,43 @@ async def test_after_an_accept_the_app_says_the_last_run_predates_the_golden(sam
         assert "⟲ rerun" in text and "drift_summarize ● pending" not in text
         row = next(line for line in text.splitlines() if "drift_summarize" in line)
         assert "≠" not in row
+
+
+def _log_text(app: TapeApp) -> str:
+    return "\n".join(str(line) for line in app.run_log.lines)
+
+
+async def _panes_follow(pilot, app: TapeApp, name: str) -> None:  # type: ignore[no-untyped-def]
+    """The tree highlights ``name`` and both panes show it: the detail's subject and the run log's heading."""
+    await wait_for(pilot, lambda: idle(app) and f"── {name} ──" in _log_text(app), f"the run log of {name}")
+    node = app.session_tree.node_at_cursor()
+    assert node is not None and getattr(node.data, "name", None) == name
+    assert app._cursor()[0] is node.data  # what a key acts on is what the screen highlights
+    assert app.detail.subject == subject_of(node.data)  # the detail pane is that session's
+
+
+async def test_after_a_filter_both_panes_show_the_session_the_tree_highlights(sample_dir: Path) -> None:
+    app = app_for(sample_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await goto_session(pilot, app, "clean")
+        await _panes_follow(pilot, app, "clean")
+        await pilot.press("/", *"model:function", "enter")  # research_prompt alone, on the line clean was on
+        await _panes_follow(pilot, app, "research_prompt")
+        await pilot.press("escape")
+        await goto_session(pilot, app, "stale_quote")
+        await _panes_follow(pilot, app, "stale_quote")
+        await pilot.press("/", *"status:contract", "enter")  # contract_change alone
+        await _panes_follow(pilot, app, "contract_change")
+        await pilot.press("escape", "/", *"model:function", "enter")
+        await _panes_follow(pilot, app, "research_prompt")
+
+
+async def test_a_detail_asked_again_before_its_first_read_ends_still_shows_the_sessions_run(sample_dir: Path) -> None:
+    app = app_for(sample_dir)
+    async with app.run_test(size=SIZE) as pilot:
+        await goto_session(pilot, app, "stale_quote")
+        await _panes_follow(pilot, app, "stale_quote")
+        clean = next(s for s in app.sessions.values() if s.name == "clean")
+        app.show_detail(clean, with_log=True)
+        app.show_detail(clean)  # as a run log's summary arriving does: the first read's answer is dropped
+        await wait_for(pilot, lambda: idle(app) and "── clean ──" in _log_text(app), "clean's run log")

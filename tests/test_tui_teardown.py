@@ -31,3 +31,18 @@ async def test_a_cursor_move_that_arrives_while_the_app_closes_is_no_error(
     # leaving run_test closed the app: a NoMatches raised while it did would have been raised here
     assert late == [True]
     assert app.return_code in (None, 0)
+
+
+async def test_a_detail_read_that_ends_while_the_app_closes_is_no_error(sample_dir: Path) -> None:
+    from rich.text import Text
+
+    from tapetui.tui.widgets.detail import DetailView
+
+    app = app_for(sample_dir)
+    async with app.run_test(size=SIZE) as pilot:
+        await goto_session(pilot, app, "clean")
+        for pane in (SessionTree, DetailView):  # as the app's closing removes its panes, its loop still running
+            await app.query_one(pane).remove()
+        # a detail worker's answer (call_from_thread) handled then: nothing to fill, and no error
+        app._if_current(app._detail_token, lambda: app.detail.show(Text("late")))
+    assert app.return_code in (None, 0)

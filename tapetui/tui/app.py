@@ -25,7 +25,7 @@ from textual.screen import Screen
 from textual.widgets import Header, Input, Tree
 
 import tapetui.review as review
-from tapetui.core.changes import show_redacted_by
+from tapetui.core.changes import show_redacted_by, shown_redactor
 from tapetui.core.comparators import Hooks
 from tapetui.core.config import Config, load_config
 from tapetui.core.errors import TapeError
@@ -64,7 +64,8 @@ class TapeApp(App[None]):
         self.sessions: dict[Path, Session] = {}
         self.order: list[Path] = []
         self.filter_text = ""
-        self.live_session: Path | None = None  # the session whose run the live pane shows
+        self.live_session: Path | None = None  # the session whose run the live pane follows
+        self._log_of: Path | None = None  # the session whose run log the pane shows (set as it is drawn)
         self.first_paint: float | None = None  # monotonic time the first screen was drawn
         self.feed = Feed(self, config, lambda: self.order, watch=watch)
         self.controller = ReviewController(self, config)
@@ -200,6 +201,7 @@ class TapeApp(App[None]):
             touched.append(s)
             if self.live_session is None or self.live_session == golden:
                 pane.add_events(s.name, events, reset)
+                self._log_of = golden
                 if pane.follow:
                     tree.follow_step(s, events)
         tree.refresh_folders(touched)
@@ -312,7 +314,13 @@ class TapeApp(App[None]):
     # ---- detail -----------------------------------------------------------------
     @on(Tree.NodeHighlighted)
     def _highlighted(self, event: Tree.NodeHighlighted[Any]) -> None:
-        self.show_detail(event.node.data, with_log=True)
+        # the row under the cursor as the tree is now: an event handled after a rebuild (a filter typed on)
+        # names a node of the tree before it
+        tree = self.query_one_optional(SessionTree)
+        if tree is None:  # the app is closing: a highlight handled late has nothing to show
+            return
+        node = tree.node_at_cursor()
+        self.show_detail(node.data if node is not None else event.node.data, with_log=True)
         self._refresh_footer()
 
     def _refresh_footer(self) -> None:
@@ -333,20 +341,25 @@ class TapeApp(App[None]):
             self.session_tree.load_more(data, event.node)
 
     def _refresh_selected(self) -> None:
-        node = self.session_tree.cursor_node
+        node = self.session_tree.node_at_cursor()  # the row as the tree is now: cursor_node lags behind a rebuild
         if node is not None:
             self.show_detail(node.data)
 
     def show_detail(self, data: Any, with_log: bool = False) -> None:
+        """Show what ``data`` (the row under the cursor) is in the detail pane; the run-log pane follows whenever
+        the row is another session's (``with_log`` asks for that too: it never shows one session's run beside
+        another's detail)."""
         if not isinstance(data, (Session, StepRef, FolderRef)):
             return  # a "more" row or a message row: what the pane shows (or is reading) stays
         self._detail_token += 1
         if isinstance(data, Session):
-            with_log = with_log and self.live_session != data.golden
+            with_log = self._log_of != data.golden
             self.live_session = data.golden
             self._session_detail(data, self._detail_token, with_log, DetailInputs(self.config, *self.hooks_for(data)))
         elif isinstance(data, StepRef):
             self.live_session = data.session.golden
+            if self._log_of != data.session.golden:  # a step of another session: its run log too
+                self._session_log(data.session, self._detail_token)
             inputs = DetailInputs(self.config, *self.hooks_for(data.session))
             if data.turn is not None:
                 self._turn_detail(data, self._detail_token, inputs)
@@ -363,10 +376,27 @@ class TapeApp(App[None]):
         except TapeError as e:
             self._detail_failed(token, e)
             self.call_from_thread(self.session_tree.refresh_session, s)
+            if with_log:  # the pane never goes on showing the session before this one
+                self.call_from_thread(
+                    self._if_current, token, lambda: self._show_log(s, [], "not read: see the detail")
+                )
             return
         if with_log:
-            self.call_from_thread(self._if_current, token, lambda: self.run_log.show_run(s.name, d.events))
+            self.call_from_thread(self._if_current, token, lambda: self._show_log(s, d.events))
         self.call_from_thread(self._if_current, token, lambda: self.detail.show_session(d))
+
+    @work(thread=True, exclusive=True, group="session-log", description="a session's run log")
+    def _session_log(self, s: Session, token: int) -> None:
+        try:
+            events, problem = s.run_events(), None
+        except TapeError as e:  # a FIFO, a folder named like a run log: said, never read
+            events, problem = [], shown_redactor().redact_text(str(e))
+        self.call_from_thread(self._if_current, token, lambda: self._show_log(s, events, problem))
+
+    def _show_log(self, s: Session, events: list[dict[str, Any]], problem: str | None = None) -> None:
+        """The run-log pane shows session ``s``'s run (what a detail worker read of it)."""
+        self.run_log.show_run(s.name, events, problem)
+        self._log_of = s.golden
 
     @work(thread=True, exclusive=True, group="detail", description="a step's detail")
     def _step_detail(self, ref: StepRef, token: int, inputs: DetailInputs) -> None:
@@ -392,12 +422,13 @@ class TapeApp(App[None]):
         self.call_from_thread(self._if_current, token, lambda: self.detail.show_error(message))
 
     def _if_current(self, token: int, fn: Callable[[], None]) -> None:
-        if token == self._detail_token:
+        # a worker that finishes while the app closes finds no pane to fill: nothing to do (never an error)
+        if token == self._detail_token and self.query_one_optional(DetailView) is not None:
             fn()
 
     # ---- what the cursor is on ---------------------------------------------------
     def _cursor(self) -> tuple[Session | None, StepRef | None]:
-        node = self.session_tree.cursor_node
+        node = self.session_tree.node_at_cursor()  # what the screen highlights, also just after a rebuild
         data = node.data if node is not None else None
         if isinstance(data, StepRef):
             return data.session, data
@@ -446,7 +477,8 @@ class TapeApp(App[None]):
         problem = f.problem + " esc clears the filter." if f.problem is not None else None
         if problem is not None or not tree.session_nodes:
             self._detail_token += 1  # a detail still being read for the old cursor is not shown
-            self.live_session = None
+            self.live_session = self._log_of = None
+            self.run_log.clear()  # no session is shown: neither is a run
             text = problem or (
                 f"No session matches {self.filter_text.strip()!r}"
                 + (" (looking for recorded errors…)" if self._errors_scanning else "")
@@ -459,11 +491,18 @@ class TapeApp(App[None]):
             if anchor is not None and tree.shows(anchor) and (node is None or node.data is not anchor):
                 tree.go_to(tree.reveal(anchor))
             elif node is None:
-                tree.cursor_line = 0  # highlighted: its detail follows
-            elif not self.detail.subject or self.detail.subject != subject_of(node.data):
-                # the row under the cursor is another one now (the filter moved it, on the same line: no
-                # highlight event) or the pane still holds a message: the pane follows the cursor, and p with it
-                self.show_detail(node.data, with_log=True)
+                tree.cursor_line = 0
+            # The panes follow the row under the cursor now, whatever put it there: a move to the line it was
+            # already on (or a rebuild that put another session on it) sends no highlight event.
+            node = tree.node_at_cursor()
+            data = node.data if node is not None else None
+            session = data if isinstance(data, Session) else data.session if isinstance(data, StepRef) else None
+            if data is not None and (
+                not self.detail.subject
+                or self.detail.subject != subject_of(data)
+                or (session is not None and self._log_of != session.golden)
+            ):
+                self.show_detail(data, with_log=True)
 
     @work(thread=True, exclusive=True, group="errors")
     def _scan_recorded_errors(self) -> None:

@@ -88,11 +88,12 @@ class RunLogPane(Log):
     def on_mount(self) -> None:
         self.border_title = "live run log (p starts a replay · F follows)"
 
-    def show_run(self, name: str, events: list[dict[str, Any]]) -> None:
-        """Replace what the pane shows with session ``name``'s run."""
+    def show_run(self, name: str, events: list[dict[str, Any]], problem: str | None = None) -> None:
+        """Replace what the pane shows with session ``name``'s run (``problem``: why it could not be read)."""
         self.clear()
         self._run = RunSummary()
-        self.write_line(f"── {safe_text(name, newlines=False)} ──" + ("" if events else "  no run yet (p starts one)"))
+        said = f"  {problem}" if problem is not None else "" if events else "  no run yet (p starts one)"
+        self.write_line(f"── {safe_text(name, newlines=False)} ──" + safe_text(said, newlines=False))
         self.write_lines([self._line(e) for e in events])
 
     def add_events(self, name: str, events: list[dict[str, Any]], reset: bool) -> None:
