@@ -18,7 +18,7 @@ from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
 from tapetui.core.files import open_regular
 from tapetui.core.runlog import read_run_log
-from tapetui.core.store import candidate_path, runlog_path
+from tapetui.core.store import candidate_path, refuse_links_out, runlog_path
 from tapetui.core.tapefile import read_index
 from tapetui.core.turns import TURN, from_trace
 from tapetui.core.turns import tokens as turn_tokens
@@ -42,6 +42,7 @@ class Diff:
     comparison: Comparison | None = None  # source "candidate" or "tape"
     findings: tuple[Finding, ...] = ()  # source "run_log"
     totals: tuple[str, ...] = ()  # two imported traces: steps, tokens and latency, each side and the change
+    notes: tuple[str, ...] = ()  # what was left out of the comparison (a torn last line): warnings, shown first
 
     @property
     def differs(self) -> bool:
@@ -55,7 +56,11 @@ class Diff:
         return f"{self.golden.name} ⟷ {self.other.name}" + (" (run log)" if self.source == "run_log" else "")
 
     def rows(self) -> list[tuple[str, DiffLevel]]:
-        """Each line with how it reads (for colour); ``no differences`` alone when nothing differs."""
+        """Each line with how it reads (for colour); ``no differences`` alone when nothing differs (after the
+        notes of what was left out)."""
+        return [(note, "warning") for note in self.notes] + self._rows()
+
+    def _rows(self) -> list[tuple[str, DiffLevel]]:
         if self.comparison is not None:
             cmp = self.comparison
             if cmp.clean and not cmp.new_capabilities:
@@ -84,12 +89,15 @@ class Diff:
             out = self.comparison.to_json()
             if self.totals:
                 out["totals"] = list(self.totals)
-            return out
-        return {
-            "golden": str(self.golden),
-            "run_log": str(self.other),
-            "findings": [f.to_json() for f in self.findings],
-        }
+        else:
+            out = {
+                "golden": str(self.golden),
+                "run_log": str(self.other),
+                "findings": [f.to_json() for f in self.findings],
+            }
+        if self.notes:
+            out["notes"] = list(self.notes)
+        return out
 
 
 def diff(
@@ -122,6 +130,8 @@ def diff(
             raise TapeError(f"{golden}: nothing to compare with (no candidate and no run log; name one as B)")
     elif not other.exists():
         raise TapeError(f"{other}: no such file to compare {golden.name} with")
+    refuse_links_out(config.tapes_dir, golden, other)  # a planted link to a file outside is never read or shown
+    notes = _left_out(golden) if loaded is None else ()
     if other.name.endswith(".run.jsonl"):
         events = read_run_log(other)
         idx = loaded.index if loaded is not None else read_index(golden, validate=True, keep_bytes=True)
@@ -132,11 +142,27 @@ def diff(
             if stale
             else compare_run(idx, events, config, log=other, checked=True, hooks=hooks)
         )
-        return Diff(golden, other, "run_log", findings=tuple(findings))
+        return Diff(golden, other, "run_log", findings=tuple(findings), notes=notes)
     if source == "tape" and other == candidate_path(golden):
         source = "candidate"
+    notes += tuple(n for n in _left_out(other, tape_only=True) if n not in notes)  # a tape diffed with itself
     cmp = compare(loaded or golden, other, config, hooks=hooks)
-    return Diff(golden, other, source, comparison=cmp, totals=trace_totals(golden, other))
+    return Diff(golden, other, source, comparison=cmp, totals=trace_totals(golden, other), notes=notes)
+
+
+def _left_out(path: Path, *, tape_only: bool = False) -> tuple[str, ...]:
+    """What a comparison leaves out of the tape at ``path``: its torn last line (an interrupted write), said.
+
+    Raises:
+        TapeError: ``tape_only`` and the file holds no complete line: not a tape (compared, it would read as one
+            with every step gone).
+    """
+    idx = read_index(path)
+    if tape_only and idx.line_count == 0:
+        raise TapeError(f"{path}: not a tape (no complete line); nothing to compare")
+    if idx.torn is None:
+        return ()
+    return (f"{path.name}: torn last line {idx.torn.line} ({idx.torn.size:,} bytes, an interrupted write) left out",)
 
 
 def _sums(path: Path) -> tuple[dict[str, Any], int, int, float]:

@@ -43,7 +43,7 @@ from tapetui.core.fingerprint import redact_manifest_line
 from tapetui.core.paths import prefixed
 from tapetui.core.redact import DEFAULT_REDACTOR, REDACTED, Redactor
 from tapetui.core.runlog import read_run_log
-from tapetui.core.store import runlog_path
+from tapetui.core.store import refuse_links_out, runlog_path
 from tapetui.core.tapefile import read_index
 from tapetui.core.textsafe import safe_json_text
 from tapetui.core.turns import TURN
@@ -88,10 +88,12 @@ def _lines(path: Path, redactor: Redactor) -> list[dict[str, Any]]:
     """The tape's lines, each redacted (a tape holding a secret in clear, hand-written or recorded before a rule
     existed, never exports it) and checked to be writable as JSON text (a value nested past orjson's 254 levels
     is refused here, naming its line)."""
-    read_index(path, validate=True)  # a malformed line: a TapeError naming it
+    idx = read_index(path, validate=True)  # a malformed line: a TapeError naming it
     out = []
     with open(open_regular(path), "rb", closefd=True) as fh:
         for n, raw in enumerate(fh, 1):
+            if n > idx.line_count:  # a torn last line (an interrupted write): left out, as a replay leaves it
+                break
             if not raw.strip():
                 continue
             try:
@@ -167,6 +169,8 @@ def tape_spans(
     """The spans of one tape (see the module doc), with the outcomes of ``run_log`` (None: its latest run's), or,
     given the ``golden`` it is a candidate of, those of its comparison with it (:func:`compared_outcomes`)."""
     redactor = config.redactor() if config is not None else DEFAULT_REDACTOR
+    if config is not None:  # a planted link to a file outside the tapes folder is never read, nor exported
+        refuse_links_out(config.tapes_dir, tape, run_log or runlog_path(tape), *((golden,) if golden else ()))
     lines = _lines(tape, redactor)
     header = next((r for r in lines if r.get("type") == "session"), {})
     labels: dict[str, Any] = header["labels"] if isinstance(header.get("labels"), dict) else {}
