@@ -28,7 +28,7 @@ import tapetui.review.shards as shards
 from tapetui.cli_output import Out, ProgressBar, plural, print_json
 from tapetui.core.changes import show_redacted_by
 from tapetui.core.comparators import hooks_running
-from tapetui.core.config import Config, find_config, load_config
+from tapetui.core.config import Config, config_for_tape, find_config, load_config
 from tapetui.core.errors import TapeError
 from tapetui.core.files import atomic_write, file_kind
 from tapetui.core.runlog import end_counts
@@ -645,6 +645,12 @@ def cmd_import(args: argparse.Namespace) -> int:
     # deferred: the trace modules import the recording engine (asyncio with it), which no other command needs
     from tapetui.traces.importer import import_otlp
 
+    if inside(cfg.tapes_dir, out_dir) is None:
+        # another folder's tapes are that folder's sessions, with its changelog (its own tapes.toml's when one
+        # covers it): a golden is never made without an entry where its folder keeps them; this project's rules
+        # (redaction first) still apply to what is written
+        there = config_for_tape(out_dir / "_.jsonl")
+        cfg = replace(cfg, tapes_dir=there.tapes_dir, changelog=there.changelog)
     report = import_otlp(args.files, out_dir, group_by=args.group_by, config=cfg)
     if args.json:
         print_json(report.to_json())

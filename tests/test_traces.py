@@ -68,7 +68,7 @@ def test_a_genai_trace_becomes_a_golden_with_its_turns_calls_contracts_and_prove
     trace = fx.write(proj / "trace.jsonl", fx.doc(fx.genai_trace()))
     code, out, err = run_cli(capsys, "import", "otlp", str(trace))
     assert code == 0, err
-    assert "2 model turns, 1 tool calls into 1 tape(s); 1 other spans skipped" in out
+    assert "2 model turns, 1 tool call into 1 tape; 1 other span skipped" in out
     tape = only_tape(proj)
     recs = lines(tape)
     header, tool = recs[0], recs[1]

@@ -360,6 +360,14 @@ def config_from_text(text: str, path: Path) -> Config:
         values.get("tapes.changelog", str(Path(values.get("tapes.dir", "tapes")) / "CHANGELOG.md")),
         f"{path}: 'tapes.changelog'",
     )
+    if tapes_dir in changelog.parents and changelog.name.endswith(".jsonl"):
+        rel = changelog.relative_to(tapes_dir)
+        if not any(part.startswith(".") for part in rel.parts):  # every other .jsonl there is a tape
+            raise ConfigError(
+                f"{path}: 'tapes.changelog' = {str(rel)!r} is a .jsonl file in the tapes folder, which would be read "
+                "as a tape (and an import or a recording of that name would replace it): name it .md, or put it "
+                "outside the tapes folder"
+            )
     command_timeout = _command_timeout(values.get("tapes.command_timeout"), path)
     models = _model_policies(doc.get("models", {}), path)
     compare, sessions = compare_settings(doc.get("compare", {}), str(path))

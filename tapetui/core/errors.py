@@ -18,6 +18,7 @@ __all__ = [
     "TapeStale",
     "TooDeep",
     "ToolDriftError",
+    "UnrecordableResult",
 ]
 
 
@@ -169,6 +170,15 @@ class TapeMiss(TapeError):
 
 class TapeStale(TapeError):
     """A replayed entry expired and the tool's stale policy is ``error``."""
+
+
+class UnrecordableResult(TapeError):
+    """A call ran live and returned what a tape cannot hold (a value nested too deeply, one with no JSON form): the
+    call was recorded with that as its error, and this tells the caller. ``problem``: what was wrong."""
+
+    def __init__(self, message: str, problem: str) -> None:
+        super().__init__(message)
+        self.problem = problem
 
 
 class ToolDriftError(TapeError):

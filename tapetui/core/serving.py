@@ -22,7 +22,7 @@ from tapetui.core.config import Config, ToolPolicy
 from tapetui.core.contract import ContractChange
 from tapetui.core.cutpoint import CutPoints
 from tapetui.core.decide import Decider, DecisionKind
-from tapetui.core.errors import TapeDrift, TapeError, TapeMiss, TapeStale, ToolDriftError
+from tapetui.core.errors import TapeDrift, TapeError, TapeMiss, TapeStale, ToolDriftError, UnrecordableResult
 from tapetui.core.fill import FillCandidate
 from tapetui.core.index import Consumed, TapeIndex
 from tapetui.core.jsondiff import diff_values
@@ -332,7 +332,9 @@ class ToolServing(CutPoints):
             error=recorded_error,
         )
         if problem:
-            raise TapeError(f"{step.name} (step {step.seq}) {problem}; the call was recorded with this as its error")
+            raise UnrecordableResult(
+                f"{step.name} (step {step.seq}) {problem}; the call was recorded with this as its error", problem
+            )
 
     def _abandon(self) -> None:
         """A live call interrupted before it returned (a cancellation): nothing is written."""

@@ -43,11 +43,11 @@ import orjson
 
 from tapetui.core.clock import now_iso
 from tapetui.core.config import Config, config_for_tape
-from tapetui.core.errors import TapeError
+from tapetui.core.errors import TapeError, UnrecordableResult
 from tapetui.core.files import atomic_write
 from tapetui.core.locks import gate, recording_lock
 from tapetui.core.session import DraftFiles
-from tapetui.core.store import prepare_recording, recording_target, session_name
+from tapetui.core.store import golden_of, is_golden, prepare_recording, recording_target, session_name
 from tapetui.core.tape import Tape
 from tapetui.core.turns import CAPTURE_HINT, NOT_CAPTURED
 from tapetui.review.changelog import Entry, append_entries
@@ -61,6 +61,10 @@ _log = logging.getLogger("tapetui")
 SOURCE = "otlp"
 TRACE_HELD = ("name", "description", "schema")  # what gen_ai.tool.definitions holds of a contract
 _SPILL_BYTES = 8 << 20  # span bytes held in memory across groups before they are appended to their spill files
+
+
+def _n(count: int, what: str) -> str:
+    return f"{count:,} {what}" + ("" if count == 1 else "s")
 
 
 class TracedError(Exception):
@@ -85,8 +89,9 @@ class ImportReport:
     def lines(self) -> list[str]:
         out = [f"{kind} {path}  ({group})" for path, kind, group in self.tapes]
         out.append(
-            f"imported {self.notes.spans:,} spans from {len(self.notes.files)} file(s): {self.turns:,} model turns, "
-            f"{self.calls:,} tool calls into {len(self.tapes)} tape(s); {self.skipped:,} other spans skipped"
+            f"imported {_n(self.notes.spans, 'span')} from {len(self.notes.files)} file(s): "
+            f"{_n(self.turns, 'model turn')}, {_n(self.calls, 'tool call')} into {_n(len(self.tapes), 'tape')}; "
+            f"{_n(self.skipped, 'other span')} skipped"
             + (f"; {self.duplicates:,} duplicate spans merged" if self.duplicates else "")
             + (f"; {self.merged:,} MCP spans merged with their tool spans" if self.merged else "")
         )
@@ -139,14 +144,32 @@ def _import(files: Iterable[Path], out_dir: Path, group_by: str | None, config: 
     out_dir.mkdir(parents=True, exist_ok=True)
     _sweep_spills()
     with tempfile.TemporaryDirectory(prefix=f"{_SPILL_PREFIX}{os.getpid()}-") as tmp:
-        spill = _Spill(Path(tmp))
+        spill = _Spill(Path(tmp) / "spans.jsonl")
+        grouping = _Grouping(group_by)
         for f in files:
             for span in read_spans(Path(f), report.notes):
-                spill.add(_group_of(span, group_by), span)
+                spill.add(grouping.key(span), span)
         spill.flush()
+        # Every tape is recorded before any is published (each waits in a second spill file): a trace that cannot
+        # be imported (cyclic parents, a value nested too deeply) fails the import with nothing written.
+        built = _Spill(Path(tmp) / "tapes.jsonl")
+        waiting: list[tuple[Path, Entry, Config, str]] = []
+        for group, keys in grouping.groups(spill.groups()).items():
+            made = _build_group(group, spill.spans(*keys), out_dir, report, config, group_by)
+            if made is not None:
+                path, data, entry, cfg = made
+                built.add_bytes(str(len(waiting)), data)
+                waiting.append((path, entry, cfg, group))
+        built.flush()
         try:
-            for group in spill.groups():
-                _import_group(group, spill.spans(group), out_dir, report, config, group_by)
+            for n, (path, entry, cfg, group) in enumerate(waiting):
+                try:
+                    target = _publish(built.bytes(str(n)), path, entry, cfg)
+                except (TapeError, OSError) as e:  # the folder itself (a lock held, a full disk): said, with how far
+                    why = e if isinstance(e, TapeError) else f"{e.filename or path}: {e.strerror or e}"
+                    raise TapeError(f"{why} (imported {n:,} of {len(waiting):,} tapes before this one)") from None
+                shown = cfg.redactor().redact_text(group)
+                report.tapes.append((target, "golden" if target == path else "candidate", shown))
         finally:
             os.sync()  # the tapes and entries are written without an fsync each (thousands of traces): durable at once
     return report
@@ -177,11 +200,40 @@ def _sweep_spills() -> None:
             pass  # alive: left alone
 
 
-def _group_of(span: Span, group_by: str | None) -> str:
-    if group_by is None:
-        return span.trace_id
-    v = span.attrs.get(group_by, span.resource.get(group_by))
-    return "(none)" if v is None else str(v)
+class _Grouping:
+    """Which tape each span goes to: its trace's (one tape per trace), or with ``--group-by`` its own value of the
+    attribute, else its trace's value (the root span's, else the first one seen): an attribute only the root span
+    carries (an agent's name, a session id) groups the whole trace, never the rest under "(none)"."""
+
+    def __init__(self, group_by: str | None) -> None:
+        self.group_by = group_by
+        self.of_trace: dict[str, tuple[bool, str]] = {}  # trace id → (from its root span, its value)
+
+    def key(self, span: Span) -> str:
+        """Where ``span`` is spilled: its group, or its trace's until the end of the read says which that is."""
+        if self.group_by is None:
+            return span.trace_id
+        v = span.attrs.get(self.group_by, span.resource.get(self.group_by))
+        if v is None:
+            return "\0" + span.trace_id  # the trace's group, known at the end
+        value, root = str(v), span.parent_id is None
+        known = self.of_trace.get(span.trace_id)
+        if known is None or (root and not known[0]):  # the root's value wins over any seen before it
+            self.of_trace[span.trace_id] = (root, value)
+        return "\1" + value
+
+    def groups(self, keys: list[str]) -> dict[str, list[str]]:
+        """Each group and the spill keys of its spans, in the order the groups first appeared."""
+        out: dict[str, list[str]] = {}
+        for key in keys:
+            if self.group_by is None:
+                group = key
+            elif key.startswith("\0"):
+                group = self.of_trace.get(key[1:], (False, "(none)"))[1]
+            else:
+                group = key[1:]
+            out.setdefault(group, []).append(key)
+        return out
 
 
 class _Spill:
@@ -191,22 +243,23 @@ class _Spill:
     where each piece is: one file for the whole import (creating a file costs more than writing one on some
     file systems, and an import has thousands of groups)."""
 
-    def __init__(self, root: Path) -> None:
-        self.path = root / "spans.jsonl"
+    def __init__(self, path: Path) -> None:
+        self.path = path
         self.buffer: dict[str, bytearray] = {}
         self.held = 0
         self.pieces: dict[str, list[tuple[int, int]]] = {}  # group → (offset, length) of its spans, in order
         self.size = 0
 
     def add(self, group: str, span: Span) -> None:
-        raw = orjson.dumps(span.to_json())
+        self.add_bytes(group, orjson.dumps(span.to_json()) + b"\n")
+
+    def add_bytes(self, group: str, raw: bytes) -> None:
         buf = self.buffer.get(group)
         if buf is None:
             buf = self.buffer[group] = bytearray()
             self.pieces.setdefault(group, [])
         buf += raw  # copied: orjson's own buffer is many times the line's length, and freed now
-        buf += b"\n"
-        self.held += len(raw) + 1
+        self.held += len(raw)
         if self.held >= _SPILL_BYTES:
             self.flush()
 
@@ -221,24 +274,31 @@ class _Spill:
     def groups(self) -> list[str]:
         return list(self.pieces)
 
-    def spans(self, group: str) -> list[Span]:
-        out: list[Span] = []
+    def bytes(self, *groups: str) -> bytes:
+        """What was added under ``groups``, in the order it was added."""
+        out = bytearray()
         with open(self.path, "rb") as fh:
-            for offset, length in self.pieces[group]:
-                fh.seek(offset)
-                out += [Span.from_json(orjson.loads(line)) for line in fh.read(length).split(b"\n") if line]
-        return out
+            for group in groups:
+                for offset, length in self.pieces[group]:
+                    fh.seek(offset)
+                    out += fh.read(length)
+        return bytes(out)
+
+    def spans(self, *groups: str) -> list[Span]:
+        return [Span.from_json(orjson.loads(line)) for line in self.bytes(*groups).split(b"\n") if line]
 
 
 # ---- one group: one tape ----------------------------------------------------------------------------------
-def _import_group(
+def _build_group(
     group: str,
     spans: list[Span],
     out_dir: Path,
     report: ImportReport,
     config: Config | None,
     group_by: str | None,
-) -> None:
+) -> tuple[Path, bytes, Entry, Config] | None:
+    """A group's tape recorded in memory: where it goes, its bytes, its changelog entry and the configuration it
+    was recorded under; None when the group holds neither a turn nor a call."""
     spans = _unique(spans, report)
     _check_parents(spans)
     spans.sort(key=lambda s: (s.start, s.end))
@@ -262,16 +322,14 @@ def _import_group(
         else:
             ids.call(item)
     if not items:
-        return
-    name = _tape_name(group, group_by)
+        return None
+    cfg = config if config is not None else config_for_tape(out_dir / "_.jsonl")
+    name = _tape_name(group, group_by, cfg, out_dir)
     if report.names.setdefault(name, group) != group:  # two groups of this import made one name
-        name = f"{name}-{hashlib.sha256(group.encode()).hexdigest()[:6]}"
+        name = f"{name}-{_digest(group)[:6]}"
     path = out_dir / f"{name}.jsonl"
-    cfg = config if config is not None else config_for_tape(path)
     # recorded whole in memory first, then published: a failed or killed import leaves no part of a tape
-    data = _write(path, group, items, report, cfg)
-    target = _publish(data, path, _entry(path, group, items, cfg), cfg)
-    report.tapes.append((target, "golden" if target == path else "candidate", group))
+    return path, _write(path, group, items, report, cfg), _entry(path, group, items, cfg), cfg
 
 
 def _publish(data: bytes, golden: Path, entry: Entry, cfg: Config) -> Path:
@@ -373,13 +431,25 @@ def _merge_mcp(items: list[TraceTurn | TraceCall], spans: list[Span], report: Im
     return out
 
 
-def _tape_name(group: str, group_by: str | None) -> str:
+def _tape_name(group: str, group_by: str | None, cfg: Config, out_dir: Path) -> str:
+    """The session a group's tape is named: the trace id, or the ``--group-by`` value when it is a plain file name
+    as it is. Any other value gets a short hash of itself, so two never share a tape: one that is not a file name
+    (nor one starting with "-", an option to rm or xargs), one naming another session's run log or candidate
+    (``x.run``), the changelog, or holding a secret (a rule redacts it: the file name, the changelog and every
+    line printed would quote it; the name is then only the hash)."""
     if group_by is None:
         return f"trace-{group}"  # the whole id: two traces never share a tape
+    if cfg.redactor().redact_text(group) != group:
+        return f"group-{_digest(group)[:12]}"
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", group).strip("._-")[:80] or "group"
-    # a value that is not a file name as it is (nor one starting with "-", an option to rm or xargs) gets a short
-    # hash of itself: two such values never share a tape
-    return name if name == group else f"{name}-{hashlib.sha256(group.encode()).hexdigest()[:6]}"
+    path = out_dir / f"{name}.jsonl"
+    if name == group and is_golden(path) and golden_of(path) == path and path.resolve() != cfg.changelog.resolve():
+        return name
+    return f"{name}-{_digest(group)[:6]}"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def _ns(ns: int) -> datetime:
@@ -509,6 +579,8 @@ def _write_call(
         tape.call(item.tool, args, live=live, call_id=item.call_id, order=list(order) if order else None)
     except TracedError:
         pass  # recorded as the call's error
+    except UnrecordableResult as e:  # on this tape, an error the tool never raised: the trace is not imported
+        raise TraceFormatError(f"{where}: the traced tool {e.problem}; nothing is imported") from None
     except Exception as e:  # noqa: BLE001 - a traced error of a class Python knows, recorded as it
         if error is None or type(e).__name__ != error["type"].rpartition(".")[2]:
             if isinstance(e, TapeError):

@@ -1,0 +1,161 @@
+"""Promises that hold, round 3: what a hostile tester and a new user found at the edges of export, diff, import,
+``check --jobs`` and the pytest plugin under xdist.
+
+Each test failed before the change it guards; waits are on events (a process exit), never on time.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import otlp_fixtures as fx
+from tests.conftest import tapetui_cli
+
+
+@pytest.fixture
+def tapes(sample_dir: Path) -> Path:
+    return sample_dir / "sample_tapes"
+
+
+def test_export_and_diff_never_read_a_run_log_or_candidate_that_links_out(sample_dir: Path, tapes: Path) -> None:
+    outside = sample_dir.parent / "outside_run.jsonl"
+    outside.write_text(
+        '{"event":"start","mode":"replay"}\n'
+        '{"event":"drift","seq":2,"step":2,"tool":"fetch_doc","changes":[["args.doc_id","a","SECRET-OUTSIDE"]]}\n'
+    )
+    (tapes / "clean.run.jsonl").unlink()
+    (tapes / "clean.run.jsonl").symlink_to(outside)
+    (tapes / "drift_summarize.candidate.jsonl").unlink()
+    (tapes / "drift_summarize.candidate.jsonl").symlink_to(outside)
+    for argv in (("export", "otlp", "clean"), ("diff", "clean"), ("diff", "drift_summarize")):
+        r = tapetui_cli(sample_dir, *argv)
+        assert r.returncode == 2 and "a symlink to" in r.stderr and "not followed" in r.stderr, argv
+        assert "SECRET-OUTSIDE" not in r.stdout + r.stderr and "Traceback" not in r.stderr, argv
+    r = tapetui_cli(sample_dir, "export", "otlp", "drift_summarize.candidate.jsonl")
+    assert r.returncode == 2 and "outside the tapes folder" in r.stderr and "SECRET-OUTSIDE" not in r.stdout + r.stderr
+
+
+def test_a_torn_last_line_is_left_out_of_export_and_diff_and_diff_says_so(sample_dir: Path, tapes: Path) -> None:
+    whole = tapetui_cli(sample_dir, "export", "otlp", "clean")
+    assert whole.returncode == 0, whole.stderr
+    golden = tapes / "clean.jsonl"
+    with golden.open("ab") as fh:
+        fh.write(b'{"type":"call","seq":5,"tool":"fetch_doc","ar')  # a write the recorder did not finish
+    torn = tapetui_cli(sample_dir, "export", "otlp", "clean")
+    assert torn.returncode == 0 and "Traceback" not in torn.stderr, torn.stderr
+    spans = [len(d["resourceSpans"][0]["scopeSpans"][0]["spans"]) for d in map(json.loads, torn.stdout.splitlines())]
+    assert spans == [
+        len(d["resourceSpans"][0]["scopeSpans"][0]["spans"]) for d in map(json.loads, whole.stdout.splitlines())
+    ]
+    d = tapetui_cli(sample_dir, "diff", "clean", str(golden))
+    assert d.stdout.count("clean.jsonl: torn last line 10") == 1 and "interrupted write" in d.stdout, d.stdout
+    j = tapetui_cli(sample_dir, "diff", "clean", str(golden), "--json")
+    assert any("torn last line" in n for n in json.loads(j.stdout)["notes"])
+
+
+def test_diff_with_a_file_that_is_not_a_tape_is_an_error_not_a_verdict(sample_dir: Path) -> None:
+    junk = sample_dir / "x.txt"
+    junk.write_text("garbage")  # no complete line: read as a tape it would be one whose every step is gone
+    r = tapetui_cli(sample_dir, "diff", "clean", str(junk))
+    assert r.returncode == 2 and "x.txt: not a tape (no complete line)" in r.stderr and not r.stdout
+
+
+# ---- import otlp: what a trace's values may name, and a trace that cannot be imported ---------------------------
+SECRET_KEY = "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z" * 2
+
+
+def _traced(trace: str, **attributes: str) -> dict[str, Any]:
+    spans = fx.genai_trace()
+    for s in spans:
+        s["traceId"] = trace
+    if attributes:  # on the root span only, as an agent's name or a session id usually is
+        spans[0]["attributes"] = spans[0]["attributes"] + fx.attrs(attributes)
+    return fx.doc(spans)
+
+
+@pytest.fixture
+def proj(tmp_path: Path) -> Path:
+    (tmp_path / "tapes").mkdir()
+    (tmp_path / "tapes.toml").write_text('[tapes]\ndir = "tapes"\n')
+    return tmp_path
+
+
+def test_a_group_value_holding_a_secret_or_naming_another_sessions_file_is_never_a_file_name(proj: Path) -> None:
+    fx.write(proj / "foo.jsonl", _traced("2" * 32, agent="foo"))
+    fx.write(
+        proj / "t.jsonl",
+        _traced("1" * 32, agent=SECRET_KEY),
+        _traced("3" * 32, agent="foo.run"),
+        _traced("4" * 32, agent="foo.candidate"),
+    )
+    for f in ("foo.jsonl", "t.jsonl"):
+        r = tapetui_cli(proj, "import", "otlp", f, "--group-by", "agent")
+        assert r.returncode == 0, r.stderr
+        assert SECRET_KEY not in r.stdout + r.stderr
+    names = sorted(p.name for p in (proj / "tapes").iterdir())
+    assert not [n for n in names if SECRET_KEY[:12] in n], names
+    assert "foo.run.jsonl" not in names and "foo.candidate.jsonl" not in names  # foo's own files stay foo's
+    assert SECRET_KEY not in (proj / "tapes" / "CHANGELOG.md").read_text()
+    check = tapetui_cli(proj, "check")
+    assert check.returncode == 0 and "4 session(s) checked, 0 with findings" in check.stdout, (
+        check.stdout + check.stderr
+    )
+    assert SECRET_KEY not in check.stdout
+
+
+def test_a_group_by_attribute_on_the_root_span_alone_groups_its_whole_trace(proj: Path) -> None:
+    fx.write(proj / "t.jsonl", _traced("1" * 32, agent="monday"), _traced("2" * 32, agent="tuesday"))
+    r = tapetui_cli(proj, "import", "otlp", "t.jsonl", "--group-by", "agent")
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in (proj / "tapes").glob("*.jsonl")) == ["monday.jsonl", "tuesday.jsonl"]
+    for day in ("monday", "tuesday"):  # each its trace's two turns and one call, nothing under "(none)"
+        kinds = [json.loads(x)["type"] for x in (proj / "tapes" / f"{day}.jsonl").read_text().splitlines()]
+        assert kinds.count("model") == 2 and kinds.count("call") == 1, (day, kinds)
+
+
+def test_an_import_with_a_trace_that_cannot_be_imported_writes_nothing(proj: Path) -> None:
+    good = _traced("5" * 32)
+    cyclic = _traced("6" * 32)
+    spans = cyclic["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    spans[1]["parentSpanId"], spans[3]["parentSpanId"] = spans[3]["spanId"], spans[1]["spanId"]
+    fx.write(proj / "mixed.jsonl", good, cyclic)
+    r = tapetui_cli(proj, "import", "otlp", "mixed.jsonl")
+    assert r.returncode == 2 and "form a cycle" in r.stderr and "Traceback" not in r.stderr
+    assert list((proj / "tapes").iterdir()) == []  # not the good trace's tape, nor its changelog entry
+    deep = '{"a":' * 1020 + "1" + "}" * 1020  # a result nested past what a tape line can hold
+    nested = _traced("7" * 32)
+    tool = nested["resourceSpans"][0]["scopeSpans"][0]["spans"][2]
+    tool["attributes"] = [a for a in tool["attributes"] if a["key"] != "gen_ai.tool.call.result"]
+    tool["attributes"] += fx.attrs({"gen_ai.tool.call.result": deep})
+    fx.write(proj / "deep.jsonl", good, nested)
+    r = tapetui_cli(proj, "import", "otlp", "deep.jsonl")
+    assert r.returncode == 2 and "recorded with this as its error" not in r.stderr, r.stderr
+    assert (
+        "the traced tool returned a value nested too deeply to record" in r.stderr
+        and list((proj / "tapes").iterdir()) == []
+    )
+
+
+def test_a_changelog_named_like_a_tape_in_the_tapes_folder_is_refused(proj: Path) -> None:
+    (proj / "tapes.toml").write_text('[tapes]\ndir = "tapes"\nchangelog = "tapes/history.jsonl"\n')
+    r = tapetui_cli(proj, "check")
+    assert r.returncode == 2 and "'tapes.changelog' = 'history.jsonl' is a .jsonl file in the tapes folder" in r.stderr
+
+
+def test_an_import_into_another_projects_tapes_folder_writes_the_changelog_entry_there(tmp_path: Path) -> None:
+    qa, qb = tmp_path / "qa", tmp_path / "qb"
+    for q in (qa, qb):
+        (q / "tapes").mkdir(parents=True)
+        (q / "tapes.toml").write_text('[tapes]\ndir = "tapes"\n')
+    fx.write(qa / "prod.jsonl", _traced("5" * 32))
+    r = tapetui_cli(qa, "import", "otlp", "prod.jsonl", "--out", "../qb/tapes")
+    assert r.returncode == 0, r.stderr
+    assert not (qa / "tapes" / "CHANGELOG.md").exists()  # this project has no such session
+    assert "imported `trace-" + "5" * 32 + "`" in (qb / "tapes" / "CHANGELOG.md").read_text()
+    loose = tmp_path / "loose"  # a folder no tapes.toml covers: its own changelog
+    r = tapetui_cli(qa, "import", "otlp", "prod.jsonl", "--out", str(loose))
+    assert r.returncode == 0 and (loose / "CHANGELOG.md").is_file(), r.stderr
