@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import uuid
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from tapetui.core.config import Config, find_config, load_config
 from tapetui.core.current import use_tape
 from tapetui.core.errors import TapeError
 from tapetui.core.registry import ToolRegistry
+from tapetui.core.runstart import GROUP_ENV
 from tapetui.core.store import inside
 from tapetui.core.tape import MODES, Tape
 from tapetui.core.textsafe import safe_text
@@ -59,6 +61,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", _MARKER)
+    # The session's runs are one group (tapetui.core.runstart): tests sharing a tape each leave their run in its
+    # run log, so check judges every one, not the last. xdist's workers (and the processes the tests start)
+    # inherit it, or take the run's id xdist gives each worker; one already set (a CI job grouping several pytest
+    # runs) is kept.
+    if not os.environ.get(GROUP_ENV):
+        group = os.environ.get("PYTEST_XDIST_TESTRUNUID") or uuid.uuid4().hex
+        os.environ[GROUP_ENV] = group
+        config.stash[_SET_GROUP] = group
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if config.stash.get(_SET_GROUP, None) is not None and os.environ.get(GROUP_ENV) == config.stash[_SET_GROUP]:
+        del os.environ[GROUP_ENV]
+
+
+_SET_GROUP = pytest.StashKey[str]()
 
 
 def tape_path_for(nodeid: str, tapes_dir: Path) -> Path:

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import settings
 
 from tapetui import Config, ToolRegistry
+from tapetui.core.runstart import GROUP_ENV
 
 # Fuzzing budgets: CI runs a fixed, repeatable set; HYPOTHESIS_PROFILE=fuzz hunts longer with fresh inputs.
 settings.register_profile("ci", max_examples=120, derandomize=True, database=None, deadline=None)
@@ -157,6 +158,13 @@ def _index_cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
+
+
+@pytest.fixture(autouse=True)
+def _runs_stand_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's runs replace their run logs, as outside a test session: the plugin makes this test session a run
+    group (tapetui.core.runstart), and a test of run groups sets TAPETUI_RUN_GROUP itself."""
+    monkeypatch.delenv(GROUP_ENV, raising=False)
 
 
 class Calls:

@@ -309,7 +309,7 @@ def test_replay_on_a_read_only_checkout_goes_on_without_its_run_log(
     def read_only(path: Path, *a: Any, **kw: Any) -> None:
         raise OSError(errno.EROFS, "Read-only file system", str(path))
 
-    monkeypatch.setattr(runlog, "atomic_write", read_only)
+    monkeypatch.setattr(runlog, "open_run", read_only)
     with pytest.warns(RunLogWarning, match=r"s\.run\.jsonl: Read-only file system.*goes on without it"):
         t = Tape(tape, "replay", registry)
     with t, warnings.catch_warnings():

@@ -10,6 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tapetui.core.runlog import read_run_log
+from tapetui.core.runstart import runs_of
 from tapetui.core.tapefile import read_index
 
 TESTS = """
@@ -65,6 +67,9 @@ def test_record_replay_and_fill_across_four_workers_lose_nothing(tmp_path: Path)
             assert isinstance(stats, dict)
             assert stats["tape_hits" if mode != "record" else "live_tool_calls"] == 5, (mode, tape, stats)
         _ended(tapes / "shared.run.jsonl")
+        if mode == "replay":  # the 8 tests' runs of the shared tape, each whole in its run log (one run group)
+            runs = runs_of(read_run_log(tapes / "shared.run.jsonl"))
+            assert len(runs) == 8 and all([e["event"] for e in r] == ["start", "hit", "end"] for r in runs), runs
     # the shared tape: 8 recordings, one golden, a candidate and the older ones kept in shared.samples/
     kept = [tapes / "shared.jsonl", tapes / "shared.candidate.jsonl", *sorted((tapes / "shared.samples").iterdir())]
     assert len(kept) == 8 and all(len(read_index(p, validate=True)) == 1 for p in kept)

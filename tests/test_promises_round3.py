@@ -6,12 +6,21 @@ Each test failed before the change it guards; waits are on events (a process exi
 
 from __future__ import annotations
 
+import contextlib
 import json
+import multiprocessing
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tapetui import Tape, TapeError, ToolRegistry
+from tapetui.core.runlog import read_run_log
+from tapetui.core.runstart import GROUP_ENV, runs_of
+from tapetui.core.store import runlog_path
 from tests import otlp_fixtures as fx
 from tests.conftest import tapetui_cli
 
@@ -159,3 +168,105 @@ def test_an_import_into_another_projects_tapes_folder_writes_the_changelog_entry
     loose = tmp_path / "loose"  # a folder no tapes.toml covers: its own changelog
     r = tapetui_cli(qa, "import", "otlp", "prod.jsonl", "--out", str(loose))
     assert r.returncode == 0 and (loose / "CHANGELOG.md").is_file(), r.stderr
+
+
+# ---- run logs of tests that share a tape ----------------------------------------------------------------------
+def _shared(tmp_path: Path) -> tuple[Path, ToolRegistry]:
+    (tmp_path / "tapes").mkdir()
+    (tmp_path / "tapes.toml").write_text('[tapes]\ndir = "tapes"\n')
+    reg = ToolRegistry()
+
+    @reg.tool(schema={"type": "object"}, version="1")
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    tape = tmp_path / "tapes" / "shared.jsonl"
+    with Tape(tape, "record", reg) as t:
+        t.call("add", {"a": 100, "b": 1})
+    return tape, reg
+
+
+def _replay(tape: Path, reg: ToolRegistry, b: int) -> None:
+    with Tape(tape, "replay", reg) as t, contextlib.suppress(TapeError):
+        t.call("add", {"a": 100, "b": b})
+
+
+def test_the_runs_of_one_test_session_sharing_a_tape_are_all_judged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tape, reg = _shared(tmp_path)
+    monkeypatch.setenv(GROUP_ENV, "session-1")  # as the pytest plugin makes a test session one run group
+    _replay(tape, reg, 2)  # the first test drifts (b 1 → 2)
+    _replay(tape, reg, 1)  # the second, sharing the tape, replays cleanly: it no longer hides the first
+    r = tapetui_cli(tmp_path, "check")
+    assert r.returncode == 1 and "run 1 of 2: " in r.stdout and "args.b  1 → 2" in r.stdout, r.stdout
+    monkeypatch.setenv(GROUP_ENV, "session-2")  # the next test session replaces the file
+    _replay(tape, reg, 1)
+    assert tapetui_cli(tmp_path, "check").returncode == 0
+    monkeypatch.delenv(GROUP_ENV)  # outside a test session each run replaces it, as it always has
+    _replay(tape, reg, 2)
+    _replay(tape, reg, 1)
+    assert tapetui_cli(tmp_path, "check").returncode == 0
+
+
+def _replay_after(tape: Path, reg: ToolRegistry, go: Any) -> None:  # noqa: ANN401 - a multiprocessing event
+    go.wait(60)
+    _replay(tape, reg, 1)
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+def test_runs_of_one_group_started_at_once_in_many_processes_each_keep_every_event(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tape, reg = _shared(tmp_path)
+    monkeypatch.setenv(GROUP_ENV, "session-1")
+    ctx = multiprocessing.get_context("fork")
+    go = ctx.Event()
+    procs = [ctx.Process(target=_replay_after, args=(tape, reg, go)) for _ in range(6)]
+    for p in procs:
+        p.start()
+    go.set()  # every process starts its run at once: they race to create and join the run log
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    runs = runs_of(read_run_log(runlog_path(tape)))
+    assert len(runs) == 6 and all([e["event"] for e in run] == ["start", "hit", "end"] for run in runs), runs
+    assert len({run[0]["run"] for run in runs}) == 6
+    assert tapetui_cli(tmp_path, "check").returncode == 0
+
+
+SHARED_TESTS = """
+import os
+import pytest
+
+B = int(os.environ.get("B", "1"))
+
+
+@pytest.mark.tape(path="shared.jsonl")
+def test_b(tape):
+    assert tape.call("add", {"a": 100, "b": B}, live=lambda: 100 + B) == 100 + B
+
+
+@pytest.mark.tape(path="shared.jsonl")
+def test_a(tape):
+    assert tape.call("add", {"a": 100, "b": 1}, live=lambda: 101) == 101
+"""
+
+
+@pytest.mark.slow  # four pytest sessions of their own
+def test_a_test_session_whose_last_test_replays_a_shared_tape_cleanly_still_fails_check(tmp_path: Path) -> None:
+    (tmp_path / "tapes.toml").write_text('[tapes]\ndir = "tapes"\n')
+    (tmp_path / "test_s.py").write_text(SHARED_TESTS)
+    env = {k: v for k, v in os.environ.items() if k != GROUP_ENV}
+
+    def pytest_run(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", *args]
+        return subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, env={**env, **extra}, timeout=300)
+
+    assert pytest_run("--tape-mode=record", "-k", "test_b").returncode == 0
+    assert pytest_run().returncode == 0 and tapetui_cli(tmp_path, "check").returncode == 0
+    failed = pytest_run(B="2")  # test_b drifts, then test_a replays the same tape cleanly
+    assert failed.returncode == 1 and "1 failed, 1 passed" in failed.stdout, failed.stdout[-800:]
+    r = tapetui_cli(tmp_path, "check")
+    assert r.returncode == 1 and "run 1 of 2: " in r.stdout and "args.b  1 → 2" in r.stdout, r.stdout
+    assert pytest_run().returncode == 0 and tapetui_cli(tmp_path, "check").returncode == 0  # the next session: afresh

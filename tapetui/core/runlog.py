@@ -23,7 +23,8 @@ import orjson
 from tapetui.core.canon import dumps
 from tapetui.core.changes import json_text
 from tapetui.core.errors import TapeError
-from tapetui.core.files import atomic_write, file_kind
+from tapetui.core.files import file_kind
+from tapetui.core.runstart import Joining, joining, new_run_id, open_run, run_group
 from tapetui.core.tapefile import _CHUNK, MAX_LINE, Appender, dump_line
 
 __all__ = [
@@ -98,16 +99,20 @@ class RunLog:
         self._clock = clock
         self.problem: str | None = None
         self._out: Appender | None = None
+        # a run of a group (a test session: tapetui.core.runstart) joins its group's runs in the file, each of its
+        # events tagged with its run's id; any other run replaces the file
+        group = run_group()
+        self._tag: dict[str, str] = {} if group is None else {"run": new_run_id()}
+        head = {"event": "start", "at": clock(), **start, **({"group": group, **self._tag} if group else {})}
         try:
-            atomic_write(self.path, dump_line({"event": "start", "at": clock(), **start}))
-            self._out = Appender(self.path)
+            self._out = open_run(self.path, dump_line(head), joining(head))
         except OSError as e:
             self._fail(e)
 
     def emit(self, event: EventKind, **fields: Any) -> None:
         try:
             self._out.append(  # type: ignore[union-attr]  # None only after _fail, which replaces emit
-                dumps({"event": event, **fields, "at": self._clock()}, newline=True, default=repr)
+                dumps({"event": event, **fields, **self._tag, "at": self._clock()}, newline=True, default=repr)
             )
         except OSError as e:
             self._fail(e)
@@ -118,7 +123,7 @@ class RunLog:
             now = self._clock()
             try:
                 self._out.append(  # type: ignore[union-attr]  # None only after _fail, which replaces this
-                    b"".join(dumps({**e, "at": now}, newline=True, default=repr) for e in events)
+                    b"".join(dumps({**e, **self._tag, "at": now}, newline=True, default=repr) for e in events)
                 )
             except OSError as e:
                 self._fail(e)
@@ -202,7 +207,21 @@ _FIELDS: dict[str, Any] = {
     "step": int,
     "nearest": int,
     **dict.fromkeys(
-        ("tool", "key", "recorded_key", "reason", "policy", "expires_at", "recorded", "live", "mode", "problem"), str
+        (
+            "tool",
+            "key",
+            "recorded_key",
+            "reason",
+            "policy",
+            "expires_at",
+            "recorded",
+            "live",
+            "mode",
+            "problem",
+            "run",
+            "group",
+        ),
+        str,
     ),
     "changes": _changes,
     "explanation": _explanation,
@@ -491,6 +510,7 @@ class RunSummary:
     problems: list[str] = field(default_factory=list)  # "line N: what is wrong", for malformed events (first 100)
     golden_sha256: str | None = None  # the golden the run played against (its start event), when it says
     outdated: bool = False  # the run played against an earlier golden: its findings are history, not drift
+    joined: Joining | None = None  # what the runs summed join on (tapetui.core.runstart), when they are a group's
 
     def add(self, ev: dict[str, Any]) -> None:
         problem = event_problem(ev)  # events from RunLogReader are checked already; others may be anything
@@ -507,7 +527,10 @@ class RunSummary:
         if at is not None and status is not None:
             add_status(self.status, at, status)  # one status a step, by STATUS_PRECEDENCE
         if kind == "start":
-            self.reset()  # a new run replaces the old one
+            join = joining(ev)
+            if join is None or join != self.joined:
+                self.reset()  # a new run replaces the old one; the runs of one group (a test session) add up
+            self.joined = join
             self.running = True
             self.mode = ev.get("mode") if isinstance(ev.get("mode"), str) else None
             sha = ev.get("golden_sha256")

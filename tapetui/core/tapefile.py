@@ -122,6 +122,14 @@ class Appender:
         self._end = -1  # the file's size right after our last append (-1: unknown)
         self.sole = True  # no other writer appended between two of our appends
 
+    @classmethod
+    def of_fd(cls, path: Path, fd: int, *, fsync: bool = False, end: int = -1) -> Appender:
+        """An appender writing through ``fd`` (open for appending; the appender's from now on): to the file it was
+        opened on, whatever ``path`` names later. ``end``: the file's size, when this process wrote all of it."""
+        app = cls.__new__(cls)
+        app.path, app.fsync, app.healed, app._fd, app._end, app.sole = Path(path), fsync, [], fd, end, True
+        return app
+
     def append(self, data: bytes) -> None:
         """Append complete lines (``data`` ends with a newline) as one write under the lock."""
         fd = self._fd

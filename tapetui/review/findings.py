@@ -29,6 +29,7 @@ from tapetui.core.locks import reading
 from tapetui.core.paths import prefixed
 from tapetui.core.redact import REDACTED
 from tapetui.core.runlog import RunLogReader
+from tapetui.core.runstart import runs_of
 from tapetui.core.store import (
     candidate_path,
     iter_goldens,
@@ -132,10 +133,49 @@ def judge_run(
     turn them into findings, in this order: the tool sequence, what each event reports (in run order),
     why the run stopped, unused steps, new capabilities, notes.
 
+    A run log holding the runs of a group (a test session whose tests share the tape: tapetui.core.runstart) has
+    each run judged on its own: a finding says which run (``run 2 of 8: ...``, once for the runs it is true of), and
+    each dimension's verdict is the first failing run's.
+
     Raises:
         TapeError: a malformed event, naming the run log and its line.
         ConfigError: a hook tapes.toml names cannot be imported.
     """
+    runs = runs_of(events)
+    if len(runs) <= 1:
+        return _judge_one(golden, events, config, log=log, checked=checked, hooks=hooks)
+    judged = [_judge_one(golden, run, config, log=log, checked=checked, hooks=hooks) for run in runs]
+    found: dict[tuple[Any, ...], tuple[Finding, list[int]]] = {}
+    for k, (run_found, _) in enumerate(judged, 1):
+        for f in run_found:
+            found.setdefault((f.kind, f.text, f.seq, f.tool, f.warning, f.level), (f, []))[1].append(k)
+    out = [replace(f, text=f"{_which_runs(ks, len(runs))}: {f.text}") for f, ks in found.values()]
+    per_dimension: dict[str, Verdict] = {}
+    for _, run_verdicts in judged:
+        for v in run_verdicts:
+            if v.dimension not in per_dimension or (per_dimension[v.dimension].passed and not v.passed):
+                per_dimension[v.dimension] = v
+    return out, tuple(per_dimension.values())
+
+
+def _which_runs(ks: list[int], n: int) -> str:
+    if len(ks) == n:
+        return f"every run of {n}"
+    if len(ks) == 1:
+        return f"run {ks[0]} of {n}"
+    return f"runs {', '.join(map(str, ks))} of {n}"
+
+
+def _judge_one(
+    golden: TapeIndex,
+    events: list[dict[str, Any]],
+    config: Config | None,
+    *,
+    log: Path | None,
+    checked: bool,
+    hooks: HooksArg,
+) -> tuple[list[Finding], tuple[Verdict, ...]]:
+    """:func:`judge_run` of one run's events."""
     settings = config.compare_for(session_name(golden.path, config.tapes_dir)) if config else CompareSettings()
     facts = collect_run(events, checked=checked, where=str(log) if log is not None else "run log")
     facts, tools_only = _tools_only(facts, events)
@@ -748,11 +788,10 @@ def run_log_stale(golden: Path, events: list[dict[str, Any]], data: bytes | None
     change of the golden) that run's drift is history, not current drift. A run log from before the
     hash was recorded is "unknown", not stale (None): file times cannot tell, a fresh clone resets them.
     """
-    start = next((e for e in events if e.get("event") == "start"), None)
-    recorded = start.get("golden_sha256") if start is not None else None
-    if not isinstance(recorded, str):
-        return None
-    if recorded == golden_sha256(golden, data):
+    # every run of a group's (tapetui.core.runstart) names the golden it played: one that played another is stale
+    played = {e.get("golden_sha256") for e in events if e.get("event") == "start"}
+    recorded = {h for h in played if isinstance(h, str)}
+    if not recorded or recorded == {golden_sha256(golden, data)}:
         return None
     return (
         "last run predates the golden (it ran against another version of it: an accept or an undo since); run the "
@@ -834,21 +873,7 @@ def check(
     todo = [i for i, r in enumerate(reports) if r is None]
     if progress is not None and len(todo) < total:
         progress(total - len(todo), total)
-    auto = jobs == "auto"
-    if jobs == "auto":
-        jobs = 1 if len(todo) < AUTO_JOBS_FROM else usable_cores()
-    made: list[SessionReport] | None = None
-    if jobs > 1 and len(todo) > 1:
-        made = _check_in_processes([work[i] for i in todo], config, min(jobs, len(todo)), progress, total, auto)
-        if made is None and on_note is not None:
-            on_note("no check processes could be started here: the sessions are checked in this one")
-    if made is None:
-        made = []
-        for i in todo:
-            g, files, maybe_parked = work[i]
-            made.append(check_session(g, config, files, parked=maybe_parked))
-            if progress is not None:
-                progress(total - len(todo) + len(made), total)
+    made = _check_todo([work[i] for i in todo], config, jobs, progress, total, on_note)
     now = time.time_ns()
     for i, rep in zip(todo, made, strict=True):
         reports[i] = rep
@@ -865,6 +890,31 @@ def check(
             if rep.error is None and there and unreplayed:
                 rep.findings = [*rep.findings, _NOT_RUN]
     return done
+
+
+def _check_todo(
+    todo: list[_Work],
+    config: Config,
+    jobs: int | Literal["auto"],
+    progress: Progress | None,
+    total: int,
+    on_note: Callable[[str], None] | None,
+) -> list[SessionReport]:
+    """The reports of the sessions to check, in order: in ``jobs`` processes, or in this one."""
+    auto = jobs == "auto"
+    n = (1 if len(todo) < AUTO_JOBS_FROM else usable_cores()) if jobs == "auto" else jobs
+    if n > 1 and len(todo) > 1:
+        made = _check_in_processes(todo, config, min(n, len(todo)), progress, total, auto)
+        if made is not None:
+            return made
+        if on_note is not None:
+            on_note("no check processes could be started here: the sessions are checked in this one")
+    reports = []
+    for g, files, maybe_parked in todo:
+        reports.append(check_session(g, config, files, parked=maybe_parked))
+        if progress is not None:
+            progress(total - len(todo) + len(reports), total)
+    return reports
 
 
 _NOT_RUN = Finding(
