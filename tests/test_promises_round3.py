@@ -12,6 +12,7 @@ import multiprocessing
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -270,3 +271,31 @@ def test_a_test_session_whose_last_test_replays_a_shared_tape_cleanly_still_fail
     r = tapetui_cli(tmp_path, "check")
     assert r.returncode == 1 and "run 1 of 2: " in r.stdout and "args.b  1 → 2" in r.stdout, r.stdout
     assert pytest_run().returncode == 0 and tapetui_cli(tmp_path, "check").returncode == 0  # the next session: afresh
+
+
+def test_arguments_nested_as_deep_as_a_recording_takes_are_keyed_again_by_check_in_any_process(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "tapes").mkdir()
+    (tmp_path / "tapes.toml").write_text('[tapes]\ndir = "tapes"\n')
+    reg = ToolRegistry()
+
+    @reg.tool(schema={"type": "object"}, version="1")
+    def f(x: dict[str, Any]) -> int:
+        return 1
+
+    def record(depth: int) -> None:
+        v: Any = 1
+        for _ in range(depth):
+            v = {"a": v}
+        with Tape(tmp_path / "tapes" / f"deep{depth}.jsonl", "record", reg) as t:
+            t.call("f", {"x": v})
+
+    for depth in (500, 950):  # past orjson's 254 levels, and near Python's own limit, from a caller's shallow stack
+        recorder = threading.Thread(target=record, args=(depth,))
+        recorder.start()
+        recorder.join()
+    assert (tmp_path / "tapes" / "deep950.jsonl").is_file()
+    one, two = (tapetui_cli(tmp_path, "check", "--jobs", j) for j in ("1", "2"))
+    assert one.returncode == two.returncode == 0 and one.stdout == two.stdout, one.stdout + two.stdout
+    assert "2 session(s) checked, 0 with findings" in one.stdout

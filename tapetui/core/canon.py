@@ -38,10 +38,19 @@ def _canon(value: Any) -> Any:
         return value
     if isinstance(value, float):
         return round(value, 6) if math.isfinite(value) else value
+    # loops, not comprehensions: one frame a level, as the recorder's one-pass form (Redactor.canon_form) takes, so
+    # whatever depth a recording keys, check keys again
     if isinstance(value, dict):
-        return {str(k): _canon(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0])) if v is not None}
+        out: dict[str, Any] = {}
+        for k, v in sorted(value.items(), key=lambda kv: str(kv[0])):
+            if v is not None:
+                out[str(k)] = _canon(v)
+        return out
     if isinstance(value, (list, tuple)):
-        return [_canon(v) for v in value]
+        items = []
+        for v in value:
+            items.append(_canon(v))
+        return items
     if isinstance(value, (set, frozenset)):
         return sorted((_canon(v) for v in value), key=canonical_json)
     raise InvalidValue(f"{type(value).__name__} is not a JSON value")
