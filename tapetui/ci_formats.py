@@ -22,6 +22,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from tapetui.core.errors import TapeError
@@ -75,7 +76,8 @@ def junit(reports: Sequence[SessionReport], total: int | None = None) -> str:
         elif not r.ok:
             first = next((f for f in r.findings if not f.warning), None)
             message = first.text if first is not None else "findings"
-            ET.SubElement(case, "failure", message=_xml(message), type=first.kind if first else "finding").text = text
+            kind = _xml(first.kind) if first else "finding"  # a merged report's kind is text from a file
+            ET.SubElement(case, "failure", message=_xml(message), type=kind).text = text
         elif r.findings:
             ET.SubElement(case, "system-out").text = text
     ET.indent(suites)
@@ -106,12 +108,16 @@ def github(reports: Sequence[SessionReport]) -> str:
             continue
         lines = _step_lines(r.golden) if any(f.seq is not None for f in r.findings) else {}
         for f in r.findings:
+            if f.level == "pass":  # a candidate's passing verdict line: said in the text output, not an annotation
+                continue
             props = {"file": file}
             line = lines.get(f.seq) if f.seq is not None else None
             if line is not None:
                 props["line"] = str(line)
             props["title"] = f"tapetui: {r.session}" + (f" step {f.seq}" if f.seq is not None else "")
-            out.append(_command("warning" if f.warning else "error", props, f.text))
+            # a difference a rule excused does not fail: a notice, as a warning is a warning
+            kind = "warning" if f.warning else "notice" if f.level == "excused" else "error"
+            out.append(_command(kind, props, f.text))
     return "".join(line + "\n" for line in out)
 
 
@@ -145,7 +151,7 @@ def markdown(reports: Sequence[SessionReport], first: int = 5, total: int | None
     failing = [r for r in reports if not r.ok]
     checked = len(reports) if total is None else total
     # findings per kind, each counted where it fails (a candidate's passing verdict lines are not findings)
-    kinds = Counter(f.kind for r in reports for f in r.findings if not f.warning and f.level != "pass")
+    kinds = Counter(f.kind for r in reports for f in r.findings if not f.warning and f.level not in _SAID_ONLY)
     warnings = sum(1 for r in reports for f in r.findings if f.warning)
     verdict = "✅ every session matches" if not failing else f"❌ {len(failing)} of {checked} sessions with findings"
     out = [
@@ -169,12 +175,22 @@ def markdown(reports: Sequence[SessionReport], first: int = 5, total: int | None
         if tokens:
             out.append(f"recorded model tokens: {tokens:,}")
         out.append("")
-        shown = report_lines(r)
+        shown = _failing_first(r)
         out += [f"- {_code_span(line)}" for line in shown[:first]]
         if len(shown) > first:
             out.append(f"- … {len(shown) - first} more (`tapetui check` prints them all)")
         out.append("")
     return inert_commands("\n".join(out))
+
+
+_SAID_ONLY = ("pass", "excused")  # a candidate's lines that fail nothing: a passing verdict, an excused difference
+
+
+def _failing_first(r: SessionReport) -> list[str]:
+    """:func:`report_lines`, what fails first: the first lines a summary shows are why the session fails."""
+    rank = {id(f): 2 if f.warning else 1 if f.level in _SAID_ONLY else 0 for f in r.findings}
+    ordered = sorted(r.findings, key=lambda f: rank[id(f)])  # stable: each rank in the text output's order
+    return report_lines(replace(r, findings=ordered))
 
 
 def _tokens(golden: Path) -> int:

@@ -4,6 +4,7 @@ of the sample tapes (every kind of finding: drift, contract, miss, stale, error,
 from __future__ import annotations
 
 import io
+import json
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -65,7 +66,12 @@ def test_github_annotations_point_at_the_drifted_steps_line(samples: Path, capsy
     code, out = check(capsys, "--format", "github")
     assert code == 1
     lines = out.splitlines()
-    assert lines and all(re.match(r"^::(error|warning) file=[^,:]+(,line=\d+)?,title=[^:]*::", ln) for ln in lines)
+    assert lines and all(
+        re.match(r"^::(error|warning|notice) file=[^,:]+(,line=\d+)?,title=[^:]*::", ln) for ln in lines
+    )
+    # a candidate's passing verdict is no annotation; an excused difference is a notice, never an error
+    assert not [ln for ln in lines if "[VERDICT]" in ln and " pass " in ln]
+    assert [ln for ln in lines if ln.startswith("::notice") and "new_tool::[TOOLS]" in ln]
     tape = (samples / "sample_tapes" / "drift_summarize.jsonl").read_text().splitlines()
     step3 = next(n for n, ln in enumerate(tape, 1) if '"type":"call"' in ln and '"seq":3,' in ln)
     drifts = [ln for ln in lines if "drift_summarize step 3::" in ln and ln.startswith("::error")]
@@ -122,3 +128,26 @@ def test_no_output_line_is_a_workflow_command(tmp_path: Path, name: str) -> None
 def test_json_and_another_format_at_once_is_a_usage_error(samples: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", "--json", "--format", "junit"]) == 2
     assert "--json is --format json" in capsys.readouterr().err
+
+
+def test_a_markdown_summary_shows_why_a_session_fails_first(samples: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, md = check(capsys, "--format", "markdown")
+    section = md.split("### `drift_summarize`")[1].split("###")[0]
+    shown = [ln for ln in section.splitlines() if ln.startswith("- ` ")]
+    assert any("[VERDICT] arguments  FAIL" in ln for ln in shown) and not any(" pass " in ln for ln in shown)
+
+
+def test_a_merged_reports_finding_kind_is_xml_text_in_junit(samples: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    paths = []
+    for k in (1, 2):
+        assert main(["check", "--shard", f"{k}/2", "--json"]) in (0, 1)
+        doc = json.loads(capsys.readouterr().out)
+        for rep in doc["reports"]:
+            for f in rep["findings"]:
+                f["kind"] = "\x1b[2J::warning::k"  # a report is a file anyone's job may have written
+        paths.append(samples / f"s{k}.json")
+        paths[-1].write_text(json.dumps(doc))
+    code = main(["check", "--merge", *map(str, paths), "--format", "junit"])
+    out = capsys.readouterr().out
+    assert code == 1 and "\x1b" not in out
+    ET.fromstring(out)  # well-formed

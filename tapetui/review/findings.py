@@ -431,10 +431,11 @@ def tools_findings(facts: RunFacts, golden: TapeIndex, tools_v: Verdict) -> list
 def unused_findings(facts: RunFacts, mode: str, *, loose: bool) -> list[Finding]:
     """Recorded steps the run never called (a warning when the sequence passed in its mode: ``loose``);
     after a run that stopped, one finding: the steps after where it stopped were not reached, not skipped."""
-    if facts.stopped_by is not None and facts.unused:
+    unused = sorted(facts.unused, key=_by_step)  # a run writes its unused calls, then its unused turns
+    if facts.stopped_by is not None and unused:
         at = facts.last_seq if type(facts.last_seq) is int else len(facts.executed)
         # the step it stopped at was reached (a contract change raises before its recording is used)
-        after = [e.get("seq") for e in facts.unused if e.get("seq") != at]
+        after = [e.get("seq") for e in unused if e.get("seq") != at]
         text = f"run stopped at step {at} ({facts.stopped_by.get('type')})"
         if after:
             text += f"; step(s) {', '.join(str(s) for s in after)} not reached"
@@ -450,8 +451,13 @@ def unused_findings(facts: RunFacts, mode: str, *, loose: bool) -> list[Finding]
             e.get("tool"),
             warning=loose and e.get("tool") != TURN,  # the tool sequence's threshold says nothing of turns
         )
-        for e in facts.unused
+        for e in unused
     ]
+
+
+def _by_step(e: dict[str, Any]) -> tuple[bool, int]:
+    seq = e.get("seq")
+    return (False, seq) if type(seq) is int else (True, 0)
 
 
 def capability_findings(golden: TapeIndex, facts: RunFacts) -> list[Finding]:
