@@ -299,3 +299,15 @@ def test_arguments_nested_as_deep_as_a_recording_takes_are_keyed_again_by_check_
     one, two = (tapetui_cli(tmp_path, "check", "--jobs", j) for j in ("1", "2"))
     assert one.returncode == two.returncode == 0 and one.stdout == two.stdout, one.stdout + two.stdout
     assert "2 session(s) checked, 0 with findings" in one.stdout
+
+
+def test_a_failed_replays_toast_fits_a_small_terminal() -> None:
+    from types import SimpleNamespace
+
+    from tapetui.tui.controller import _fit
+
+    said = "\n".join(f"line {i} " + "x" * 150 for i in range(8))
+    small = _fit(said, SimpleNamespace(size=SimpleNamespace(width=80)))
+    assert len(small.splitlines()) == 5 and all(len(ln) <= 90 for ln in small.splitlines()[:4])
+    assert "4 more line(s)" in small
+    assert _fit(said, SimpleNamespace(size=SimpleNamespace(width=200))) == said

@@ -446,3 +446,19 @@ async def test_a_detail_asked_again_before_its_first_read_ends_still_shows_the_s
         app.show_detail(clean, with_log=True)
         app.show_detail(clean)  # as a run log's summary arriving does: the first read's answer is dropped
         await wait_for(pilot, lambda: idle(app) and "── clean ──" in _log_text(app), "clean's run log")
+
+
+async def test_x_and_r_on_a_session_row_say_where_they_act_and_a_marks_left_out_are_named(sample_dir: Path) -> None:
+    app = app_for(sample_dir)
+    async with app.run_test(size=SIZE) as pilot:
+        await goto_session(pilot, app, "clean")
+        await pilot.press("x")
+        said = lambda text: any(text in str(n.message) for n in app._notifications)  # noqa: E731
+        await wait_for(pilot, lambda: said("x expires one step: open the session (enter)"))
+        await pilot.press("R")
+        await wait_for(pilot, lambda: said("R re-records one step"))
+        await pilot.press("space")  # clean: marked, but it has no candidate
+        await goto_session(pilot, app, "new_tool")
+        await pilot.press("space", "A")
+        await wait_for(pilot, lambda: isinstance(app.screen, RationaleScreen))
+        assert "1 session(s): new_tool (marked with no candidate, left out: clean)" in _visible(app)

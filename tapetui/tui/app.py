@@ -49,6 +49,8 @@ from tapetui.tui.widgets.footer import ReviewFooter
 from tapetui.tui.widgets.runlog_pane import RunLogPane
 from tapetui.tui.widgets.session_tree import FolderRef, MoreRef, SessionTree, StepRef
 
+_ON_A_STEP = "{key} {what} one step: open the session (enter) and put the cursor on the step. X expires every step."
+
 
 class TapeApp(App[None]):
     """``tapetui [DIR]``: browse tapes, watch replays, review drift, accept baselines."""
@@ -442,8 +444,8 @@ class TapeApp(App[None]):
         s, step = self._cursor()
         if action in ("accept", "reject"):
             return True if s is not None and s.pending else None
-        if action in ("rerecord", "expire"):
-            return True if step is not None else None
+        if action in ("rerecord", "expire"):  # on a session's row they say where they act
+            return True if s is not None else None
         if action in ("expire_all", "replay", "mark"):
             return True if s is not None else None
         if action == "undo":
@@ -622,6 +624,9 @@ class TapeApp(App[None]):
             self.notify("Mark sessions with space (or filter them) to accept them together.", markup=False)
             return
         what = f"{len(chosen)} session(s): " + ", ".join(s.name for s in chosen)
+        left = [s.name for s in shown if s.marked and not s.pending]
+        if left and any(s.marked for s in chosen):  # marked, but with nothing to accept: said, not dropped silently
+            what += f" (marked with no candidate, left out: {', '.join(left)})"
 
         def accept(got: Accepting | None) -> None:
             if got is not None:
@@ -637,7 +642,9 @@ class TapeApp(App[None]):
 
     def action_expire(self) -> None:
         s, step = self._cursor()
-        if s is not None and step is not None and step.turn is not None:
+        if s is not None and step is None:
+            self.notify(_ON_A_STEP.format(key="x", what="expires"), markup=False, timeout=6)
+        elif s is not None and step is not None and step.turn is not None:
             self.notify(turn_notice(s, step, "expire"), markup=False, timeout=10)
         elif s is not None and step is not None:
             self.controller.expire(s, [step.seq], False)
@@ -664,6 +671,8 @@ class TapeApp(App[None]):
 
     def action_rerecord(self) -> None:
         s, step = self._cursor()
+        if s is not None and step is None:
+            self.notify(_ON_A_STEP.format(key="R", what="re-records"), markup=False, timeout=6)
         if s is None or step is None:
             return
         if step.turn is not None:  # the app never calls a model: the agent does, through its tape

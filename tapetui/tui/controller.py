@@ -221,11 +221,23 @@ class ReviewController:
         else:  # the cause, not only the last line: a failure's message often spans several
             self._later(
                 self.host.notify,
-                f"Replay of {safe_text(s.name, newlines=False)} exited {proc.returncode}:\n{said}",
+                f"Replay of {safe_text(s.name, newlines=False)} exited {proc.returncode}:\n{_fit(said, self.host)}",
                 severity="warning",
                 markup=False,
                 timeout=15,
             )
+
+
+def _fit(said: str, host: Any) -> str:
+    """A command's last words as a toast can show them: on a small terminal (80×24) a toast is a third of its width,
+    and eight long lines would cover the tree for as long as it stays; there its first four lines, each cut."""
+    size = getattr(host, "size", None)
+    if size is None or size.width >= 120:
+        return said
+    lines = said.splitlines()
+    kept = [ln if len(ln) <= 90 else ln[:89] + "…" for ln in lines[:4]]
+    more = f"\n… {len(lines) - 4} more line(s): `tapetui replay` prints them all" if len(lines) > 4 else ""
+    return "\n".join(kept) + more
 
 
 def _run_log_counts(golden: Path) -> str | None:

@@ -59,7 +59,7 @@ class RationaleScreen(ModalScreen[Accepting | None]):
             yield Label(Text("Accept as the new golden", "bold"))
             yield Static(Text(safe_text(self.what)), id="what")
             yield Label("Why is this change right? (written to the changelog)")
-            yield Input(placeholder="e.g. max_words lowered to 80 on purpose: shorter reports", id="why")
+            yield Input(placeholder="why this change is intended (the changelog keeps it, with what changed)", id="why")
             if self.rules:
                 yield Static(
                     Text(
