@@ -832,7 +832,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         first = _first_word(argv)
         if first in SUBCOMMANDS:
-            args = cli_parser.parser(_commands()).parse_args(argv)
+            args = cli_parser.parse(cli_parser.parser(_commands()), argv)
             return int(args.fn(args))
         return _ui(argv)
     except _Usage as e:

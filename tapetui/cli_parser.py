@@ -79,6 +79,22 @@ class VersionAction(argparse.Action):
         parser.exit()
 
 
+def parse(ap: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """``ap.parse_args(argv)``, except that an argument the command does not take is said with that command's usage
+    (``tapetui check --bogus`` shows check's options, not the list of commands)."""
+    args, extra = ap.parse_known_args(argv)
+    if extra:
+        target = ap
+        while True:
+            subs = [a for a in target._actions if isinstance(a, argparse._SubParsersAction)]
+            name = getattr(args, subs[0].dest, None) if subs else None
+            if name is None:
+                break
+            target = subs[0].choices[name]
+        target.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def parser(commands: Mapping[str, Command]) -> argparse.ArgumentParser:
     """The subcommands' parser; ``commands`` maps each name to the function that runs it."""
     ap = argparse.ArgumentParser(

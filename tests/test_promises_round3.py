@@ -311,3 +311,16 @@ def test_a_failed_replays_toast_fits_a_small_terminal() -> None:
     assert len(small.splitlines()) == 5 and all(len(ln) <= 90 for ln in small.splitlines()[:4])
     assert "4 more line(s)" in small
     assert _fit(said, SimpleNamespace(size=SimpleNamespace(width=200))) == said
+
+
+def test_an_option_a_command_does_not_take_is_said_with_that_commands_usage(sample_dir: Path) -> None:
+    r = tapetui_cli(sample_dir, "check", "--bogus")
+    assert r.returncode == 2 and "usage: tapetui check" in r.stderr and "unrecognized arguments: --bogus" in r.stderr
+
+
+def test_a_changelog_entry_for_one_step_says_step(sample_dir: Path, tapes: Path) -> None:
+    r = tapetui_cli(sample_dir, "accept", "drift_summarize", "--step", "3", "--why", "shorter reports on purpose")
+    assert r.returncode == 0, r.stderr
+    heads = [ln for ln in (tapes / "CHANGELOG.md").read_text().splitlines() if ln.startswith("## ")]
+    assert heads[-1].endswith("`drift_summarize` — step 3"), heads[-1]
+    assert tapetui_cli(sample_dir, "undo", "drift_summarize").returncode == 0  # the entry is read back by undo

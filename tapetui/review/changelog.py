@@ -59,7 +59,8 @@ class Entry:
         the rationale) is redacted, then its control, C1 and bidi characters are written as visible
         escapes (``\\x1b``): ``cat CHANGELOG.md`` cannot retitle a terminal, and a session name cannot
         break its heading onto a line of its own."""
-        steps = f" — steps {', '.join(map(str, self.steps))}" if self.steps else ""
+        word = "step" if len(self.steps) == 1 else "steps"
+        steps = f" — {word} {', '.join(map(str, self.steps))}" if self.steps else ""
         head = f"{_line(self.when)} — {_line(self.action)} `{_code(_line(self.session))}`{steps}"
         lines = [f"## {head}", f"{_MARK}{self.id} -->", ""]
         for d in self.details:
@@ -163,7 +164,7 @@ def read_entries(changelog: Path) -> list[str]:
     return ["## " + p.strip() for p in parts[1:]]
 
 
-_HEAD = re.compile(r"^\S+ — (?P<action>.+?) `(?P<session>[^`]*)`(?: — steps [0-9, ]+)?$")
+_HEAD = re.compile(r"^\S+ — (?P<action>.+?) `(?P<session>[^`]*)`(?: — steps? [0-9, ]+)?$")
 _REVERTS = re.compile(r"reverts changelog entry ([0-9a-f]{1,64})\b")
 
 
