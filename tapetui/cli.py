@@ -540,8 +540,10 @@ def cmd_rerecord(args: argparse.Namespace) -> int:
         Out(sys.stderr).line(f"tapetui: importing the registry {cfg.registry} to run the live tool")
     cand = review.rerecord(cfg, tape, args.step, yes=args.yes)
     name = shlex.quote(session_name(tape, cfg.tapes_dir))
+    said = review.rerecorded_message(tape, cand, args.step)
     Out(sys.stdout).line(
-        f"re-recorded step {args.step} into {cand.name}; review it: tapetui diff {name}, then accept or reject it",
+        f"re-recorded step {args.step} into {cand.name}: {said}; review it: tapetui diff {name}, then accept or "
+        "reject it",
         "green",
     )
     return 0

@@ -324,3 +324,8 @@ def test_a_changelog_entry_for_one_step_says_step(sample_dir: Path, tapes: Path)
     heads = [ln for ln in (tapes / "CHANGELOG.md").read_text().splitlines() if ln.startswith("## ")]
     assert heads[-1].endswith("`drift_summarize` — step 3"), heads[-1]
     assert tapetui_cli(sample_dir, "undo", "drift_summarize").returncode == 0  # the entry is read back by undo
+
+
+def test_a_rerecord_that_changed_nothing_says_so(sample_dir: Path) -> None:
+    r = tapetui_cli(sample_dir, "rerecord", "clean", "--step", "2")
+    assert r.returncode == 0 and "its result is the same as the golden's" in r.stdout, r.stdout + r.stderr

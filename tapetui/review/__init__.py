@@ -71,7 +71,7 @@ if TYPE_CHECKING:
         replay_argv,
         replay_command,
     )
-    from tapetui.review.rerecording import load_registry, rerecord
+    from tapetui.review.rerecording import load_registry, rerecord, rerecorded_message
     from tapetui.review.revert import undo, undo_target
     from tapetui.review.rules import RuleSpec, add_rule, check_rule, parse_rule_spec, suggest_rule
     from tapetui.review.samples import (
@@ -133,6 +133,7 @@ _WHERE: dict[str, str] = {
     "replay_command": "tapetui.review.replay",
     "load_registry": "tapetui.review.rerecording",
     "rerecord": "tapetui.review.rerecording",
+    "rerecorded_message": "tapetui.review.rerecording",
     "undo": "tapetui.review.revert",
     "undo_target": "tapetui.review.revert",
     "RuleSpec": "tapetui.review.rules",
@@ -203,6 +204,7 @@ __all__ = [
     "replay_argv",
     "replay_command",
     "rerecord",
+    "rerecorded_message",
     "restore",
     "restore_candidate",
     "run_log_stale",

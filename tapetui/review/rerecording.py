@@ -21,7 +21,7 @@ from tapetui.core.tapefile import dump_line, session_line
 from tapetui.review.actions import rebuild
 from tapetui.review.comparison import load
 
-__all__ = ["load_registry", "rerecord"]
+__all__ = ["load_registry", "rerecord", "rerecorded_message"]
 
 
 def load_registry(config: Config) -> ToolRegistry:
@@ -108,6 +108,19 @@ def _rerecord_locked(
         data = _mark_origin(data, "rerecord")
     atomic_write(cand, data)
     return cand
+
+
+def rerecorded_message(golden: Path, cand: Path, seq: int) -> str:
+    """What a re-record of step ``seq`` into ``cand`` changed, in words: its result (or error) differs from the
+    golden's, or it is the same and the candidate only renews the step's recorded time (and expiry)."""
+    try:
+        new = next(c for c in load(cand).calls if c.seq == seq)
+        old = next(c for c in load(golden).calls if c.seq == seq)
+    except (StopIteration, TapeError):
+        return "it is pending"
+    if (new.result, new.error) != (old.result, old.error):
+        return "its result differs from the golden's"
+    return "its result is the same as the golden's (accepting it only renews the step's recorded time and expiry)"
 
 
 def _mark_origin(data: bytes, origin: str) -> bytes:

@@ -194,11 +194,12 @@ class ReviewController:
 
     def _rerecord(self, s: Session, seq: int) -> None:
         try:
-            review.rerecord(self.config, s.golden, seq, yes=True)
+            cand = review.rerecord(self.config, s.golden, seq, yes=True)
         except (TapeError, OSError) as e:
             self._later(self.host.show_error, e)
             return
-        self._later(self._done, s, f"Re-recorded step {seq} of {s.name}: review the pending change.")
+        said = review.rerecorded_message(s.golden, cand, seq)
+        self._later(self._done, s, f"Re-recorded step {seq} of {s.name}: {said}; review the pending change.")
 
     def replay(self, s: Session) -> None:
         """Run tapes.toml's replay_command for ``s``; the run log shows it live, a message tells how it ended."""
