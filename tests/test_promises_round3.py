@@ -329,3 +329,17 @@ def test_a_changelog_entry_for_one_step_says_step(sample_dir: Path, tapes: Path)
 def test_a_rerecord_that_changed_nothing_says_so(sample_dir: Path) -> None:
     r = tapetui_cli(sample_dir, "rerecord", "clean", "--step", "2")
     assert r.returncode == 0 and "its result is the same as the golden's" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
+def test_a_new_run_log_is_written_through_its_own_name(tmp_path: Path) -> None:
+    from tapetui.core.runstart import open_run
+
+    # a folder watcher (the app's) names a file's changes by the name its writer opened it by: never a temp name
+    path = tmp_path / "s.run.jsonl"
+    for join in (None, ("g", "replay", None)):
+        out = open_run(path, b'{"event":"start","group":"g","mode":"replay"}\n', join)
+        try:
+            assert os.readlink(f"/proc/self/fd/{out._fd}") == str(path)
+        finally:
+            out.close()

@@ -86,6 +86,9 @@ def open_run(path: Path, start: bytes, join: Joining | None, *, fsync: bool = Fa
                     finally:
                         if os.path.lexists(tmp):
                             os.unlink(tmp)
+                    fd = _by_name(path, fd)  # a watcher names a file's changes by the name it was opened by
+                    if fd < 0:
+                        continue  # replaced the moment it was made: start over
                 else:  # over the file held (or a symlink, a FIFO...: replaced, never followed)
                     os.replace(tmp, path)
             except BaseException:
@@ -98,6 +101,22 @@ def open_run(path: Path, start: bytes, join: Joining | None, *, fsync: bool = Fa
             if held is not None:
                 os.close(held)  # and its lock with it
     raise OSError(errno.EAGAIN, "other runs kept replacing the run log", str(path))
+
+
+def _by_name(path: Path, fd: int) -> int:
+    """A descriptor of the file ``fd`` is open on, opened by ``path`` (``fd`` closed), or -1 when ``path`` names
+    another file now."""
+    try:
+        named = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        os.close(fd)
+        return -1
+    a, b = os.fstat(fd), os.fstat(named)
+    os.close(fd)
+    if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino):
+        os.close(named)
+        return -1
+    return named
 
 
 def _locked(path: Path) -> int | None:
