@@ -222,18 +222,24 @@ def test_runs_of_one_group_started_at_once_in_many_processes_each_keep_every_eve
     tape, reg = _shared(tmp_path)
     monkeypatch.setenv(GROUP_ENV, "session-1")
     ctx = multiprocessing.get_context("fork")
-    go = ctx.Event()
-    procs = [ctx.Process(target=_replay_after, args=(tape, reg, go)) for _ in range(6)]
-    for p in procs:
-        p.start()
-    go.set()  # every process starts its run at once: they race to create and join the run log
-    for p in procs:
-        p.join(120)
-        assert p.exitcode == 0
-    runs = runs_of(read_run_log(runlog_path(tape)))
-    assert len(runs) == 6 and all([e["event"] for e in run] == ["start", "hit", "end"] for run in runs), runs
-    assert len({run[0]["run"] for run in runs}) == 6
-    assert tapetui_cli(tmp_path, "check").returncode == 0
+    for round_ in range(5):  # each round from no run log at all, or a symlink in its place: a fresh checkout
+        if round_ % 2:
+            runlog_path(tape).unlink()
+        else:
+            runlog_path(tape).unlink(missing_ok=True)
+            runlog_path(tape).symlink_to(tmp_path / "nowhere.jsonl")
+        go = ctx.Event()
+        procs = [ctx.Process(target=_replay_after, args=(tape, reg, go)) for _ in range(6)]
+        for p in procs:
+            p.start()
+        go.set()  # every process starts its run at once: they race to create and join the run log
+        for p in procs:
+            p.join(120)
+            assert p.exitcode == 0
+        runs = runs_of(read_run_log(runlog_path(tape)))
+        assert len(runs) == 6 and all([e["event"] for e in run] == ["start", "hit", "end"] for run in runs), runs
+        assert len({run[0]["run"] for run in runs}) == 6
+        assert tapetui_cli(tmp_path, "check").returncode == 0
 
 
 SHARED_TESTS = """

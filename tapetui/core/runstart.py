@@ -10,21 +10,22 @@ a run of another group (the next test session), another mode (a recording, then 
 grouped run carries its run's id (``run``): runs of a group that overlap (xdist workers) interleave their lines,
 and readers tell them apart by it (:func:`runs_of`).
 
-Processes starting runs at once agree through an exclusive ``flock`` of the file as it is: the holder decides
-(join, or replace), and replaces by renaming its new file over the path before it lets go; one that waited finds
-the path no longer names the file it locked, and starts over. Each run then appends through its own descriptor to
-the file it joined or made, never to another file by its name. A symlink or anything but a regular file in the
-run log's place is replaced, never followed or joined.
+Processes starting runs at once agree through an exclusive ``flock`` of a lock file beside the run log
+(``.NAME.run.jsonl.lock``: created on first use, never replaced or deleted, so every starter locks the same file):
+the holder decides (join, or replace) and replaces by renaming its new file over the path before it lets go. The
+lock is held for that decision only, never while waiting for another lock. Each run then appends through its own
+descriptor, opened by the run log's name, to the file it joined or made, never to another file by its name. A
+symlink or anything but a regular file in the run log's place is replaced, never followed or joined. Where the lock
+file cannot be made (a read-only checkout) the run replaces the file unlocked, as a run outside a group does.
 """
 
 from __future__ import annotations
 
-import errno
 import fcntl
+import hashlib
 import os
 import secrets
 import stat
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +36,18 @@ from tapetui.core.tapefile import Appender
 __all__ = ["GROUP_ENV", "Joining", "joining", "new_run_id", "open_run", "run_group", "runs_of"]
 
 GROUP_ENV = "TAPETUI_RUN_GROUP"
-_MAX_GROUP = 200  # characters of a group's name kept (it is an id)
-_TRIES = 1000  # starts over while other processes keep replacing the file: each try is one of them having done it
+_MAX_GROUP = 200  # characters of a group's name as it is (it is an id); a longer one is hashed
 
 
 def run_group() -> str | None:
-    """The group this process's runs belong to (:data:`GROUP_ENV`), or None."""
+    """The group this process's runs belong to (:data:`GROUP_ENV`), or None. A value that is not short printable
+    text (an id) is its sha256: two values never name one group, and any value can be written."""
     group = os.environ.get(GROUP_ENV, "")
-    return group[:_MAX_GROUP] if group.strip() else None
+    if not group.strip():
+        return None
+    if len(group) <= _MAX_GROUP and group.isprintable() and group.isascii():
+        return group
+    return "sha256:" + hashlib.sha256(group.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def new_run_id() -> str:
@@ -65,88 +70,61 @@ def open_run(path: Path, start: bytes, join: Joining | None, *, fsync: bool = Fa
     Raises:
         OSError: the file cannot be written (the caller's run goes on without a log).
     """
-    for _ in range(_TRIES):
-        held = _locked(path)
-        try:
-            if held is not None and join is not None and _joining_of(held) == join:
-                joined = Appender.of_fd(path, held, fsync=fsync)
-                held = None  # the appender's now
-                joined.append(start)
-                return joined
-            fd, tmp = _fresh(path, start, fsync)
-            try:
-                if held is None and not os.path.lexists(path):
-                    try:
-                        os.link(tmp, path)  # only if there is still nothing there: another start may have made one
-                    except FileExistsError:
-                        os.close(fd)
-                        continue
-                    except OSError:  # a file system without hard links: the rename (a start at once may win)
-                        os.replace(tmp, path)
-                    finally:
-                        if os.path.lexists(tmp):
-                            os.unlink(tmp)
-                    fd = _by_name(path, fd)  # a watcher names a file's changes by the name it was opened by
-                    if fd < 0:
-                        continue  # replaced the moment it was made: start over
-                else:  # over the file held (or a symlink, a FIFO...: replaced, never followed)
-                    os.replace(tmp, path)
-            except BaseException:
-                os.close(fd)
-                if os.path.lexists(tmp):
-                    os.unlink(tmp)
-                raise
-            return Appender.of_fd(path, fd, fsync=fsync, end=len(start))
-        finally:
-            if held is not None:
-                os.close(held)  # and its lock with it
-    raise OSError(errno.EAGAIN, "other runs kept replacing the run log", str(path))
-
-
-def _by_name(path: Path, fd: int) -> int:
-    """A descriptor of the file ``fd`` is open on, opened by ``path`` (``fd`` closed), or -1 when ``path`` names
-    another file now."""
+    lock = _lock(path)
     try:
-        named = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        os.close(fd)
-        return -1
-    a, b = os.fstat(fd), os.fstat(named)
-    os.close(fd)
-    if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino):
-        os.close(named)
-        return -1
-    return named
-
-
-def _locked(path: Path) -> int | None:
-    """A descriptor of the regular file at ``path``, locked exclusively and still at ``path``; None when there is no
-    such file (none, a symlink, a FIFO, a folder...)."""
-    while True:
+        held = _current(path) if join is not None else None
+        if held is not None and _joining_of(held) == join:
+            joined = Appender.of_fd(path, held, fsync=fsync)
+            joined.append(start)
+            return joined
+        if held is not None:
+            os.close(held)
+        fd, tmp = _fresh(path, start, fsync)
         try:
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return None
-        except OSError as e:
-            if e.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR, errno.EWOULDBLOCK):
-                return None  # a symlink, a FIFO with no reader, a folder: not a run log to join
-            raise
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                os.close(fd)
-                return None
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            now = os.lstat(path)
-        except FileNotFoundError:
-            os.close(fd)
-            continue  # replaced, then gone, while we waited: look again
+            os.replace(tmp, path)  # over the file (or a symlink, a FIFO...: replaced, never followed)
         except BaseException:
             os.close(fd)
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
             raise
-        if (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
-            return fd
-        os.close(fd)  # replaced while we waited for its lock: the new file is the one to lock
+        # the descriptor was opened by the temp name, and a rename keeps the one name the file has: a watcher names
+        # its changes by the run log's
+        return Appender.of_fd(path, fd, fsync=fsync, end=len(start))
+    finally:
+        if lock >= 0:
+            os.close(lock)  # and its lock with it
+
+
+def _lock(path: Path) -> int:
+    """A descriptor holding the exclusive lock of the run log's lock file, or -1 where none can be made (a read-only
+    checkout: the caller replaces the run log unlocked)."""
+    name = path.with_name(f".{path.name}.lock")
+    try:
+        fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError:
+        return -1
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return -1
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _current(path: Path) -> int | None:
+    """A descriptor of the regular file at ``path``, opened by that name; None when there is no such file (none, a
+    symlink, a FIFO, a folder...)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None  # missing, a symlink (ELOOP), a FIFO with no reader, a folder, unreadable: replaced
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return fd
 
 
 def _joining_of(fd: int) -> Joining | None:
@@ -161,29 +139,27 @@ def _joining_of(fd: int) -> Joining | None:
 
 
 def _fresh(path: Path, data: bytes, fsync: bool) -> tuple[int, str]:
-    """A new file beside ``path`` (named as :func:`~tapetui.core.files.atomic_write` names its temps) holding
-    ``data``: its descriptor, open for appending, and its name."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    """A new file beside ``path`` (named as :func:`~tapetui.core.files.atomic_write` names its temps, so ``recover``
+    knows it) holding ``data``: its descriptor, open for appending, and its name. Made with mode 0o666 for the
+    kernel to apply the umask (reading it would set it, for a moment, in every thread)."""
+    while True:
+        tmp = str(path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp"))
+        try:
+            fd = os.open(tmp, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+            break
+        except FileExistsError:
+            continue
     try:
-        os.fchmod(fd, 0o666 & ~_umask())
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
         if fsync:
             os.fsync(fd)
-        appending = os.open(tmp, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)  # read too: a torn tail is healed
     except BaseException:
         os.close(fd)
         os.unlink(tmp)
         raise
-    os.close(fd)
-    return appending, tmp
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    return fd, tmp
 
 
 def runs_of(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
