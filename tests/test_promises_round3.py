@@ -7,6 +7,7 @@ Each test failed before the change it guards; waits are on events (a process exi
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import multiprocessing
 import os
@@ -349,3 +350,19 @@ def test_a_new_run_log_is_written_through_its_own_name(tmp_path: Path) -> None:
             assert os.readlink(f"/proc/self/fd/{out._fd}") == str(path)
         finally:
             out.close()
+
+
+def test_group_values_whose_names_clash_each_get_a_tape_of_their_own(proj: Path) -> None:
+    h = hashlib.sha256(b"a b").hexdigest()[:6]
+    values = [f"a_b-{h}", "a b", f"a_b-{h}-{h}"]  # the second's name is the first's, made unique: the third's
+    fx.write(proj / "t.jsonl", *(_traced(f"{i + 1:032x}", agent=v) for i, v in enumerate(values)))
+    r = tapetui_cli(proj, "import", "otlp", "t.jsonl", "--group-by", "agent")
+    assert r.returncode == 0 and r.stdout.count("golden ") == 3 and "candidate" not in r.stdout, r.stdout
+
+
+def test_a_group_by_attribute_the_rules_hide_names_no_file(proj: Path) -> None:
+    fx.write(proj / "t.jsonl", _traced("1" * 32, **{"session.id": "S3CR3TSESSION42"}))
+    r = tapetui_cli(proj, "import", "otlp", "t.jsonl", "--group-by", "session.id")
+    assert r.returncode == 0 and "S3CR3TSESSION42" not in r.stdout + r.stderr
+    for f in (proj / "tapes").iterdir():
+        assert "S3CR3TSESSION42" not in f.name + f.read_text()

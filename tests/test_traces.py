@@ -315,7 +315,13 @@ def test_group_by_makes_one_tape_per_attribute_value(proj: Path) -> None:
     mine = [dict(s, attributes=s["attributes"] + fx.attrs({"session.id": "alpha"})) for s in fx.genai_trace()]
     trace = fx.write(proj / "t.jsonl", fx.doc(mine + other))
     report = import_otlp([trace], cfg.tapes_dir, group_by="session.id", config=cfg)
-    assert sorted(g for _, _, g in report.tapes) == ["alpha", "beta"]
+    # session.id is a key the redaction rules hide: its values name no file and are said redacted, one tape each
+    assert [g for _, _, g in report.tapes] == ["[REDACTED]", "[REDACTED]"]
+    assert len({p.name for p, _, _ in report.tapes}) == 2 and all(
+        p.name.startswith("group-") for p, _, _ in report.tapes
+    )
+    for p, _, _ in report.tapes:
+        assert "alpha" not in p.read_text() and "beta" not in p.read_text()
 
 
 # ---- content not captured -----------------------------------------------------------------------------------

@@ -46,6 +46,7 @@ from tapetui.core.config import Config, config_for_tape
 from tapetui.core.errors import TapeError, UnrecordableResult
 from tapetui.core.files import atomic_write
 from tapetui.core.locks import gate, recording_lock
+from tapetui.core.redact import REDACTED
 from tapetui.core.session import DraftFiles
 from tapetui.core.store import golden_of, is_golden, prepare_recording, recording_target, session_name
 from tapetui.core.tape import Tape
@@ -168,7 +169,7 @@ def _import(files: Iterable[Path], out_dir: Path, group_by: str | None, config: 
                 except (TapeError, OSError) as e:  # the folder itself (a lock held, a full disk): said, with how far
                     why = e if isinstance(e, TapeError) else f"{e.filename or path}: {e.strerror or e}"
                     raise TapeError(f"{why} (imported {n:,} of {len(waiting):,} tapes before this one)") from None
-                shown = cfg.redactor().redact_text(group)
+                shown = _shown_group(group, group_by, cfg)
                 report.tapes.append((target, "golden" if target == path else "candidate", shown))
         finally:
             os.sync()  # the tapes and entries are written without an fsync each (thousands of traces): durable at once
@@ -325,11 +326,12 @@ def _build_group(
         return None
     cfg = config if config is not None else config_for_tape(out_dir / "_.jsonl")
     name = _tape_name(group, group_by, cfg, out_dir)
-    if report.names.setdefault(name, group) != group:  # two groups of this import made one name
+    while report.names.setdefault(name, group) != group:  # a name another group of this import has: made unique
         name = f"{name}-{_digest(group)[:6]}"
     path = out_dir / f"{name}.jsonl"
     # recorded whole in memory first, then published: a failed or killed import leaves no part of a tape
-    return path, _write(path, group, items, report, cfg), _entry(path, group, items, cfg), cfg
+    shown = _shown_group(group, group_by, cfg)
+    return path, _write(path, shown, items, report, cfg), _entry(path, group, items, cfg), cfg
 
 
 def _publish(data: bytes, golden: Path, entry: Entry, cfg: Config) -> Path:
@@ -439,13 +441,22 @@ def _tape_name(group: str, group_by: str | None, cfg: Config, out_dir: Path) -> 
     line printed would quote it; the name is then only the hash)."""
     if group_by is None:
         return f"trace-{group}"  # the whole id: two traces never share a tape
-    if cfg.redactor().redact_text(group) != group:
+    if _shown_group(group, group_by, cfg) != group:
         return f"group-{_digest(group)[:12]}"
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", group).strip("._-")[:80] or "group"
     path = out_dir / f"{name}.jsonl"
     if name == group and is_golden(path) and golden_of(path) == path and path.resolve() != cfg.changelog.resolve():
         return name
     return f"{name}-{_digest(group)[:6]}"
+
+
+def _shown_group(group: str, group_by: str | None, cfg: Config) -> str:
+    """The group as an import says it (its tape's header, its report line): redacted as the attribute it is the value
+    of would be in a tape, by name (``session.id``, ``api_key``) or by value (a key's pattern)."""
+    red = cfg.redactor()
+    if group_by is not None and red.redact({group_by: group}) != {group_by: group}:
+        return REDACTED
+    return red.redact_text(group)
 
 
 def _digest(text: str) -> str:
