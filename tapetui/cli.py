@@ -334,11 +334,15 @@ def cmd_stats(args: argparse.Namespace) -> int:
     cfg = _config(args)
     target = Path(args.target) if args.target else cfg.tapes_dir
     rows = review.stats(cfg, target if target.is_dir() else session_tape(cfg, str(target)))
+    failed = 2 if any("error" in s for s in rows.values()) else 0  # a session that cannot be read: said, exit 2
     if args.json:
         print_json(rows)
-        return 0
+        return failed
     out = Out(sys.stdout)
     for name, s in rows.items():
+        if "error" in s:
+            out.line(f"{name}: error: {s['error']}", "red")
+            continue
         last = s.get("last_run") or {}
         if not last:
             run = "no run yet"
@@ -364,7 +368,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
             f"{s['side_effect_steps']} with side effects, {timed}; {run}"
             + ("; candidate pending" if s["pending_candidate"] else "")
         )
-    return 0
+    return failed
 
 
 def cmd_pending(args: argparse.Namespace) -> int:

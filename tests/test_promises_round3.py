@@ -366,3 +366,39 @@ def test_a_group_by_attribute_the_rules_hide_names_no_file(proj: Path) -> None:
     assert r.returncode == 0 and "S3CR3TSESSION42" not in r.stdout + r.stderr
     for f in (proj / "tapes").iterdir():
         assert "S3CR3TSESSION42" not in f.name + f.read_text()
+
+
+def test_a_golden_with_no_complete_line_is_no_tape_to_diff_or_export(sample_dir: Path, tapes: Path) -> None:
+    (tapes / "nolines.jsonl").write_text('{"type":"session"')
+    for argv in (("diff", "nolines", "clean"), ("export", "otlp", "nolines")):
+        r = tapetui_cli(sample_dir, *argv)
+        assert r.returncode == 2 and "not a tape (no complete line)" in r.stderr and not r.stdout, argv
+
+
+def test_stats_reads_no_run_log_that_links_out_and_shows_none_of_its_secrets(sample_dir: Path, tapes: Path) -> None:
+    outside = sample_dir.parent / "outside.run.jsonl"
+    outside.write_text('{"event":"start","mode":"replay"}\n{"event":"end","stats":{"note":"OUTSIDE-CONTENT"}}\n')
+    (tapes / "clean.run.jsonl").unlink()
+    (tapes / "clean.run.jsonl").symlink_to(outside)
+    with (tapes / "stale_quote.run.jsonl").open("a") as fh:
+        fh.write('{"event":"end","stats":{"password":"hunter2hunter2"}}\n')
+    r = tapetui_cli(sample_dir, "stats", "--json")
+    assert r.returncode == 2 and "OUTSIDE-CONTENT" not in r.stdout and "hunter2hunter2" not in r.stdout
+    rows = json.loads(r.stdout)
+    assert "not followed" in rows["clean"]["error"] and rows["stale_quote"]["last_run"]["password"] == "[REDACTED]"
+    text = tapetui_cli(sample_dir, "stats")
+    assert text.returncode == 2 and "clean: error:" in text.stdout and "stale_quote:" in text.stdout
+
+
+def test_a_torn_tail_is_never_set_aside_through_a_planted_symlink(tmp_path: Path) -> None:
+    from tapetui.core.tapefile import Appender
+
+    log = tmp_path / "x.run.jsonl"
+    log.write_bytes(b'{"event":"start"}\n{"event":"hit","se')  # a kill mid-append
+    outside = tmp_path / "outside.txt"
+    outside.write_text("precious\n")
+    (tmp_path / "x.run.jsonl.torn").symlink_to(outside)
+    with Appender(log) as out:
+        out.append(b'{"event":"end"}\n')
+    assert outside.read_text() == "precious\n" and not (tmp_path / "x.run.jsonl.torn").is_symlink()
+    assert (tmp_path / "x.run.jsonl.torn").read_bytes() == b'{"event":"hit","se\n'

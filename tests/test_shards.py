@@ -337,3 +337,30 @@ def test_where_no_check_process_can_start_auto_checks_in_one_and_an_explicit_cou
     assert (code, out) == one[:2] and "no check processes could be started here" in err
     code, out, err = run(capsys, "check", "--jobs", "2")
     assert code == 2 and "cannot run 2 check processes here (Function not implemented)" in err and not out
+
+
+@pytest.mark.skipif("fork" not in __import__("multiprocessing").get_all_start_methods(), reason="needs fork")
+def test_a_check_process_sent_sigterm_is_an_error_never_a_silent_exit(
+    samples: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import signal
+
+    from tapetui import cli
+    from tapetui.review import findings
+
+    checked = findings._worker_check
+
+    def terminated_on_the_second(i: int) -> object:
+        if i == 1:
+            os.kill(os.getpid(), signal.SIGTERM)  # one worker only, as `kill PID` of it does
+        return checked(i)
+
+    terminated_on_the_second.__module__ = findings.__name__
+    terminated_on_the_second.__qualname__ = "_worker_check"
+    monkeypatch.setattr(findings, "_worker_check", terminated_on_the_second)
+    before = signal.signal(signal.SIGTERM, cli._terminated)  # as `tapetui` (cli.run) has it, and forks it
+    try:
+        code, out, err = run(capsys, "check", "--jobs", "2")
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert code == 2 and "a check process ended abruptly" in err and "checked" not in out

@@ -462,3 +462,17 @@ async def test_x_and_r_on_a_session_row_say_where_they_act_and_a_marks_left_out_
         await pilot.press("space", "A")
         await wait_for(pilot, lambda: isinstance(app.screen, RationaleScreen))
         assert "1 session(s): new_tool (marked with no candidate, left out: clean)" in _visible(app)
+
+
+async def test_the_run_log_pane_never_shows_a_run_log_that_links_out(sample_dir: Path) -> None:
+    tapes = sample_dir / "sample_tapes"
+    outside = sample_dir.parent / "outside.run.jsonl"
+    outside.write_text('{"event":"start","mode":"replay"}\n{"event":"hit","seq":1,"tool":"OUTSIDE-MARKER","step":1}\n')
+    (tapes / "clean.run.jsonl").unlink()
+    (tapes / "clean.run.jsonl").symlink_to(outside)
+    app = app_for(sample_dir)
+    async with app.run_test(size=SIZE) as pilot:
+        await goto_session(pilot, app, "clean")
+        await pilot.press("enter", "j")  # a step of clean: its run log read for the pane
+        await wait_for(pilot, lambda: idle(app) and "── clean ──" in _log_text(app))
+        assert "OUTSIDE-MARKER" not in _log_text(app) + _visible(app)

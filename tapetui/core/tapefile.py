@@ -15,8 +15,10 @@ the next open loads it and scans only the lines appended since.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -156,7 +158,7 @@ class Appender:
             return size
         cut = _last_newline(fd, size) + 1
         torn = os.pread(fd, size - cut, cut)
-        with open(torn_path(self.path), "ab") as fh:
+        with os.fdopen(_torn_file(torn_path(self.path)), "ab") as fh:
             fh.write(torn + b"\n")
             fh.flush()
             os.fsync(fh.fileno())
@@ -179,6 +181,24 @@ class Appender:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _torn_file(path: Path) -> int:
+    """A descriptor appending to ``path``, the file torn tails are set aside in: a symlink or anything but a regular
+    file in its place (planted, never made by tapetui) is removed first, never followed."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    for _ in range(2):
+        try:
+            fd = os.open(path, flags, 0o644)
+        except OSError as e:
+            if e.errno not in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
+                raise
+        else:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                return fd
+            os.close(fd)
+        os.unlink(path)  # a symlink, a FIFO: not ours (a folder: unlink fails, and says so)
+    raise OSError(errno.EEXIST, "something keeps taking the place of the torn-tail file", str(path))
 
 
 def _last_newline(fd: int, size: int) -> int:

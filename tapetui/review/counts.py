@@ -5,18 +5,29 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tapetui.core.changes import shown_redactor
 from tapetui.core.clock import parse_iso, utcnow
 from tapetui.core.config import Config
+from tapetui.core.errors import TapeError
+from tapetui.core.redact import DEFAULT_REDACTOR
 from tapetui.core.runlog import RunSummary, read_run_log
-from tapetui.core.store import candidate_path, iter_goldens, runlog_path, session_name
+from tapetui.core.store import candidate_path, iter_goldens, refuse_links_out, runlog_path, session_name
 from tapetui.core.tapefile import read_index
 
 __all__ = ["stats", "stats_of"]
 
 
-def stats_of(golden: Path) -> dict[str, Any]:
+def stats_of(golden: Path, config: Config | None = None) -> dict[str, Any]:
     """Counts for a session: steps (tool calls and model turns), tools, model turns and their tokens, side effects,
-    time-sensitive and expired entries, latest run."""
+    time-sensitive and expired entries, latest run (its ``end`` stats redacted by ``config``'s rules: a run log is a
+    file anyone may have written).
+
+    Raises:
+        TapeError: the golden cannot be read, or it or its run log is a symlink leading out of the tapes folder.
+    """
+    if config is not None:
+        refuse_links_out(config.tapes_dir, golden, runlog_path(golden))
+    redactor = config.redactor() if config is not None else DEFAULT_REDACTOR
     idx = read_index(golden, validate=True)
     now = utcnow()
     expired = sum(1 for e in idx.expires.values() if (d := parse_iso(e)) is not None and d <= now)
@@ -40,7 +51,8 @@ def stats_of(golden: Path) -> dict[str, Any]:
             if ev.get("event") == "end" and isinstance(ev.get("stats"), dict):
                 run = RunSummary.of(events)
                 # the steps by status as the tree counts them (one status a step), an older run log's too
-                out["last_run"] = {**ev["stats"], "statuses": run.counts(), "off_tape": run.off_tape}
+                shown = redactor.redact(ev["stats"])
+                out["last_run"] = {**shown, "statuses": run.counts(), "off_tape": run.off_tape}
                 break
     return out
 
@@ -49,4 +61,12 @@ def stats(config: Config, where: Path | None = None) -> dict[str, dict[str, Any]
     """:func:`stats_of` for each session in a folder (default: the tapes folder) or for one golden, by session name."""
     where = config.tapes_dir if where is None else Path(where)
     goldens = iter_goldens(where) if where.is_dir() else [where]
-    return {session_name(g, config.tapes_dir): stats_of(g) for g in goldens if g.exists()}
+    out: dict[str, dict[str, Any]] = {}
+    for g in goldens:
+        if not g.exists():
+            continue
+        try:
+            out[session_name(g, config.tapes_dir)] = stats_of(g, config)
+        except TapeError as e:  # one session that cannot be read says why; the others are counted
+            out[session_name(g, config.tapes_dir)] = {"error": shown_redactor().redact_text(str(e))}
+    return out

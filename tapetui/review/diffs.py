@@ -131,7 +131,7 @@ def diff(
     elif not other.exists():
         raise TapeError(f"{other}: no such file to compare {golden.name} with")
     refuse_links_out(config.tapes_dir, golden, other)  # a planted link to a file outside is never read or shown
-    notes = _left_out(golden) if loaded is None else ()
+    notes = _left_out(golden, tape_only=True) if loaded is None else ()
     if other.name.endswith(".run.jsonl"):
         events = read_run_log(other)
         idx = loaded.index if loaded is not None else read_index(golden, validate=True, keep_bytes=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import os
+import signal
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
@@ -943,6 +944,9 @@ _WORKER: list[tuple[Config, list[_Work]]] = []  # a check process's config and s
 
 
 def _worker_start(config: Config, work: list[_Work]) -> None:
+    # a check process sent SIGTERM ends as one: the parent says a process ended abruptly (its CLI handler, inherited
+    # through fork, would raise SystemExit in here, which the pool hands the parent as this chunk's result)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _WORKER[:] = [(config, work)]
     show_redacted_by(config.redactor())  # the findings' texts redacted as one process redacts them
 

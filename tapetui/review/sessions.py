@@ -370,9 +370,13 @@ class Session:
         """Every event of the session's run log (the latest run and what came before it in the file).
 
         Raises:
-            TapeError: the run log is not a regular file or cannot be read.
+            TapeError: the run log is not a regular file or cannot be read, or is a symlink leading out of the tapes
+                folder (never read).
         """
-        return read_run_log(runlog_path(self.golden))
+        log = runlog_path(self.golden)
+        if self.tapes_dir is not None:
+            refuse_links_out(self.tapes_dir, log)
+        return read_run_log(log)
 
     def has_candidate(self) -> bool:
         """Whether a candidate waits for review (a stat, no read)."""

@@ -89,6 +89,8 @@ def _lines(path: Path, redactor: Redactor) -> list[dict[str, Any]]:
     existed, never exports it) and checked to be writable as JSON text (a value nested past orjson's 254 levels
     is refused here, naming its line)."""
     idx = read_index(path, validate=True)  # a malformed line: a TapeError naming it
+    if idx.line_count == 0:
+        raise TapeError(f"{path}: not a tape (no complete line); nothing to export")
     out = []
     with open(open_regular(path), "rb", closefd=True) as fh:
         for n, raw in enumerate(fh, 1):
