@@ -133,6 +133,15 @@ def atomic_write(path: Path, data: bytes | Iterable[Any], *, mode: int | None = 
 
 
 def _umask() -> int:
+    """The process's umask, read where the system says it (Linux); else by setting it and back, which other threads
+    creating a file at that moment would see (so it is read only where it cannot be read)."""
+    try:
+        with open("/proc/self/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
     mask = os.umask(0)
     os.umask(mask)
     return mask
