@@ -340,8 +340,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
         return failed
     out = Out(sys.stdout)
     for name, s in rows.items():
-        if "error" in s:
-            out.line(f"{name}: error: {s['error']}", "red")
+        if "error" in s:  # bad input, said as every command says it (the other sessions' lines still printed)
+            Out(sys.stderr).line(f"tapetui: {name}: {s['error']}", "red")
             continue
         last = s.get("last_run") or {}
         if not last:

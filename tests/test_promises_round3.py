@@ -387,7 +387,7 @@ def test_stats_reads_no_run_log_that_links_out_and_shows_none_of_its_secrets(sam
     rows = json.loads(r.stdout)
     assert "not followed" in rows["clean"]["error"] and rows["stale_quote"]["last_run"]["password"] == "[REDACTED]"
     text = tapetui_cli(sample_dir, "stats")
-    assert text.returncode == 2 and "clean: error:" in text.stdout and "stale_quote:" in text.stdout
+    assert text.returncode == 2 and "tapetui: clean: " in text.stderr and "stale_quote:" in text.stdout
 
 
 def test_a_torn_tail_is_never_set_aside_through_a_planted_symlink(tmp_path: Path) -> None:
