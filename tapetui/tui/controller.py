@@ -231,13 +231,15 @@ class ReviewController:
 
 def _fit(said: str, host: Any) -> str:
     """A command's last words as a toast can show them: on a small terminal (80×24) a toast is a third of its width,
-    and eight long lines would cover the tree for as long as it stays; there its first four lines, each cut."""
+    and eight long lines would cover the tree for as long as it stays; there its first three lines, each cut to two
+    of the toast's rows."""
     size = getattr(host, "size", None)
     if size is None or size.width >= 120:
         return said
     lines = said.splitlines()
-    kept = [ln if len(ln) <= 90 else ln[:89] + "…" for ln in lines[:4]]
-    more = f"\n… {len(lines) - 4} more line(s): `tapetui replay` prints them all" if len(lines) > 4 else ""
+    room = max(20, size.width // 3 - 4) * 2  # two of the toast's rows a line
+    kept = [ln if len(ln) <= room else ln[: room - 1] + "…" for ln in lines[:3]]
+    more = f"\n… {len(lines) - 3} more: `tapetui replay` says all" if len(lines) > 3 else ""
     return "\n".join(kept) + more
 
 
