@@ -65,7 +65,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # run log, so check judges every one, not the last. xdist's workers (and the processes the tests start)
     # inherit it, or take the run's id xdist gives each worker; one already set (a CI job grouping several pytest
     # runs) is kept.
-    if not os.environ.get(GROUP_ENV):
+    if not os.environ.get(GROUP_ENV, "").strip():  # a blank one is none (as the run logs read it)
         group = os.environ.get("PYTEST_XDIST_TESTRUNUID") or uuid.uuid4().hex
         os.environ[GROUP_ENV] = group
         config.stash[_SET_GROUP] = group

@@ -402,3 +402,54 @@ def test_a_torn_tail_is_never_set_aside_through_a_planted_symlink(tmp_path: Path
         out.append(b'{"event":"end"}\n')
     assert outside.read_text() == "precious\n" and not (tmp_path / "x.run.jsonl.torn").is_symlink()
     assert (tmp_path / "x.run.jsonl.torn").read_bytes() == b'{"event":"hit","se\n'
+
+
+def test_a_fill_between_two_replays_of_one_session_keeps_every_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tape, reg = _shared(tmp_path)
+    monkeypatch.setenv(GROUP_ENV, "session-1")
+    _replay(tape, reg, 2)  # drifts
+    with Tape(tape, "fill", reg) as t:  # another test, marked mode="fill", sharing the tape
+        t.call("add", {"a": 100, "b": 1})
+    _replay(tape, reg, 1)
+    r = tapetui_cli(tmp_path, "check")
+    assert r.returncode == 1 and "run 1 of 3: " in r.stdout and "args.b  1 → 2" in r.stdout, r.stdout
+
+
+def test_a_blank_or_secret_run_group_is_no_group_or_a_hash(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tapetui.core.runstart import run_group
+
+    monkeypatch.setenv(GROUP_ENV, "  ")
+    assert run_group() is None
+    monkeypatch.setenv(GROUP_ENV, "api_key=sk-" + "a" * 40)
+    group = run_group()
+    assert group is not None and group.startswith("sha256:") and "sk-" not in group
+
+
+def test_a_group_whose_earlier_run_was_killed_is_running_in_the_tree_and_no_matching_sample(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tapetui.core.runlog import RunSummary
+
+    tape, reg = _shared(tmp_path)
+    monkeypatch.setenv(GROUP_ENV, "session-1")
+    _replay(tape, reg, 1)
+    log = runlog_path(tape)
+    killed = [ln for ln in log.read_text().splitlines() if '"event":"end"' not in ln]  # as a kill before its end
+    log.write_text("\n".join(killed) + "\n")
+    _replay(tape, reg, 1)  # the next test's run ends
+    summary = RunSummary.of(read_run_log(log))
+    assert summary.running  # a run of the group never ended: the tree says so, as check does
+    r = tapetui_cli(tmp_path, "check", "--sample", str(log))
+    assert "0 of 1 samples match" in r.stdout, r.stdout
+
+
+def test_stats_last_run_of_a_group_is_its_last_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tape, reg = _shared(tmp_path)
+    monkeypatch.setenv(GROUP_ENV, "session-1")
+    _replay(tape, reg, 2)  # drifts
+    _replay(tape, reg, 1)  # the last run: clean
+    r = tapetui_cli(tmp_path, "stats", "--json")
+    last = json.loads(r.stdout)["shared"]["last_run"]
+    assert last["statuses"] == {"hit": 1} and last["tape_hits"] == 1, last

@@ -511,6 +511,7 @@ class RunSummary:
     golden_sha256: str | None = None  # the golden the run played against (its start event), when it says
     outdated: bool = False  # the run played against an earlier golden: its findings are history, not drift
     joined: Joining | None = None  # what the runs summed join on (tapetui.core.runstart), when they are a group's
+    open_runs: set[str] = field(default_factory=set)  # a group's runs started and not ended (by their run ids)
 
     def add(self, ev: dict[str, Any]) -> None:
         problem = event_problem(ev)  # events from RunLogReader are checked already; others may be anything
@@ -532,6 +533,8 @@ class RunSummary:
                 self.reset()  # a new run replaces the old one; the runs of one group (a test session) add up
             self.joined = join
             self.running = True
+            if join is not None and type(ev.get("run")) is str:
+                self.open_runs.add(ev["run"])
             self.mode = ev.get("mode") if isinstance(ev.get("mode"), str) else None
             sha = ev.get("golden_sha256")
             self.golden_sha256 = sha if isinstance(sha, str) else None
@@ -554,7 +557,11 @@ class RunSummary:
         elif kind in ("live", "record"):
             self.live += 1
         elif kind == "end":
-            self.running = False
+            if self.joined is not None and type(ev.get("run")) is str:  # a group's run: running while any other is
+                self.open_runs.discard(ev["run"])
+                self.running = bool(self.open_runs)
+            else:
+                self.running = False
             self.ended = True
 
     def reset(self) -> None:

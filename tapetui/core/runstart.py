@@ -4,9 +4,10 @@ A run outside a group replaces the file atomically with its ``start`` event, as 
 latest run. The runs of one **group** keep every run of the group in the file: a test session (the pytest plugin
 sets :data:`GROUP_ENV` for the session, its xdist workers and the processes its tests start) whose tests share a
 tape leaves each test's run there, so ``check`` judges them all and the last test to replay a shared tape never
-hides an earlier one's drift. Runs join when they are of one group, in one mode, against one golden (its sha256):
-a run of another group (the next test session), another mode (a recording, then its replay) or another golden
-(after an accept) replaces the file. Every event of a
+hides an earlier one's drift. Runs join when they are of one group and played one golden (its sha256), whatever
+their mode (a fill between two replays keeps both): a run of another group (the next test session) or against
+another golden (a recording that made it, then its replay; a replay after an accept: the runs before it are
+history) replaces the file. Every event of a
 grouped run carries its run's id (``run``): runs of a group that overlap (xdist workers) interleave their lines,
 and readers tell them apart by it (:func:`runs_of`).
 
@@ -31,6 +32,7 @@ from typing import Any
 
 import orjson
 
+from tapetui.core.redact import DEFAULT_REDACTOR
 from tapetui.core.tapefile import Appender
 
 __all__ = ["GROUP_ENV", "Joining", "joining", "new_run_id", "open_run", "run_group", "runs_of"]
@@ -40,12 +42,14 @@ _MAX_GROUP = 200  # characters of a group's name as it is (it is an id); a longe
 
 
 def run_group() -> str | None:
-    """The group this process's runs belong to (:data:`GROUP_ENV`), or None. A value that is not short printable
-    text (an id) is its sha256: two values never name one group, and any value can be written."""
+    """The group this process's runs belong to (:data:`GROUP_ENV`), or None (unset or blank). A value that is not
+    short printable text (an id), or that holds a secret, is its sha256: two values never name one group, and any
+    value can be written."""
     group = os.environ.get(GROUP_ENV, "")
     if not group.strip():
         return None
-    if len(group) <= _MAX_GROUP and group.isprintable() and group.isascii():
+    plain = len(group) <= _MAX_GROUP and group.isprintable() and group.isascii()
+    if plain and DEFAULT_REDACTOR.redact_text(group) == group:  # one holding a secret is never written as it is
         return group
     return "sha256:" + hashlib.sha256(group.encode("utf-8", "surrogateescape")).hexdigest()
 
@@ -54,13 +58,13 @@ def new_run_id() -> str:
     return secrets.token_hex(6)
 
 
-Joining = tuple[str, Any, Any]  # what runs that join share: (group, mode, golden_sha256) of their start events
+Joining = tuple[str, Any]  # what runs that join share: (group, golden_sha256) of their start events
 
 
 def joining(start: dict[str, Any]) -> Joining | None:
     """What a run with this ``start`` event joins on, or None for a run of no group."""
     group = start.get("group")
-    return (group, start.get("mode"), start.get("golden_sha256")) if type(group) is str else None
+    return (group, start.get("golden_sha256")) if type(group) is str else None
 
 
 def open_run(path: Path, start: bytes, join: Joining | None, *, fsync: bool = False) -> Appender:

@@ -11,6 +11,7 @@ from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
 from tapetui.core.redact import DEFAULT_REDACTOR
 from tapetui.core.runlog import RunSummary, read_run_log
+from tapetui.core.runstart import runs_of
 from tapetui.core.store import candidate_path, iter_goldens, refuse_links_out, runlog_path, session_name
 from tapetui.core.tapefile import read_index
 
@@ -46,7 +47,8 @@ def stats_of(golden: Path, config: Config | None = None) -> dict[str, Any]:
     }
     log = runlog_path(golden)
     if log.exists():
-        events = read_run_log(log)
+        runs = runs_of(read_run_log(log))
+        events = runs[-1] if runs else []  # the last run (of a run group's log: its own events)
         for ev in reversed(events):
             if ev.get("event") == "end" and isinstance(ev.get("stats"), dict):
                 run = RunSummary.of(events)

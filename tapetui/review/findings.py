@@ -149,7 +149,9 @@ def judge_run(
     found: dict[tuple[Any, ...], tuple[Finding, list[int]]] = {}
     for k, (run_found, _) in enumerate(judged, 1):
         for f in run_found:
-            found.setdefault((f.kind, f.text, f.seq, f.tool, f.warning, f.level), (f, []))[1].append(k)
+            ks = found.setdefault((f.kind, f.text, f.seq, f.tool, f.warning, f.level), (f, []))[1]
+            if not ks or ks[-1] != k:  # a run that says it twice is one run that says it
+                ks.append(k)
     out = [replace(f, text=f"{_which_runs(ks, len(runs))}: {f.text}") for f, ks in found.values()]
     per_dimension: dict[str, Verdict] = {}
     for _, run_verdicts in judged:

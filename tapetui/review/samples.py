@@ -21,6 +21,7 @@ from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
 from tapetui.core.locks import held_park_fd, session_lock
 from tapetui.core.runlog import read_run_log
+from tapetui.core.runstart import runs_of
 from tapetui.core.store import candidate_path, rotate_candidate, samples_of, session_name
 from tapetui.core.textsafe import safe_text
 from tapetui.review.comparison import HooksArg, LoadedTape, compare, load
@@ -167,15 +168,14 @@ def _judge_one(config: Config, golden: Path, g: LoadedTape, p: Path, hooks: Hook
         if stale:
             return Sample(p, error=stale)
         findings, verdicts = judge_run(g.index, events, config, log=p, checked=True, hooks=hooks)
-        end = next((e for e in reversed(events) if e.get("event") == "end"), None)
-        err = end.get("error") if end is not None else None
-        stopped = (
-            ["the run has no end (killed, or still running)"]
-            if end is None
-            else [f"the run stopped with {err.get('type') or 'an error'}"]
-            if isinstance(err, dict)
-            else []
-        )  # a run that did not finish matches nothing, whatever a threshold lets through
+        stopped: list[str] = []  # a run that did not finish matches nothing, whatever a threshold lets through
+        for run in runs_of(events):  # each run of a run group's log (tapetui.core.runstart): every one must finish
+            end = next((e for e in reversed(run) if e.get("event") == "end"), None)
+            err = end.get("error") if end is not None else None
+            if end is None:
+                stopped.append("the run has no end (killed, or still running)")
+            elif isinstance(err, dict):
+                stopped.append(f"the run stopped with {err.get('type') or 'an error'}")
         problems = tuple(stopped) + tuple(
             f.text for f in findings if not f.warning and f.kind not in ("drift", "miss", "tools", "note", "error")
         )

@@ -9,6 +9,7 @@ from textual.widgets import Log
 
 from tapetui.core.changes import secret_path, short, shown_path, shown_redactor
 from tapetui.core.runlog import RunSummary, describe_counts, end_counts
+from tapetui.core.runstart import Joining, joining
 from tapetui.core.textsafe import safe_text
 
 MAX_LINES = 5000  # lines the pane keeps; older ones scroll away
@@ -84,6 +85,9 @@ class RunLogPane(Log):
         super().__init__(max_lines=MAX_LINES, auto_scroll=False, **kw)
         self.follow = False
         self._run = RunSummary()  # the shown run so far: its end line counts steps as the tree does
+        # a run group's runs shown (tapetui.core.runstart): each its own summary, by run id; what they join on
+        self._runs: dict[str, RunSummary] = {}
+        self._joined: Joining | None = None
 
     def on_mount(self) -> None:
         self.border_title = "live run log (p starts a replay · F follows)"
@@ -91,22 +95,32 @@ class RunLogPane(Log):
     def show_run(self, name: str, events: list[dict[str, Any]], problem: str | None = None) -> None:
         """Replace what the pane shows with session ``name``'s run (``problem``: why it could not be read)."""
         self.clear()
-        self._run = RunSummary()
+        self._run, self._runs, self._joined = RunSummary(), {}, None
         said = f"  {problem}" if problem is not None else "" if events else "  no run yet (p starts one)"
         self.write_line(f"── {safe_text(name, newlines=False)} ──" + safe_text(said, newlines=False))
         self.write_lines([self._line(e) for e in events])
 
     def add_events(self, name: str, events: list[dict[str, Any]], reset: bool) -> None:
         """Events just appended to session ``name``'s run log; a new run (or a restarted log) starts afresh."""
-        if reset or any(e.get("event") == "start" for e in events):
+        starts = [e for e in events if e.get("event") == "start"]
+        # a new run starts afresh; one joining the runs shown (a run group's) is shown beside them
+        if reset or any(joining(e) is None or joining(e) != self._joined for e in starts):
             self.clear()
-            self._run = RunSummary()
+            self._run, self._runs = RunSummary(), {}
+            self._joined = joining(starts[-1]) if starts else None
             self.write_line(f"── {safe_text(name, newlines=False)} ──")
         self.write_lines([self._line(e) for e in events])
         if self.follow:
             self.scroll_end(animate=False)
 
     def _line(self, ev: dict[str, Any]) -> str:
+        rid = ev.get("run")
+        if type(rid) is str:  # a run group's run: its end line counts its own steps
+            if ev.get("event") == "start":
+                self._joined = joining(ev)
+            run = self._runs.setdefault(rid, RunSummary())
+            run.add(ev)
+            return event_line(ev, run)
         self._run.add(ev)
         return event_line(ev, self._run)
 
