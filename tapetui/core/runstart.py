@@ -78,7 +78,7 @@ def open_run(path: Path, start: bytes, join: Joining | None, *, fsync: bool = Fa
     try:
         held = _current(path) if join is not None else None
         if held is not None and _joining_of(held) == join:
-            joined = Appender.of_fd(path, held, fsync=fsync)
+            joined = Appender(path, fsync=fsync, fd=held)
             joined.append(start)
             return joined
         if held is not None:
@@ -93,7 +93,7 @@ def open_run(path: Path, start: bytes, join: Joining | None, *, fsync: bool = Fa
             raise
         # the descriptor was opened by the temp name, and a rename keeps the one name the file has: a watcher names
         # its changes by the run log's
-        return Appender.of_fd(path, fd, fsync=fsync, end=len(start))
+        return Appender(path, fsync=fsync, fd=fd, end=len(start))
     finally:
         if lock >= 0:
             os.close(lock)  # and its lock with it

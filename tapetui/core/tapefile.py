@@ -116,21 +116,18 @@ def session_line(*, created_at: str, origin: str, labels: dict[str, Any] | None 
 class Appender:
     """An append-only writer for one JSONL file, safe across threads and processes."""
 
-    def __init__(self, path: Path, *, fsync: bool = False) -> None:
+    def __init__(self, path: Path, *, fsync: bool = False, fd: int | None = None, end: int = -1) -> None:
+        """``fd``: write through this descriptor (open for appending; the appender's from now on), to the file it was
+        opened on whatever ``path`` names later, instead of opening ``path``. ``end``: the file's size, when this
+        process wrote all of it."""
         self.path = Path(path)
         self.fsync = fsync
         self.healed: list[int] = []  # offsets where torn tails were cut, for reporting
-        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        self._end = -1  # the file's size right after our last append (-1: unknown)
+        self._fd = (
+            fd if fd is not None else os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        )
+        self._end = end  # the file's size right after our last append (-1: unknown)
         self.sole = True  # no other writer appended between two of our appends
-
-    @classmethod
-    def of_fd(cls, path: Path, fd: int, *, fsync: bool = False, end: int = -1) -> Appender:
-        """An appender writing through ``fd`` (open for appending; the appender's from now on): to the file it was
-        opened on, whatever ``path`` names later. ``end``: the file's size, when this process wrote all of it."""
-        app = cls.__new__(cls)
-        app.path, app.fsync, app.healed, app._fd, app._end, app.sole = Path(path), fsync, [], fd, end, True
-        return app
 
     def append(self, data: bytes) -> None:
         """Append complete lines (``data`` ends with a newline) as one write under the lock."""
