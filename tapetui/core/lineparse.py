@@ -9,10 +9,12 @@ every golden of a folder, and this is most of its time.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
+from collections.abc import Sequence
 from itertools import accumulate
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import orjson
@@ -22,8 +24,9 @@ from tapetui.core.errors import TapeError
 from tapetui.core.extralines import extra_line
 from tapetui.core.fingerprint import ToolManifest
 from tapetui.core.index import TapeIndex, _call_from_obj, _json_problem, note_traced
-from tapetui.core.keys import key_of_json
+from tapetui.core.keys import key_of_json, keys_of_json
 from tapetui.core.turns import TURN
+from tapetui.core.typedlines import CALL_PREFIX, DECODE_ERRORS, decode_call, usable
 
 __all__ = ["scan_lines"]
 
@@ -96,6 +99,10 @@ def _slow(idx: TapeIndex, buf: bytes, start: int, stop: int, base: int, line_no:
     """
     raws = buf[start:stop].split(b"\n")
     raws.pop()
+    if idx.verify_keys and usable():
+        done = _typed(idx, raws, base + start, line_no)
+        if done is not None:
+            return done
     try:
         objs = list(map(orjson.loads, raws))
     except orjson.JSONDecodeError:
@@ -115,6 +122,73 @@ def _slow(idx: TapeIndex, buf: bytes, start: int, stop: int, base: int, line_no:
             idx, columns, [offsets[i] for i in calls], [lengths[i] for i in calls], [line_no + 1 + i for i in calls]
         )
     return line_no + len(raws)
+
+
+_CALL_COLUMNS = attrgetter("seq", "tool", "key", "fingerprint", "side_effect", "ms", "expires_at", "args")
+
+
+def _typed(idx: TapeIndex, raws: list[bytes], offset: int, line_no: int) -> int | None:
+    """:func:`_slow` of a validating scan through typed call lines (:mod:`tapetui.core.typedlines`): each call line
+    in the writer's layout decoded and type-checked by msgspec as it is read, any other line by orjson. None, with
+    ``idx`` untouched, unless every line is one the dict path would index as it stands (a call line of the writer's
+    fields and types, its stored key that of its arguments; any other line an object with a ``type`` other than
+    ``"call"``): the dict path then reads them all again, and names what it finds."""
+    try:
+        decoded = _decode_typed(raws)
+    except (*DECODE_ERRORS, orjson.JSONDecodeError):
+        return None
+    if decoded is None:
+        return None
+    calls, at, others = decoded
+    columns: tuple[Any, ...] = ()
+    if calls:
+        columns = tuple(zip(*map(_CALL_COLUMNS, calls), strict=True))
+        seqs, tools, keys, _, _, _, _, argss = columns
+        if min(seqs) < 1 or max(seqs) >= 2**63 or "" in tools:
+            return None
+        # a stored key that is not its arguments' (the dict path notes which), or arguments holding an integer past
+        # 64 bits, which orjson decodes as a float and msgspec as an int (the dict path keys what orjson decodes)
+        if not _stored_keys_hold(tools, keys, argss):
+            return None
+    lengths = [len(r) + 1 for r in raws]
+    offsets = list(accumulate(lengths, initial=offset))
+    for i, obj in others:  # in file order, before the calls (as the dict path: a later tool line overrides)
+        _parse_line(idx, raws[i], offsets[i], lengths[i], line_no + 1 + i, obj)
+    if calls:
+        first, n = at[0], len(at)
+        offs: Sequence[int]
+        lens: Sequence[int]
+        nos: Sequence[int]
+        if at[-1] - first == n - 1:  # the calls are one run of lines (a header, then calls): slices, not lookups
+            offs, lens = offsets[first : first + n], lengths[first : first + n]
+            nos = range(line_no + 1 + first, line_no + 1 + first + n)
+        else:
+            offs, lens, nos = [offsets[i] for i in at], [lengths[i] for i in at], [line_no + 1 + i for i in at]
+        _add_columns(idx, columns, offs, lens, nos, keys_hold=True)
+    return line_no + len(raws)
+
+
+def _decode_typed(raws: list[bytes]) -> tuple[list[Any], list[int], list[tuple[int, Any]]] | None:
+    """``(calls, their line positions, [(position, object)] of the other lines)``, the calls typed; None when a
+    line may be a call that is not in the writer's layout. Raises what a decoder raises for a line it refuses."""
+    if len(raws) > 1 and not raws[0].startswith(CALL_PREFIX):  # most tapes: a header, then call lines only
+        with contextlib.suppress(*DECODE_ERRORS):
+            calls = list(map(decode_call, raws[1:]))
+            header = orjson.loads(raws[0])
+            kind = header.get("type") if type(header) is dict else None
+            return (calls, list(range(1, len(raws))), [(0, header)]) if kind is not None and kind != "call" else None
+    calls, at, others = [], [], []
+    for i, raw in enumerate(raws):
+        if raw.startswith(CALL_PREFIX):
+            calls.append(decode_call(raw))
+            at.append(i)
+        else:
+            obj = orjson.loads(raw)
+            kind = obj.get("type") if type(obj) is dict else None
+            if kind is None or kind == "call":  # a call in another layout, or a line that may be one
+                return None
+            others.append((i, obj))
+    return calls, at, others
 
 
 def _line_by_line(idx: TapeIndex, raws: list[bytes], offset: int, line_no: int, objs: list[Any] | None = None) -> int:
@@ -159,24 +233,34 @@ def _call_columns(calls: list[dict[str, Any]]) -> tuple[tuple[Any, ...], ...] | 
     return seqs, tools, keys, fps, ses, mss, exps, argss
 
 
+def _stored_keys_hold(tools: tuple[str, ...], keys: tuple[str, ...], argss: tuple[Any, ...]) -> bool:
+    """Whether each stored key is the key of its stored arguments as they stand (their JSON, sorted: the writer
+    stores them canonical already). False when one is not, or cannot be written (:func:`_add_columns` then looks
+    closer)."""
+    dumps, sort_keys = orjson.dumps, orjson.OPT_SORT_KEYS
+    try:
+        computed = keys_of_json(tools, [dumps({} if a is None else a, option=sort_keys) for a in argss])
+    except TypeError:  # nested past what orjson writes, or an integer past 64 bits
+        return False
+    return computed == list(keys)
+
+
 def _add_columns(
-    idx: TapeIndex, columns: tuple[tuple[Any, ...], ...], offsets: list[int], lengths: list[int], lines: list[int]
+    idx: TapeIndex,
+    columns: tuple[tuple[Any, ...], ...],
+    offsets: Sequence[int],
+    lengths: Sequence[int],
+    lines: Sequence[int],
+    keys_hold: bool = False,
 ) -> None:
     """Append checked call columns to ``idx``, each stored key checked against its arguments as in
-    :func:`_parse_line` (the canonical JSON of stored arguments hashes to the key; else :func:`_verify_key`)."""
+    :func:`_parse_line` (the canonical JSON of stored arguments hashes to the key; else :func:`_verify_key`).
+    ``keys_hold``: the caller found every stored key its arguments' already (:func:`_stored_keys_hold`)."""
     seqs, tools, keys, fps, ses, mss, exps, argss = columns
-    dumps, sort_keys = orjson.dumps, orjson.OPT_SORT_KEYS
-    computed: list[str | None]
-    try:
-        computed = [
-            key_of_json(t, dumps({} if a is None else a, option=sort_keys)) for t, a in zip(tools, argss, strict=True)
-        ]
-    except TypeError:  # one of them nested past what orjson writes: each is hashed on its own
-        computed = [_key_or_none(t, a) for t, a in zip(tools, argss, strict=True)]
-    if computed != list(keys):
-        for i, (key, mine) in enumerate(zip(keys, computed, strict=True)):
-            if key != mine:
-                _verify_key(idx, seqs[i], tools[i], key, argss[i], lines[i])
+    if not keys_hold and not _stored_keys_hold(tools, keys, argss):
+        for i, (t, key, a) in enumerate(zip(tools, keys, argss, strict=True)):
+            if key != _key_or_none(t, {} if a is None else a):
+                _verify_key(idx, seqs[i], t, key, a, lines[i])
     first = len(idx.seqs)
     if exps.count(None) != len(exps):
         for i, e in enumerate(exps):

@@ -65,6 +65,7 @@ from tapetui.review.facts import (
 from tapetui.review.finding import Finding, FindingKind
 from tapetui.review.journal import recover
 from tapetui.review.parking import PARKED_DIR, is_parked, parked_dir
+from tapetui.review.plainrun import plain_verdicts, read_plain_run
 from tapetui.review.turnfindings import run_turn_findings
 from tapetui.review.verdicts import Verdict, new_capabilities, phase_of, sequence_distance, verdict
 
@@ -712,16 +713,7 @@ def _check_session_once(
                 )
             )
         if idx is not None and log is not None:
-            reader = RunLogReader(log)
-            events = reader.poll()[1]
-            if reader.inode is not None:  # there is a run log (an empty one too: a run that never got going)
-                whole = idx.data if idx.data is not None and len(idx.data) == idx.size else None
-                stale = run_log_stale(golden, events, whole)  # a small golden is hashed as read, not read again
-                if stale:
-                    rep.findings.append(Finding("stale_run", stale))
-                else:
-                    found, rep.run_verdicts = judge_run(idx, events, config, log=log, checked=True)
-                    rep.findings += found
+            _judge_log(rep, idx, log, config)
         if cand is not None and (cand.exists() if files is None or cand.name in files.links else files.candidate):
             if idx is None:
                 rep.findings.append(Finding("pending", f"pending new session {cand.name} (no golden yet)"))
@@ -739,6 +731,34 @@ def _check_session_once(
     except OSError as e:  # a name too long for the file system, a folder that cannot be listed...
         rep.error = f"{e.filename or golden}: {e.strerror or e}"
     return rep
+
+
+def _judge_log(rep: SessionReport, idx: TapeIndex, log: Path, config: Config) -> None:
+    """The findings and verdicts of a session's run log against its golden ``idx``, added to ``rep``: none when the
+    run played another version of the golden (a ``stale_run`` finding then). A run log that is one plain run is
+    judged without reading it as events (:mod:`tapetui.review.plainrun`: the same verdicts, at a fraction of the
+    cost), any other as events (:func:`judge_run`)."""
+    whole = idx.data if idx.data is not None and len(idx.data) == idx.size else None  # hashed as read, not read again
+    plain = read_plain_run(log)
+    settings = config.compare_for(rep.session) if plain is not None else None  # rep.session: the session's name
+    verdicts = plain_verdicts(idx, plain, settings) if plain is not None and settings is not None else None
+    if plain is not None and verdicts is not None:
+        stale = run_log_stale(idx.path, [plain.start], whole)
+        if stale:
+            rep.findings.append(Finding("stale_run", stale))
+        else:
+            rep.run_verdicts = verdicts
+        return
+    reader = RunLogReader(log)
+    events = reader.poll()[1]
+    if reader.inode is None:  # no run log after all (an empty one is one: a run that never got going)
+        return
+    stale = run_log_stale(idx.path, events, whole)
+    if stale:
+        rep.findings.append(Finding("stale_run", stale))
+    else:
+        found, rep.run_verdicts = judge_run(idx, events, config, log=log, checked=True)
+        rep.findings += found
 
 
 def candidate_findings(cmp: Comparison, name: str) -> list[Finding]:

@@ -1,0 +1,90 @@
+"""Typed decoding of the two lines ``check`` reads most: a golden's call lines and a run log's ``hit`` events.
+
+A validating read (``check``) has to parse every line of every golden and run log and check the type of each
+field it relies on. Decoded into dicts by orjson, that type check is Python work per field; decoded by msgspec
+into a :class:`msgspec.Struct` of the fields' types, it is done in C as the bytes are read, and a line costs
+less than orjson's decode alone. That is the whole purpose of this module: the readers that use it
+(:func:`tapetui.core.lineparse.scan_lines` on a validating scan, :mod:`tapetui.review.plainrun`) take a typed
+line only as a faster way to reach the answer the dict path gives, and fall back to that path, from the start,
+whenever a line is anything else.
+
+**The contract** (``tests/test_typed_lines.py`` holds it against orjson with generated and mutated lines): a line
+these decoders accept is a line orjson accepts, and each field has the value orjson gives it, so the reader
+concludes what the dict path concludes. Where msgspec and orjson differ, the typed path is not taken:
+
+- a line orjson refuses and msgspec would accept: nesting past orjson's 1,024 levels, which msgspec decodes
+  when the recursion limit is raised above that (:func:`usable` is False then: the dict path reads everything);
+- a value orjson and msgspec decode differently: an integer outside 64 bits (orjson makes it a float). A call's
+  ``seq`` must be below 2**63 (the reader checks), and its arguments are re-encoded by orjson for the key check,
+  which refuses such an integer (the reader falls back);
+- a field the Struct does not name: refused (``forbid_unknown_fields``), never skipped, since msgspec's skipping
+  of a value does not validate it as a decode does (it passes bytes that are not UTF-8).
+
+The fields are those the writers write (:func:`tapetui.core.tapefile.call_line`; a replay's ``hit``), each of
+the type its reader requires (:func:`tapetui.core.lineparse._call_columns`,
+:func:`tapetui.core.runlog.event_problem`); values the readers never type-check are ``Any``, decoded in full.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import msgspec
+
+__all__ = ["DECODE_ERRORS", "CALL_PREFIX", "HIT_PREFIX", "CallLine", "HitEvent", "decode_call", "decode_hit", "usable"]
+
+# the start of a call line as call_line writes it, and of a hit event as a replay writes it: only lines that start
+# so are tried typed (any other line goes to orjson directly, without a failed attempt first)
+CALL_PREFIX = b'{"type":"call",'
+HIT_PREFIX = b'{"event":"hit",'
+
+# what a typed decode raises for a line it does not take (the reader then takes the dict path)
+DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
+
+_ORJSON_DEPTH = 1024  # orjson refuses a document nested this deep; msgspec goes as deep as the recursion limit
+
+
+class CallLine(msgspec.Struct, tag_field="type", tag="call", forbid_unknown_fields=True):
+    """A call line: the fields a validating scan requires, of their types, and every other field a writer puts
+    on a call line (decoded in full, as orjson decodes them)."""
+
+    seq: int
+    tool: str
+    key: str
+    fingerprint: str
+    side_effect: bool
+    ms: float  # an integer in JSON too: the index keeps it as a float
+    expires_at: str | None
+    args: Any
+    recorded_at: Any = None
+    result: Any = None
+    error: dict[str, Any] | None = None
+    requested_tool: Any = None
+    order: Any = None
+    call_id: Any = None
+    rerecorded: Any = None
+
+
+class HitEvent(msgspec.Struct, tag_field="event", tag="hit", forbid_unknown_fields=True):
+    """A plain ``hit`` event, as a replay writes it: the fields :func:`~tapetui.core.runlog.event_problem` types,
+    of those types, and the time (any value: no reader types it). A hit with anything more (``tolerated``,
+    ``source``, ``override``...) is not one."""
+
+    seq: int | None = None
+    tool: str | None = None
+    key: str | None = None
+    step: int | None = None
+    run: str | None = None
+    group: str | None = None
+    at: Any = None
+
+
+decode_call = msgspec.json.Decoder(CallLine).decode
+decode_hit = msgspec.json.Decoder(HitEvent).decode
+
+
+def usable() -> bool:
+    """Whether a typed decode can stand in for orjson's here: not where the recursion limit lets msgspec decode a
+    value nested deeper than orjson does (a line orjson refuses must never be taken)."""
+    return sys.getrecursionlimit() <= _ORJSON_DEPTH
