@@ -28,7 +28,18 @@ ALLOWED = {
     "front": {"front", "api", "tui", "review", "core", "integrations", "traces"},  # api: tapetui.__version__
     "api": {"core", "review"},  # tapetui/__init__.py
 }
-HEAVY_OR_OPTIONAL = ("textual", "watchfiles", "rich", "deepdiff", "pytest", "pydantic", "regex")
+# (multiprocessing and concurrent: check's process pool, which a check in one process never starts)
+HEAVY_OR_OPTIONAL = (
+    "textual",
+    "watchfiles",
+    "rich",
+    "deepdiff",
+    "pytest",
+    "pydantic",
+    "regex",
+    "multiprocessing",
+    "concurrent",
+)
 
 
 def _module_name(path: Path) -> str:

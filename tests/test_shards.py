@@ -3,6 +3,7 @@ and a merge is never green by leaving a shard, a folder or a version out."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import xml.etree.ElementTree as ET
@@ -330,7 +331,7 @@ def test_where_no_check_process_can_start_auto_checks_in_one_and_an_explicit_cou
     from tapetui.review import findings
 
     one = run(capsys, "check", "--jobs", "1")
-    monkeypatch.setattr(findings, "ProcessPoolExecutor", _NoProcesses)
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", _NoProcesses)  # as the check imports it
     monkeypatch.setattr(findings, "AUTO_JOBS_FROM", 1)  # auto would use every core even for the samples
     monkeypatch.setattr(findings, "usable_cores", lambda: 2)
     code, out, err = run(capsys, "check", "--jobs", "auto")

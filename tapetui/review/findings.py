@@ -6,13 +6,10 @@
 from __future__ import annotations
 
 import hashlib
-import multiprocessing
 import os
 import signal
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -1014,6 +1011,11 @@ def _check_in_processes(
     is given the whole list once (forked: shared, not sent at all) and then only numbers. None when no process
     could be started (fork refused, no shared memory for the pool's locks) and ``fall_back`` (``--jobs auto``):
     the caller checks in its own process; asked for processes explicitly, that is a TapeError."""
+    # deferred: the process pool's modules cost every check ~15 ms to import, and one process needs none of them
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor  # deferred, as above
+    from concurrent.futures.process import BrokenProcessPool  # deferred, as above
+
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     context = multiprocessing.get_context(method)
     chunk = max(1, min(64, len(goldens) // (jobs * 8)))  # big enough to amortise a message, small for the bar
