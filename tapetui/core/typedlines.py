@@ -14,9 +14,10 @@ concludes what the dict path concludes. Where msgspec and orjson differ, the typ
 
 - a line orjson refuses and msgspec would accept: nesting past orjson's 1,024 levels, which msgspec decodes
   when the recursion limit is raised above that (:func:`usable` is False then: the dict path reads everything);
-- a value orjson and msgspec decode differently: an integer outside 64 bits (orjson makes it a float). A call's
-  ``seq`` must be below 2**63 (the reader checks), and its arguments are re-encoded by orjson for the key check,
-  which refuses such an integer (the reader falls back);
+- a value orjson and msgspec decode differently: an integer outside 64 bits (orjson makes it a float, msgspec an
+  int). Where a reader wants an int (a call's ``seq``, a hit's ``seq`` and ``step``) the Struct takes an int64 only
+  (:data:`Int64`); a call's arguments are re-encoded by orjson for the key check, which refuses such an integer
+  (the reader falls back); a float orjson and msgspec read alike (tested);
 - a field the Struct does not name: refused (``forbid_unknown_fields``), never skipped, since msgspec's skipping
   of a value does not validate it as a decode does (it passes bytes that are not UTF-8).
 
@@ -28,16 +29,15 @@ the type its reader requires (:func:`tapetui.core.lineparse._call_columns`,
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
-__all__ = ["DECODE_ERRORS", "CALL_PREFIX", "HIT_PREFIX", "CallLine", "HitEvent", "decode_call", "decode_hit", "usable"]
+__all__ = ["CALL_PREFIX", "DECODE_ERRORS", "CallLine", "HitEvent", "Int64", "decode_call", "decode_hit", "usable"]
 
-# the start of a call line as call_line writes it, and of a hit event as a replay writes it: only lines that start
-# so are tried typed (any other line goes to orjson directly, without a failed attempt first)
+# the start of a call line as call_line writes it: only lines that start so are tried typed (any other line goes to
+# orjson directly, without a failed attempt first)
 CALL_PREFIX = b'{"type":"call",'
-HIT_PREFIX = b'{"event":"hit",'
 
 # what a typed decode raises for a line it does not take (the reader then takes the dict path)
 DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
@@ -45,11 +45,16 @@ DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 _ORJSON_DEPTH = 1024  # orjson refuses a document nested this deep; msgspec goes as deep as the recursion limit
 
 
+# an integer orjson decodes as an int (beyond 64 bits it makes a float of it, which a reader refuses where it wants an
+# int, as msgspec would take it as one); int64 only, as msgspec bounds go: an unsigned one past it is read as a dict
+Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+
+
 class CallLine(msgspec.Struct, tag_field="type", tag="call", forbid_unknown_fields=True):
     """A call line: the fields a validating scan requires, of their types, and every other field a writer puts
     on a call line (decoded in full, as orjson decodes them)."""
 
-    seq: int
+    seq: Int64
     tool: str
     key: str
     fingerprint: str
@@ -71,10 +76,10 @@ class HitEvent(msgspec.Struct, tag_field="event", tag="hit", forbid_unknown_fiel
     of those types, and the time (any value: no reader types it). A hit with anything more (``tolerated``,
     ``source``, ``override``...) is not one."""
 
-    seq: int | None = None
+    seq: Int64 | None = None
     tool: str | None = None
     key: str | None = None
-    step: int | None = None
+    step: Int64 | None = None
     run: str | None = None
     group: str | None = None
     at: Any = None
