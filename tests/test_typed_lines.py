@@ -38,7 +38,7 @@ def _index(data: bytes, typed: bool, monkeypatch: pytest.MonkeyPatch) -> TapeInd
     """A validating scan of ``data`` (whole lines), typed or by dicts only, or the error it raised."""
     with monkeypatch.context() as m:
         if not typed:
-            m.setattr(lineparse, "usable", lambda: False)
+            m.setattr(lineparse, "fits", lambda chunk: False)
         idx = TapeIndex(Path("t.jsonl"))
         idx.verify_keys = True
         try:
@@ -115,16 +115,62 @@ def test_a_hand_edited_key_is_found_whichever_way_the_lines_are_read(monkeypatch
     assert isinstance(idx, TapeIndex) and [m[1] for m in idx.key_mismatches] == [3]
 
 
-def test_nesting_orjson_refuses_is_refused_under_any_recursion_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    deep = HEADER + _raw(key="fetch:x", args={"a": 1}).replace(b'{"a":1}', b"[" * 1100 + b"]" * 1100)
+@pytest.mark.parametrize("where", ["the recursion limit raised past it", "a Python whose msgspec goes deeper"])
+def test_nesting_orjson_refuses_is_refused_however_deep_msgspec_goes(
+    where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deep = b"[" * 1100 + b"]" * 1100
+    golden = HEADER + _raw(key="fetch:x", args={"a": 1}).replace(b'"result":1', b'"result":' + deep)
+    log = _log_bytes([START, *_hits(4), {"event": "hit", "seq": 5, "tool": "fetch", "at": "x"}, END])
+    log = log.replace(b'"at":"x"', b'"at":' + deep)
     limit = sys.getrecursionlimit()
     try:
-        sys.setrecursionlimit(5000)  # where msgspec would decode 1,100 levels: the typed read stands aside
-        assert not typedlines.usable()
-        raised = _index(deep, True, monkeypatch)
+        if where == "the recursion limit raised past it":
+            sys.setrecursionlimit(5000)  # where msgspec would decode 1,100 levels on Python 3.11
+        else:  # from Python 3.12 msgspec's own limit is thousands deep, whatever the recursion limit
+            monkeypatch.setattr(typedlines, "_DEPTH_BOUNDED_BY_RECURSION", False)
+        assert not typedlines.fits(golden) and not typedlines.fits(log)
+        raised = _index(golden, True, monkeypatch)
+        (tmp_path / "s.run.jsonl").write_bytes(log)
+        assert read_plain_run(tmp_path / "s.run.jsonl") is None
     finally:
         sys.setrecursionlimit(limit)
     assert isinstance(raised, str) and "t.jsonl:2" in raised
+
+
+def test_a_shallow_chunk_fits_without_counting_where_the_recursion_limit_bounds_msgspec() -> None:
+    assert typedlines.fits(HEADER + CALLS) and typedlines.fits(b"[" * 1023)
+    assert not typedlines.fits(b'{"n":' + b"1" * 19 + b"}") and typedlines.fits(b'{"n":' + b"1" * 18 + b"}")
+
+
+_BIG = b"9" * 400  # orjson refuses it (past a double's range); msgspec makes an int of it
+
+
+@pytest.mark.parametrize(
+    "field", ["result", "error", "recorded_at", "order", "call_id", "requested_tool", "rerecorded"]
+)
+def test_an_integer_orjson_refuses_in_any_field_is_refused_typed_too(
+    field: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    value = b'{"type":' + _BIG + b"}" if field == "error" else _BIG
+    line = _raw().replace(b'"result":1', b'"' + field.encode() + b'":' + value) if field != "result" else None
+    data = HEADER + (line or _raw().replace(b'"result":1', b'"result":' + _BIG))
+    raised = _same_both_ways(data, monkeypatch)
+    assert isinstance(raised, str) and "t.jsonl:2" in raised
+
+
+@pytest.mark.parametrize("number", [_BIG, b"1" * 20, b"-9223372036854775809"])
+def test_an_integer_outside_64_bits_in_a_hits_time_is_judged_as_events_judge_it(
+    number: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tape = tmp_path / "tapes" / "s.jsonl"
+    tape.parent.mkdir()
+    tape.write_bytes(HEADER + CALLS)
+    log = _log_bytes([START, *_hits(5), END]).replace(b'"at":2.0', b'"at":' + number, 1)
+    tape.with_name("s.run.jsonl").write_bytes(log)
+    assert read_plain_run(tape.with_name("s.run.jsonl")) is None
+    typed, as_events = _reports(tape, Config.for_dir(tape.parent), monkeypatch)
+    assert typed == as_events
 
 
 _json_values = st.recursive(
@@ -138,7 +184,7 @@ _json_values = st.recursive(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     args=st.dictionaries(st.text(max_size=4), _json_values, max_size=3),
     result=_json_values,
@@ -182,7 +228,7 @@ _BYTES = [
 ]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     edits=st.lists(st.tuples(st.integers(0, len(_GOOD) - 1), st.integers(0, 3), st.sampled_from(_BYTES)), max_size=3)
 )
@@ -350,7 +396,7 @@ def test_a_run_log_that_is_no_regular_file_is_left_to_the_read_that_says_so(tmp_
 def _check_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, typed: bool) -> tuple[int, str]:
     with monkeypatch.context() as m:
         if not typed:
-            m.setattr(lineparse, "usable", lambda: False)
+            m.setattr(lineparse, "fits", lambda chunk: False)
             m.setattr(findings, "read_plain_run", lambda path: None)
         code = main(["check", "--json"])
         text = main(["check"])

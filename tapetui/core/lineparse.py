@@ -26,7 +26,7 @@ from tapetui.core.fingerprint import ToolManifest
 from tapetui.core.index import TapeIndex, _call_from_obj, _json_problem, note_traced
 from tapetui.core.keys import key_of_json, keys_of_json
 from tapetui.core.turns import TURN
-from tapetui.core.typedlines import CALL_PREFIX, DECODE_ERRORS, decode_call, usable
+from tapetui.core.typedlines import CALL_PREFIX, DECODE_ERRORS, decode_call, fits
 
 __all__ = ["scan_lines"]
 
@@ -97,9 +97,10 @@ def _slow(idx: TapeIndex, buf: bytes, start: int, stop: int, base: int, line_no:
     missing a field) goes line by line through :func:`_parse_line`, which names the first problem. Both ways
     index the same.
     """
-    raws = buf[start:stop].split(b"\n")
+    chunk = buf[start:stop]
+    raws = chunk.split(b"\n")
     raws.pop()
-    if idx.verify_keys and usable():
+    if idx.verify_keys and fits(chunk):
         done = _typed(idx, raws, base + start, line_no)
         if done is not None:
             return done

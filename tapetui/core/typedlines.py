@@ -12,12 +12,12 @@ whenever a line is anything else.
 these decoders accept is a line orjson accepts, and each field has the value orjson gives it, so the reader
 concludes what the dict path concludes. Where msgspec and orjson differ, the typed path is not taken:
 
-- a line orjson refuses and msgspec would accept: nesting past orjson's 1,024 levels, which msgspec decodes
-  when the recursion limit is raised above that (:func:`usable` is False then: the dict path reads everything);
-- a value orjson and msgspec decode differently: an integer outside 64 bits (orjson makes it a float, msgspec an
-  int). Where a reader wants an int (a call's ``seq``, a hit's ``seq`` and ``step``) the Struct takes an int64 only
-  (:data:`Int64`); a call's arguments are re-encoded by orjson for the key check, which refuses such an integer
-  (the reader falls back); a float orjson and msgspec read alike (tested);
+- an integer outside 64 bits: orjson makes a float of it (or refuses it, past a double's range), msgspec an int of
+  any size. Every such integer is written with at least 19 digits: bytes holding a run of 19 digits are read the
+  dict way (:func:`fits`). In the typed fields a reader wants an int, the Struct takes an int64 only (:data:`Int64`);
+- nesting past the 1,024 levels orjson decodes, which msgspec decodes where its own limit allows (on Python 3.11
+  the recursion limit, raised by a caller past 1,024; from 3.12 a limit of its own, thousands deep): bytes that
+  may be nested so deep are read the dict way (:func:`fits`);
 - a field the Struct does not name: refused (``forbid_unknown_fields``), never skipped, since msgspec's skipping
   of a value does not validate it as a decode does (it passes bytes that are not UTF-8).
 
@@ -33,7 +33,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-__all__ = ["CALL_PREFIX", "DECODE_ERRORS", "CallLine", "HitEvent", "Int64", "decode_call", "decode_hit", "usable"]
+__all__ = ["CALL_PREFIX", "DECODE_ERRORS", "CallLine", "HitEvent", "Int64", "decode_call", "decode_hit", "fits"]
 
 # the start of a call line as call_line writes it: only lines that start so are tried typed (any other line goes to
 # orjson directly, without a failed attempt first)
@@ -42,7 +42,7 @@ CALL_PREFIX = b'{"type":"call",'
 # what a typed decode raises for a line it does not take (the reader then takes the dict path)
 DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 
-_ORJSON_DEPTH = 1024  # orjson refuses a document nested this deep; msgspec goes as deep as the recursion limit
+_ORJSON_DEPTH = 1024  # orjson refuses a document nested this deep
 
 
 # an integer orjson decodes as an int (beyond 64 bits it makes a float of it, which a reader refuses where it wants an
@@ -89,7 +89,19 @@ decode_call = msgspec.json.Decoder(CallLine).decode
 decode_hit = msgspec.json.Decoder(HitEvent).decode
 
 
-def usable() -> bool:
-    """Whether a typed decode can stand in for orjson's here: not where the recursion limit lets msgspec decode a
-    value nested deeper than orjson does (a line orjson refuses must never be taken)."""
-    return sys.getrecursionlimit() <= _ORJSON_DEPTH
+def fits(chunk: bytes) -> bool:
+    """Whether msgspec decodes the lines in ``chunk`` as orjson does (see the module doc), so that a typed read may
+    stand in for the dict read: no run of 19 digits (no integer outside 64 bits), and no nesting orjson refuses that
+    msgspec would decode: none can be, with fewer than 1,024 brackets and braces in all, or on Python 3.11 with the
+    recursion limit at most 1,024 (msgspec stops short of orjson's depth there). One pass over the bytes."""
+    shape = chunk.translate(_SHAPE)
+    if _DIGITS_19 in shape:
+        return False
+    return _DEPTH_BOUNDED_BY_RECURSION and sys.getrecursionlimit() <= _ORJSON_DEPTH or shape.count(b"[") < _ORJSON_DEPTH
+
+
+# every digit as "0", every bracket and brace as "[", anything else as a space: what fits() looks for
+_SHAPE = bytes(0x30 if 0x30 <= b <= 0x39 else 0x5B if b in (0x5B, 0x7B) else 0x20 for b in range(256))
+_DIGITS_19 = b"0" * 19
+# before 3.12, msgspec's nesting is bounded by the recursion limit (Py_EnterRecursiveCall); from 3.12 it is not
+_DEPTH_BOUNDED_BY_RECURSION = sys.version_info < (3, 12)

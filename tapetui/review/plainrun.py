@@ -24,7 +24,7 @@ from tapetui.core.comparators import CompareSettings
 from tapetui.core.index import TapeIndex
 from tapetui.core.runlog import event_problem
 from tapetui.core.turns import TURN
-from tapetui.core.typedlines import DECODE_ERRORS, decode_hit, usable
+from tapetui.core.typedlines import DECODE_ERRORS, decode_hit, fits
 from tapetui.review.verdicts import Verdict, verdict
 
 __all__ = ["PlainRun", "plain_verdicts", "read_plain_run"]
@@ -50,8 +50,6 @@ def read_plain_run(path: Path) -> PlainRun | None:
     (:class:`~tapetui.core.typedlines.HitEvent`), none of a model turn; every event valid
     (:func:`~tapetui.core.runlog.event_problem`), and all of one run (one ``run`` id, or none).
     """
-    if not usable():
-        return None
     try:  # O_NONBLOCK: a FIFO named like a run log must not block the open (it is no regular file: read as events)
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -65,7 +63,10 @@ def read_plain_run(path: Path) -> PlainRun | None:
         return None
     finally:
         os.close(fd)
-    raws = data[: data.rfind(b"\n") + 1].split(b"\n")
+    whole = data[: data.rfind(b"\n") + 1]
+    if not fits(whole):
+        return None
+    raws = whole.split(b"\n")
     raws.pop()
     if len(raws) < 2:
         return None
