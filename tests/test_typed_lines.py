@@ -138,9 +138,13 @@ def test_nesting_orjson_refuses_is_refused_however_deep_msgspec_goes(
     assert isinstance(raised, str) and "t.jsonl:2" in raised
 
 
-def test_a_shallow_chunk_fits_without_counting_where_the_recursion_limit_bounds_msgspec() -> None:
+def test_a_chunk_fits_by_its_digits_and_the_brackets_of_its_deepest_line(monkeypatch: pytest.MonkeyPatch) -> None:
     assert typedlines.fits(HEADER + CALLS) and typedlines.fits(b"[" * 1023)
     assert not typedlines.fits(b'{"n":' + b"1" * 19 + b"}") and typedlines.fits(b'{"n":' + b"1" * 18 + b"}")
+    monkeypatch.setattr(typedlines, "_DEPTH_BOUNDED_BY_RECURSION", False)  # as from Python 3.12
+    many = b'{"a":[1]}\n' * 2000  # 4,000 brackets and braces, two a line: a big golden of shallow lines fits
+    assert typedlines.fits(many) and typedlines.fits(many + b"[" * 1023 + b"\n")
+    assert not typedlines.fits(many + b"[" * 1024 + b"\n")
 
 
 _BIG = b"9" * 400  # orjson refuses it (past a double's range); msgspec makes an int of it

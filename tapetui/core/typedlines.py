@@ -92,16 +92,22 @@ decode_hit = msgspec.json.Decoder(HitEvent).decode
 def fits(chunk: bytes) -> bool:
     """Whether msgspec decodes the lines in ``chunk`` as orjson does (see the module doc), so that a typed read may
     stand in for the dict read: no run of 19 digits (no integer outside 64 bits), and no nesting orjson refuses that
-    msgspec would decode: none can be, with fewer than 1,024 brackets and braces in all, or on Python 3.11 with the
-    recursion limit at most 1,024 (msgspec stops short of orjson's depth there). One pass over the bytes."""
+    msgspec would decode: none can be on Python 3.11 with the recursion limit at most 1,024 (msgspec stops short of
+    orjson's depth there), nor in a line of fewer than 1,024 brackets and braces. One pass over the bytes (a line at
+    a time only when the chunk holds 1,024 brackets and braces or more)."""
     shape = chunk.translate(_SHAPE)
     if _DIGITS_19 in shape:
         return False
-    return _DEPTH_BOUNDED_BY_RECURSION and sys.getrecursionlimit() <= _ORJSON_DEPTH or shape.count(b"[") < _ORJSON_DEPTH
+    if _DEPTH_BOUNDED_BY_RECURSION and sys.getrecursionlimit() <= _ORJSON_DEPTH or shape.count(b"[") < _ORJSON_DEPTH:
+        return True
+    # each line is decoded on its own: bracket by bracket, a line of fewer than 1,024 is nested less deep
+    return max(line.count(b"[") for line in shape.split(b"\n")) < _ORJSON_DEPTH
 
 
-# every digit as "0", every bracket and brace as "[", anything else as a space: what fits() looks for
-_SHAPE = bytes(0x30 if 0x30 <= b <= 0x39 else 0x5B if b in (0x5B, 0x7B) else 0x20 for b in range(256))
+# every digit as "0", every bracket and brace as "[", a newline as itself, anything else as a space: what fits() reads
+_SHAPE = bytes(
+    0x30 if 0x30 <= b <= 0x39 else 0x5B if b in (0x5B, 0x7B) else b if b == 0x0A else 0x20 for b in range(256)
+)
 _DIGITS_19 = b"0" * 19
 # before 3.12, msgspec's nesting is bounded by the recursion limit (Py_EnterRecursiveCall); from 3.12 it is not
 _DEPTH_BOUNDED_BY_RECURSION = sys.version_info < (3, 12)
