@@ -53,17 +53,48 @@ def read_regular(path: Path | str, what: str = "tape") -> bytes:
             raise TapeError(f"{path}: cannot read {what}: {e.strerror or e}") from None
 
 
-def file_sha256(path: Path | str, *, follow_symlinks: bool = False) -> str | None:
-    """The sha256 of a regular file's bytes, or None when there is none (missing, unreadable, not a regular
-    file). A FIFO is never opened for good; a symlink is followed only with ``follow_symlinks``."""
+def regular_or_none(path: Path | str, *, follow_symlinks: bool = True) -> tuple[int, os.stat_result] | None:
+    """A descriptor open on ``path`` and its stat, when it is a regular file (the caller closes it); None when there is
+    none, it cannot be opened, or it is not a regular file (a FIFO is never waited on: the open does not block; a
+    symlink is followed only with ``follow_symlinks``)."""
     flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | (0 if follow_symlinks else os.O_NOFOLLOW)
     try:
         fd = os.open(path, flags)
     except OSError:
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
+        st = os.fstat(fd)
+    except OSError:
+        st = None
+    if st is None or not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        return None
+    return fd, st
+
+
+def read_small(path: Path | str, limit: int, *, follow_symlinks: bool = True) -> bytes | None:
+    """The bytes of a regular file of at most ``limit`` bytes, as many as it held when opened (and one more, to see it
+    grew); None where :func:`regular_or_none` is None, or it is bigger, or a read fails."""
+    opened = regular_or_none(path, follow_symlinks=follow_symlinks)
+    if opened is None:
+        return None
+    fd, st = opened
+    try:
+        return os.read(fd, st.st_size + 1) if st.st_size <= limit else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def file_sha256(path: Path | str, *, follow_symlinks: bool = False) -> str | None:
+    """The sha256 of a regular file's bytes, or None when there is none (missing, unreadable, not a regular
+    file). A FIFO is never opened for good; a symlink is followed only with ``follow_symlinks``."""
+    opened = regular_or_none(path, follow_symlinks=follow_symlinks)
+    if opened is None:
+        return None
+    fd = opened[0]
+    try:
         h = hashlib.sha256()
         while chunk := os.read(fd, 1 << 20):
             h.update(chunk)

@@ -36,7 +36,7 @@ import orjson
 
 from tapetui.core.cachedir import cache_dir
 from tapetui.core.config import Config
-from tapetui.core.files import atomic_write
+from tapetui.core.files import atomic_write, regular_or_none
 from tapetui.core.listing import SessionFiles
 from tapetui.review.finding import Finding
 from tapetui.review.verdicts import Verdict
@@ -81,13 +81,12 @@ def code_digest() -> str:
 
 def _read(path: str) -> bytes | None:
     """A regular file's bytes (no symlink followed, no FIFO waited on), or None."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
+    opened = regular_or_none(path, follow_symlinks=False)
+    if opened is None:
         return None
+    fd, st = opened
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE:
+        if st.st_size > MAX_FILE:
             return None
         parts = []
         while chunk := os.read(fd, max(st.st_size + 1, 65536)):

@@ -12,8 +12,6 @@ the same report; ``tests/test_typed_lines.py`` compares them on every run log it
 
 from __future__ import annotations
 
-import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ from typing import Any
 import orjson
 
 from tapetui.core.comparators import CompareSettings
+from tapetui.core.files import read_small
 from tapetui.core.index import TapeIndex
 from tapetui.core.runlog import event_problem
 from tapetui.core.turns import TURN
@@ -50,19 +49,9 @@ def read_plain_run(path: Path) -> PlainRun | None:
     (:class:`~tapetui.core.typedlines.HitEvent`), none of a model turn; every event valid
     (:func:`~tapetui.core.runlog.event_problem`), and all of one run (one ``run`` id, or none).
     """
-    try:  # O_NONBLOCK: a FIFO named like a run log must not block the open (it is no regular file: read as events)
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+    data = read_small(path, _SMALL)  # a FIFO, a folder, anything unreadable: None, and read as events (which says so)
+    if data is None:
         return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > _SMALL:
-            return None
-        data = os.read(fd, st.st_size + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
     whole = data[: data.rfind(b"\n") + 1]
     if not fits(whole):
         return None
