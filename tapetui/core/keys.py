@@ -8,13 +8,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from tapetui.core.canon import canon, canonical_json
 from tapetui.core.redact import DEFAULT_REDACTOR
 
-__all__ = ["call_key", "key_of", "key_of_json", "keys_of_json"]
+__all__ = ["call_key", "key_of", "key_of_json"]
 
 
 def _builtin_sha256() -> Callable[[bytes], Any]:
@@ -49,13 +49,3 @@ def key_of_json(tool: str, args_json: bytes) -> str:
     """The call key of arguments already in canonical JSON: the one place the key's form is written."""
     sha = _sha256_small if len(args_json) < _SMALL else hashlib.sha256
     return f"{tool}:{sha(args_json).hexdigest()[:12]}"
-
-
-def keys_of_json(tools: Iterable[str], args_jsons: Iterable[bytes]) -> list[str]:
-    """:func:`key_of_json` of each tool and canonical JSON, in one pass (a validating scan keys every call of a tape
-    again: this is most of its work, and a call per key was a third of that)."""
-    sha = _sha256_small
-    return [
-        f"{tool}:{(sha if len(j) < _SMALL else hashlib.sha256)(j).hexdigest()[:12]}"
-        for tool, j in zip(tools, args_jsons, strict=True)
-    ]

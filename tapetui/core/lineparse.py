@@ -24,7 +24,7 @@ from tapetui.core.errors import TapeError
 from tapetui.core.extralines import extra_line
 from tapetui.core.fingerprint import ToolManifest
 from tapetui.core.index import TapeIndex, _call_from_obj, _json_problem, note_traced
-from tapetui.core.keys import key_of_json, keys_of_json
+from tapetui.core.keys import key_of_json
 from tapetui.core.turns import TURN
 from tapetui.core.typedlines import CALL_PREFIX, DECODE_ERRORS, decode_call, fits
 
@@ -156,15 +156,7 @@ def _typed(idx: TapeIndex, raws: list[bytes], offset: int, line_no: int) -> int 
     for i, obj in others:  # in file order, before the calls (as the dict path: a later tool line overrides)
         _parse_line(idx, raws[i], offsets[i], lengths[i], line_no + 1 + i, obj)
     if calls:
-        first, n = at[0], len(at)
-        offs: Sequence[int]
-        lens: Sequence[int]
-        nos: Sequence[int]
-        if at[-1] - first == n - 1:  # the calls are one run of lines (a header, then calls): slices, not lookups
-            offs, lens = offsets[first : first + n], lengths[first : first + n]
-            nos = range(line_no + 1 + first, line_no + 1 + first + n)
-        else:
-            offs, lens, nos = [offsets[i] for i in at], [lengths[i] for i in at], [line_no + 1 + i for i in at]
+        offs, lens, nos = [offsets[i] for i in at], [lengths[i] for i in at], [line_no + 1 + i for i in at]
         _add_columns(idx, columns, offs, lens, nos, keys_hold=True)
     return line_no + len(raws)
 
@@ -240,7 +232,7 @@ def _stored_keys_hold(tools: tuple[str, ...], keys: tuple[str, ...], argss: tupl
     closer)."""
     dumps, sort_keys = orjson.dumps, orjson.OPT_SORT_KEYS
     try:
-        computed = keys_of_json(tools, [dumps({} if a is None else a, option=sort_keys) for a in argss])
+        computed = list(map(key_of_json, tools, [dumps({} if a is None else a, option=sort_keys) for a in argss]))
     except TypeError:  # nested past what orjson writes, or an integer past 64 bits
         return False
     return computed == list(keys)
