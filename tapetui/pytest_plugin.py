@@ -64,9 +64,11 @@ def pytest_configure(config: pytest.Config) -> None:
     # The session's runs are one group (tapetui.core.runstart): tests sharing a tape each leave their run in its
     # run log, so check judges every one, not the last. xdist's workers (and the processes the tests start)
     # inherit it, or take the run's id xdist gives each worker; one already set (a CI job grouping several pytest
-    # runs) is kept.
+    # runs) is kept. The run's id counts in a worker only: a pytest that a test starts inherits it too, and is a
+    # test session of its own.
     if not os.environ.get(GROUP_ENV, "").strip():  # a blank one is none (as the run logs read it)
-        group = os.environ.get("PYTEST_XDIST_TESTRUNUID") or uuid.uuid4().hex
+        worker = hasattr(config, "workerinput")
+        group = (os.environ.get("PYTEST_XDIST_TESTRUNUID") if worker else None) or uuid.uuid4().hex
         os.environ[GROUP_ENV] = group
         config.stash[_SET_GROUP] = group
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,8 +12,10 @@ import orjson
 import pytest
 
 from tapetui.core.runlog import read_run_log
-from tapetui.core.runstart import runs_of
+from tapetui.core.runstart import GROUP_ENV, runs_of
 from tapetui.core.tapefile import read_index
+
+pytest_plugins = ["pytester"]
 
 TESTS = """
 import pytest
@@ -73,3 +76,24 @@ def test_record_replay_and_fill_across_four_workers_lose_nothing(tmp_path: Path)
     # the shared tape: 8 recordings, one golden, a candidate and the older ones kept in shared.samples/
     kept = [tapes / "shared.jsonl", tapes / "shared.candidate.jsonl", *sorted((tapes / "shared.samples").iterdir())]
     assert len(kept) == 8 and all(len(read_index(p, validate=True)) == 1 for p in kept)
+
+
+def test_a_pytest_started_by_a_test_under_xdist_is_a_run_group_of_its_own(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """xdist gives its workers' environment PYTEST_XDIST_TESTRUNUID, which a pytest a test starts inherits: that
+    session is not the outer run, and its runs must not join the outer run's group."""
+    monkeypatch.delenv(GROUP_ENV, raising=False)
+    monkeypatch.setenv("PYTEST_XDIST_TESTRUNUID", "outer-run")
+    pytester.makepyfile(
+        f"""
+import os
+
+def test_group():
+    group = os.environ[{GROUP_ENV!r}]
+    assert group and group != "outer-run"
+"""
+    )
+    args = ("-p", "no:xdist", "-p", "no:cacheprovider", "-p", "no:asyncio", "-p", "no:textual-snapshot")
+    pytester.runpytest(*args).assert_outcomes(passed=1)
+    assert GROUP_ENV not in os.environ  # the session's group is gone with it
