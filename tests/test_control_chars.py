@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +155,15 @@ def test_changelog_entries_carry_no_raw_control_characters(tmp_path: Path) -> No
     assert text.count("\n## ") == 1  # the session name cannot start a heading of its own
     assert "> second line\\u2028third" in text  # CRLF is a line break; other separators are shown
     assert "<!-- tapetui:entry abc123 -->" in text
+
+
+def test_an_entry_makes_the_changelogs_folder_when_there_is_none(tmp_path: Path) -> None:
+    changelog = tmp_path / "docs" / "tapes" / "CHANGELOG.md"
+    entry = Entry("e1", "2026-01-01T00:00:00Z", "accept", "s", steps=(1,), details=(), rationale=None)
+    append_entry(changelog, entry)
+    append_entry(changelog, replace(entry, id="e2"))
+    text = changelog.read_text(encoding="utf-8")
+    assert text.count("<!-- tapetui:entry e1 -->") == text.count("<!-- tapetui:entry e2 -->") == 1
 
 
 def _sh(cwd: Path, *argv: str) -> subprocess.CompletedProcess[bytes]:

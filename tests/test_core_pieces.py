@@ -15,7 +15,7 @@ from tapetui import Redactor, Tape, TapeError, ToolRegistry
 from tapetui.core.clock import ManualClock, iso, now_iso, parse_iso
 from tapetui.core.config import Config, ToolPolicy
 from tapetui.core.contract import contract_change
-from tapetui.core.files import file_sha256
+from tapetui.core.files import atomic_write, file_sha256
 from tapetui.core.index import Consumed
 from tapetui.core.keys import call_key
 from tapetui.core.live import record_live
@@ -159,6 +159,23 @@ def test_file_sha256(tmp_path: Path) -> None:
     assert file_sha256(tmp_path) is None and file_sha256(tmp_path / "missing") is None
     os.mkfifo(tmp_path / "fifo")
     assert file_sha256(tmp_path / "fifo") is None  # never blocks
+
+
+def test_atomic_write_gives_a_new_file_the_umasks_mode_and_keeps_an_existing_ones(tmp_path: Path) -> None:
+    old = os.umask(0o027)
+    try:
+        new = tmp_path / "new.jsonl"
+        atomic_write(new, b"a\n", sync=False)
+        assert new.read_bytes() == b"a\n"
+        assert new.stat().st_mode & 0o7777 == 0o640  # 0o666 less the umask, as any new file
+        new.chmod(0o604)
+        atomic_write(new, b"b\n")
+        assert (new.read_bytes(), new.stat().st_mode & 0o7777) == (b"b\n", 0o604)  # replaced, its mode kept
+        atomic_write(new, [b"c", b"\n"], mode=0o600)
+        assert (new.read_bytes(), new.stat().st_mode & 0o7777) == (b"c\n", 0o600)
+    finally:
+        os.umask(old)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.jsonl"]  # no temp file left
 
 
 def test_event_kinds_are_one_vocabulary(tmp_path: Path) -> None:

@@ -9,15 +9,24 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import secrets
 import stat
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from tapetui.core.errors import TapeError
 
-__all__ = ["atomic_write", "file_kind", "file_sha256", "file_stamp", "fsync_dir", "open_regular", "read_regular"]
+__all__ = [
+    "atomic_write",
+    "file_kind",
+    "file_sha256",
+    "file_stamp",
+    "fsync_dir",
+    "open_regular",
+    "read_regular",
+    "temp_beside",
+]
 
 
 def open_regular(path: Path | str, what: str = "tape") -> int:
@@ -133,20 +142,34 @@ def file_kind(mode: int) -> str:
     return "not a file"
 
 
+def temp_beside(path: Path, mode: int = 0o666, flags: int = os.O_WRONLY) -> tuple[int, str]:
+    """A new file beside ``path``, ``.NAME.<random>.tmp`` (the name ``recover`` knows a killed writer's temp by):
+    its descriptor, opened with ``flags``, and its name. Created with ``mode`` for the kernel to apply the umask, so
+    a new file gets the mode any other new file would, without reading the umask (reading it sets it, for a moment,
+    in every thread)."""
+    flags |= os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+    while True:
+        tmp = str(path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp"))
+        try:
+            return os.open(tmp, flags, mode), tmp
+        except FileExistsError:
+            continue
+
+
 def atomic_write(path: Path, data: bytes | Iterable[Any], *, mode: int | None = None, sync: bool = True) -> None:
     """Replace ``path`` with ``data`` (bytes, or buffers written in turn): temp file in the same folder,
-    fsync, rename, fsync the folder. The file keeps its permissions, or gets ``mode`` (default: the umask's).
-    ``sync=False`` leaves out the two fsyncs: the rename still never shows a torn file to a reader or after a
-    crash of the process, only a power loss may lose it (a recording that does not fsync its lines either)."""
+    fsync, rename, fsync the folder. The file keeps its permissions, or gets ``mode`` (default: a new file's,
+    the umask's). ``sync=False`` leaves out the two fsyncs: the rename still never shows a torn file to a reader
+    or after a crash of the process, only a power loss may lose it (a recording that does not fsync its lines
+    either)."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    if mode is None:
+        with contextlib.suppress(FileNotFoundError):  # a new file: created with 0o666 less the umask
+            mode = path.stat().st_mode & 0o7777
+    fd, tmp = temp_beside(path, 0o666 if mode is None else 0o600)
     try:
-        if mode is None:
-            try:
-                mode = path.stat().st_mode & 0o7777
-            except FileNotFoundError:
-                mode = 0o666 & ~_umask()
-        os.fchmod(fd, mode)
+        if mode is not None:
+            os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:
             parts: Iterable[Any] = (data,) if isinstance(data, bytes | bytearray) else data
             for part in parts:
@@ -161,21 +184,6 @@ def atomic_write(path: Path, data: bytes | Iterable[Any], *, mode: int | None = 
         raise
     if sync:
         fsync_dir(path.parent)
-
-
-def _umask() -> int:
-    """The process's umask, read where the system says it (Linux); else by setting it and back, which other threads
-    creating a file at that moment would see (so it is read only where it cannot be read)."""
-    try:
-        with open("/proc/self/status", "rb") as fh:
-            for line in fh:
-                if line.startswith(b"Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def fsync_dir(folder: Path) -> None:

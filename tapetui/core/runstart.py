@@ -32,6 +32,7 @@ from typing import Any
 
 import orjson
 
+from tapetui.core.files import temp_beside
 from tapetui.core.redact import DEFAULT_REDACTOR
 from tapetui.core.tapefile import Appender
 
@@ -146,13 +147,7 @@ def _fresh(path: Path, data: bytes, fsync: bool) -> tuple[int, str]:
     """A new file beside ``path`` (named as :func:`~tapetui.core.files.atomic_write` names its temps, so ``recover``
     knows it) holding ``data``: its descriptor, open for appending, and its name. Made with mode 0o666 for the
     kernel to apply the umask (reading it would set it, for a moment, in every thread)."""
-    while True:
-        tmp = str(path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp"))
-        try:
-            fd = os.open(tmp, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
-            break
-        except FileExistsError:
-            continue
+    fd, tmp = temp_beside(path, 0o666, os.O_RDWR | os.O_APPEND)
     try:
         view = memoryview(data)
         while view:

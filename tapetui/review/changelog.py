@@ -129,8 +129,11 @@ def append_entries(
     if not entries:
         return
     changelog = Path(changelog)
-    changelog.parent.mkdir(parents=True, exist_ok=True)
-    fd = _open_changelog(changelog, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+    try:
+        fd = _open_changelog(changelog, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+    except FileNotFoundError:  # its folder is not there yet
+        changelog.parent.mkdir(parents=True, exist_ok=True)
+        fd = _open_changelog(changelog, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size

@@ -25,6 +25,7 @@ tool calls are counted and skipped.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -144,8 +145,9 @@ def _import(files: Iterable[Path], out_dir: Path, group_by: str | None, config: 
     report = ImportReport()
     out_dir.mkdir(parents=True, exist_ok=True)
     _sweep_spills()
-    with tempfile.TemporaryDirectory(prefix=f"{_SPILL_PREFIX}{os.getpid()}-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"{_SPILL_PREFIX}{os.getpid()}-") as tmp, contextlib.ExitStack() as open_:
         spill = _Spill(Path(tmp) / "spans.jsonl")
+        open_.callback(spill.close)
         grouping = _Grouping(group_by)
         for f in files:
             for span in read_spans(Path(f), report.notes):
@@ -154,6 +156,7 @@ def _import(files: Iterable[Path], out_dir: Path, group_by: str | None, config: 
         # Every tape is recorded before any is published (each waits in a second spill file): a trace that cannot
         # be imported (cyclic parents, a value nested too deeply) fails the import with nothing written.
         built = _Spill(Path(tmp) / "tapes.jsonl")
+        open_.callback(built.close)
         waiting: list[tuple[Path, Entry, Config, str]] = []
         for group, keys in grouping.groups(spill.groups()).items():
             made = _build_group(group, spill.spans(*keys), out_dir, report, config, group_by)
@@ -242,7 +245,7 @@ class _Spill:
 
     Each flush appends every group's buffered spans to the file, a group's spans in one piece, and remembers
     where each piece is: one file for the whole import (creating a file costs more than writing one on some
-    file systems, and an import has thousands of groups)."""
+    file systems, and an import has thousands of groups), read back through one descriptor."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -250,6 +253,7 @@ class _Spill:
         self.held = 0
         self.pieces: dict[str, list[tuple[int, int]]] = {}  # group → (offset, length) of its spans, in order
         self.size = 0
+        self._fd: int | None = None  # the file, open for reading once something is read back
 
     def add(self, group: str, span: Span) -> None:
         self.add_bytes(group, orjson.dumps(span.to_json()) + b"\n")
@@ -276,17 +280,19 @@ class _Spill:
         return list(self.pieces)
 
     def bytes(self, *groups: str) -> bytes:
-        """What was added under ``groups``, in the order it was added."""
-        out = bytearray()
-        with open(self.path, "rb") as fh:
-            for group in groups:
-                for offset, length in self.pieces[group]:
-                    fh.seek(offset)
-                    out += fh.read(length)
-        return bytes(out)
+        """What was added under ``groups``, in the order it was added (all of it flushed)."""
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        pieces = [os.pread(self._fd, length, offset) for group in groups for offset, length in self.pieces[group]]
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
     def spans(self, *groups: str) -> list[Span]:
         return [Span.from_json(orjson.loads(line)) for line in self.bytes(*groups).split(b"\n") if line]
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 # ---- one group: one tape ----------------------------------------------------------------------------------

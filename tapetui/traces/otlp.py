@@ -59,12 +59,28 @@ class Span:
     scope: str
     where: str  # "file:line" of the document that held it
 
-    def to_json(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__slots__}
+    def to_json(self) -> list[Any]:
+        """Its fields in order, as JSON (the importer's spill file): :meth:`from_json` reads them back."""
+        return [
+            self.trace_id,
+            self.span_id,
+            self.parent_id,
+            self.name,
+            self.kind,
+            self.start,
+            self.end,
+            self.attrs,
+            self.events,
+            self.status,
+            self.status_message,
+            self.resource,
+            self.scope,
+            self.where,
+        ]
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Span:
-        return cls(**d)
+    def from_json(cls, fields: list[Any]) -> Span:
+        return cls(*fields)
 
     @property
     def ms(self) -> float:
@@ -176,7 +192,9 @@ def _document(doc: Any, path: Path, line: int, notes: IdNotes) -> Iterator[Span]
             scope = _obj(ss.get("scope") or {}, where, f"{sat}.scope").get("name")
             for i, sp in enumerate(_list(ss.get("spans"), where, f"{sat}.spans")):
                 notes.spans += 1
-                yield _span(_obj(sp, where, f"{sat}.spans[{i}]"), where, f"{sat}.spans[{i}]", resource, scope, notes)
+                if type(sp) is not dict:
+                    _obj(sp, where, f"{sat}.spans[{i}]")
+                yield _span(sp, where, (sat, ".", "spans", i), resource, scope, notes)
 
 
 def _is_console(d: dict[str, Any]) -> bool:
@@ -207,54 +225,85 @@ def _obj(v: Any, where: str, at: str) -> dict[str, Any]:
     return v
 
 
-def _span(sp: dict[str, Any], where: str, at: str, resource: dict[str, Any], scope: Any, notes: IdNotes) -> Span:
+def _span(sp: dict[str, Any], where: str, at: Any, resource: dict[str, Any], scope: Any, notes: IdNotes) -> Span:
+    """One span; ``at`` is its position in the document (:func:`_at`), put in words only for an error."""
     name = sp.get("name")
     if not isinstance(name, str):
-        raise TraceFormatError(f"{where}: {at}: a span needs a name (text)")
-    at = f"{at} ({name!r})"
-    trace_id = _id(sp.get("traceId", sp.get("trace_id")), 16, where, f"{at}.traceId", notes)
-    span_id = _id(sp.get("spanId", sp.get("span_id")), 8, where, f"{at}.spanId", notes)
-    parent_raw = sp.get("parentSpanId", sp.get("parent_span_id"))
-    parent = _id(parent_raw, 8, where, f"{at}.parentSpanId", notes) if parent_raw else None
+        raise TraceFormatError(f"{where}: {_at(at)}: a span needs a name (text)")
+    at = (at, " ", name)  # "... (name)"
+    trace_id = _id(_field(sp, "traceId", "trace_id"), 16, where, (at, ".", "traceId"), notes)
+    span_id = _id(_field(sp, "spanId", "span_id"), 8, where, (at, ".", "spanId"), notes)
+    parent_raw = _field(sp, "parentSpanId", "parent_span_id")
+    parent = _id(parent_raw, 8, where, (at, ".", "parentSpanId"), notes) if parent_raw else None
     kind = sp.get("kind", 0)
-    if isinstance(kind, str) and kind.startswith("SPAN_KIND_"):  # the protobuf mapping's enum names
-        kind = _KINDS.get(kind, 0)
     if type(kind) is not int:
-        raise TraceFormatError(f"{where}: {at}.kind must be an integer (OTLP's SpanKind), got {kind!r}")
-    start = _nanos(sp.get("startTimeUnixNano", sp.get("start_time_unix_nano")), where, f"{at}.startTimeUnixNano")
-    end = _nanos(sp.get("endTimeUnixNano", sp.get("end_time_unix_nano")), where, f"{at}.endTimeUnixNano")
-    status = _obj(sp.get("status") or {}, where, f"{at}.status")
+        if isinstance(kind, str) and kind.startswith("SPAN_KIND_"):  # the protobuf mapping's enum names
+            kind = _KINDS.get(kind, 0)
+        else:
+            raise TraceFormatError(f"{where}: {_at(at)}.kind must be an integer (OTLP's SpanKind), got {kind!r}")
+    start = _nanos(_field(sp, "startTimeUnixNano", "start_time_unix_nano"), where, (at, ".", "startTimeUnixNano"))
+    end = _nanos(_field(sp, "endTimeUnixNano", "end_time_unix_nano"), where, (at, ".", "endTimeUnixNano"))
+    status = sp.get("status") or {}
+    if type(status) is not dict:
+        status = _obj(status, where, f"{_at(at)}.status")
     code = status.get("code", 0)
     if isinstance(code, str):
         code = _STATUS.get(code, 0)
     if type(code) is not int:
-        raise TraceFormatError(f"{where}: {at}.status.code must be an integer, got {code!r}")
+        raise TraceFormatError(f"{where}: {_at(at)}.status.code must be an integer, got {code!r}")
     events = []
-    for j, ev in enumerate(_list(sp.get("events"), where, f"{at}.events")):
-        ev = _obj(ev, where, f"{at}.events[{j}]")
-        events.append(
-            {
-                "name": str(ev.get("name", "")),
-                "time": _nanos(ev.get("timeUnixNano", 0), where, f"{at}.events[{j}].timeUnixNano"),
-                "attrs": _attributes(ev.get("attributes"), where, f"{at}.events[{j}]"),
-            }
-        )
+    raw_events = sp.get("events")
+    if raw_events is not None:
+        for j, ev in enumerate(_list(raw_events, where, f"{_at(at)}.events")):
+            ev_at = (at, ".", "events", j)
+            ev = _obj(ev, where, _at(ev_at)) if type(ev) is not dict else ev
+            events.append(
+                {
+                    "name": str(ev.get("name", "")),
+                    "time": _nanos(ev.get("timeUnixNano", 0), where, (ev_at, ".", "timeUnixNano")),
+                    "attrs": _attributes(ev.get("attributes"), where, ev_at),
+                }
+            )
+    message = status.get("message")
     return Span(
-        trace_id=trace_id,
-        span_id=span_id,
-        parent_id=parent,
-        name=name,
-        kind=kind,
-        start=start,
-        end=end,
-        attrs=_attributes(sp.get("attributes"), where, at),
-        events=events,
-        status=code,
-        status_message=str(status.get("message") or ""),
-        resource=resource,
-        scope=scope if isinstance(scope, str) else "",
-        where=where,
+        trace_id,
+        span_id,
+        parent,
+        name,
+        kind,
+        start,
+        end,
+        _attributes(sp.get("attributes"), where, at),
+        events,
+        code,
+        str(message) if message else "",
+        resource,
+        scope if isinstance(scope, str) else "",
+        where,
     )
+
+
+def _field(d: dict[str, Any], camel: str, snake: str) -> Any:
+    """A field under its OTLP JSON name, else under the protobuf field's own name."""
+    v = d.get(camel)
+    return d.get(snake) if v is None else v
+
+
+def _at(at: Any) -> str:
+    """A position in a document as an error says it: ``at`` is text, or a chain of tuples made cheaply on the read's
+    hot path and put in words only here: ``(parent, ".", name)``, ``(parent, " ", span name)``, ``(parent, ".", name,
+    i)`` for ``name[i]``, ``(parent, "[]", i)`` for ``[i]`` and ``(parent, "[k]", key)`` for ``.attributes[key]``."""
+    if isinstance(at, str):
+        return at
+    parent, how, what, *index = at
+    head = _at(parent)
+    if how == " ":
+        return f"{head} ({what!r})"
+    if how == "[]":
+        return f"{head}[{what}]"
+    if how == "[k]":
+        return f"{head}.attributes[{what!r}]"
+    return f"{head}.{what}[{index[0]}]" if index else f"{head}.{what}"
 
 
 _KINDS = {
@@ -266,17 +315,17 @@ _KINDS = {
     "SPAN_KIND_CONSUMER": 5,
 }
 _STATUS = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
-_HEX = frozenset("0123456789abcdefABCDEF")
+_HEX_ID = re.compile(r"[0-9a-fA-F]+")  # ASCII hex digits only (the length is checked apart)
 _DIGITS = re.compile(r"-?[0-9]{1,20}")  # ASCII digits only (str.isdigit takes "²" and "١٢٣")
 _INT64 = (-(1 << 63), (1 << 63) - 1)  # OTLP's intValue and times are int64 (fixed64 within it)
 
 
-def _id(v: Any, size: int, where: str, at: str, notes: IdNotes) -> str:
+def _id(v: Any, size: int, where: str, at: Any, notes: IdNotes) -> str:
     """A trace (16 bytes) or span (8 bytes) id as lowercase hex."""
-    if not isinstance(v, str) or not v:
-        raise TraceFormatError(f"{where}: {at} is missing (a span needs its trace and span ids)")
-    if len(v) == size * 2 and set(v) <= _HEX:
+    if type(v) is str and len(v) == size * 2 and _HEX_ID.fullmatch(v):
         return v.lower()
+    if not isinstance(v, str) or not v:
+        raise TraceFormatError(f"{where}: {_at(at)} is missing (a span needs its trace and span ids)")
     try:
         raw = base64.b64decode(v, validate=True)
     except (binascii.Error, ValueError):
@@ -285,66 +334,78 @@ def _id(v: Any, size: int, where: str, at: str, notes: IdNotes) -> str:
         notes.base64_ids += 1
         return raw.hex()
     raise TraceFormatError(
-        f"{where}: {at} {v[:80]!r} is not an id: {size * 2} hex digits expected (base64 of {size} bytes is read too)"
+        f"{where}: {_at(at)} {v[:80]!r} is not an id: {size * 2} hex digits expected (base64 of {size} bytes is "
+        "read too)"
     )
 
 
-def _nanos(v: Any, where: str, at: str) -> int:
+def _nanos(v: Any, where: str, at: Any) -> int:
     n = v if type(v) is int else int(v) if isinstance(v, str) and _DIGITS.fullmatch(v) else None
     if n is not None and 0 <= n <= _INT64[1]:
         return n
     if v is None:
-        raise TraceFormatError(f"{where}: {at} is missing")
+        raise TraceFormatError(f"{where}: {_at(at)} is missing")
     raise TraceFormatError(
-        f"{where}: {at} must be nanoseconds since the epoch (ASCII digits, within 64 bits), got {str(v)[:40]!r}"
+        f"{where}: {_at(at)} must be nanoseconds since the epoch (ASCII digits, within 64 bits), got {str(v)[:40]!r}"
     )
 
 
-def _attributes(v: Any, where: str, at: str) -> dict[str, Any]:
+def _attributes(v: Any, where: str, at: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for i, kv in enumerate(_list(v, where, f"{at}.attributes")):
-        if not isinstance(kv, dict) or not isinstance(kv.get("key"), str):
-            raise TraceFormatError(f'{where}: {at}.attributes[{i}] must be {{"key": text, "value": AnyValue}}')
-        out[kv["key"]] = _value(kv.get("value"), where, f"{at}.attributes[{kv['key']!r}]", 0)
+    if type(v) is not list:
+        v = _list(v, where, f"{_at(at)}.attributes")  # None: no attributes
+    for i, kv in enumerate(v):
+        key = kv.get("key") if type(kv) is dict else None
+        if type(key) is not str:
+            if not isinstance(kv, dict) or not isinstance(kv.get("key"), str):
+                raise TraceFormatError(f'{where}: {_at(at)}.attributes[{i}] must be {{"key": text, "value": AnyValue}}')
+            key = kv["key"]
+        value = kv.get("value")
+        if type(value) is dict and len(value) == 1:  # the common case, a string: no position made
+            x = value.get("stringValue")
+            if type(x) is str:
+                out[key] = x
+                continue
+        out[key] = _value(value, where, (at, "[k]", key), 0)
     return out
 
 
-def _value(v: Any, where: str, at: str, depth: int) -> Any:
+def _value(v: Any, where: str, at: Any, depth: int) -> Any:
     if depth > _MAX_DEPTH:
-        raise TraceFormatError(f"{where}: {at} is nested more than {_MAX_DEPTH} levels deep")
+        raise TraceFormatError(f"{where}: {_at(at)} is nested more than {_MAX_DEPTH} levels deep")
     if v is None or v == {}:
         return None
     if not isinstance(v, dict) or len(v) != 1:
-        raise TraceFormatError(f"{where}: {at} must be an OTLP AnyValue (one of stringValue, intValue, ...)")
+        raise TraceFormatError(f"{where}: {_at(at)} must be an OTLP AnyValue (one of stringValue, intValue, ...)")
     ((k, x),) = v.items()
     if k in ("stringValue", "string_value"):
         return x if isinstance(x, str) else str(x)
     if k in ("boolValue", "bool_value"):
         if type(x) is not bool:
-            raise TraceFormatError(f"{where}: {at}.boolValue must be true or false, got {str(x)[:40]!r}")
+            raise TraceFormatError(f"{where}: {_at(at)}.boolValue must be true or false, got {str(x)[:40]!r}")
         return x
     if k in ("intValue", "int_value"):
         n = x if type(x) is int else int(x) if isinstance(x, str) and _DIGITS.fullmatch(x) else None
         if n is None or not _INT64[0] <= n <= _INT64[1]:
-            raise TraceFormatError(f"{where}: {at}.intValue must be a 64-bit integer, got {str(x)[:40]!r}")
+            raise TraceFormatError(f"{where}: {_at(at)}.intValue must be a 64-bit integer, got {str(x)[:40]!r}")
         return n
     if k in ("doubleValue", "double_value"):
         if isinstance(x, (int, float)) and not isinstance(x, bool):
             return float(x)
         if x in ("NaN", "Infinity", "-Infinity"):
             return None  # not JSON: a tape cannot hold it
-        raise TraceFormatError(f"{where}: {at}.doubleValue must be a number")
+        raise TraceFormatError(f"{where}: {_at(at)}.doubleValue must be a number")
     if k in ("bytesValue", "bytes_value"):
         return x if isinstance(x, str) else None
     if k in ("arrayValue", "array_value"):
         values = x.get("values") if isinstance(x, dict) else None
-        return [_value(e, where, f"{at}[{i}]", depth + 1) for i, e in enumerate(_list(values, where, at))]
+        return [_value(e, where, (at, "[]", i), depth + 1) for i, e in enumerate(_list(values, where, _at(at)))]
     if k in ("kvlistValue", "kvlist_value"):
         values = x.get("values") if isinstance(x, dict) else None
         out = {}
-        for i, kv in enumerate(_list(values, where, at)):
+        for i, kv in enumerate(_list(values, where, _at(at))):
             if not isinstance(kv, dict) or not isinstance(kv.get("key"), str):
-                raise TraceFormatError(f'{where}: {at}[{i}] must be {{"key": text, "value": AnyValue}}')
-            out[kv["key"]] = _value(kv.get("value"), where, f"{at}.{kv['key']}", depth + 1)
+                raise TraceFormatError(f'{where}: {_at(at)}[{i}] must be {{"key": text, "value": AnyValue}}')
+            out[kv["key"]] = _value(kv.get("value"), where, (at, ".", kv["key"]), depth + 1)
         return out
-    raise TraceFormatError(f"{where}: {at}: {k!r} is not an OTLP AnyValue field")
+    raise TraceFormatError(f"{where}: {_at(at)}: {k!r} is not an OTLP AnyValue field")
