@@ -284,9 +284,12 @@ def _span(sp: dict[str, Any], where: str, at: Any, resource: dict[str, Any], sco
 
 
 def _field(d: dict[str, Any], camel: str, snake: str) -> Any:
-    """A field under its OTLP JSON name, else under the protobuf field's own name."""
-    v = d.get(camel)
-    return d.get(snake) if v is None else v
+    """A field under its OTLP JSON name, else (that name absent) under the protobuf field's own name."""
+    v = d.get(camel, _ABSENT)
+    return d.get(snake) if v is _ABSENT else v
+
+
+_ABSENT: Any = object()
 
 
 def _at(at: Any) -> str:
