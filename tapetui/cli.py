@@ -31,6 +31,7 @@ from tapetui.core.comparators import hooks_running
 from tapetui.core.config import Config, config_for_tape, find_config, load_config
 from tapetui.core.errors import TapeError
 from tapetui.core.files import atomic_write, file_kind
+from tapetui.core.redact import DEFAULT_REDACTOR
 from tapetui.core.runlog import end_counts
 from tapetui.core.store import (
     candidate_path,
@@ -856,7 +857,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except OSError as e:  # a last guard: every reader turns these into a TapeError naming the file
         where = f"{e.filename}: " if e.filename is not None else ""
-        err.line(f"tapetui: {where}{e.strerror or e}", "red")
+        # its text may come from anywhere (a traced error's message): said redacted, as every other error is
+        err.line(DEFAULT_REDACTOR.redact_text(f"tapetui: {where}{e.strerror or e}"), "red")
         return 2
 
 

@@ -323,9 +323,13 @@ def test_a_bad_request_is_refused_naming_the_field(tapes: Path, request_: Any, p
 
 def test_a_bad_response_is_refused_and_nothing_is_written(tapes: Path) -> None:
     path = tapes / "tapes" / "a.jsonl"
+    call = {"type": "tool_call", "name": "search", "arguments": {}}
     with Tape(path, "record") as t:
         with pytest.raises(tapetui.InvalidValue, match="response.parts"):
             t.model(_request(), live=lambda: {"parts": "text"}, model=MODEL)
+        for bad in ({"parts": [{**call, "id": {"n": 1}}]}, {"tool_calls": [{**call, "id": ["1"]}]}):
+            with pytest.raises(tapetui.InvalidValue, match="a tool call's 'id' must be text"):
+                t.model(_request(), live=lambda bad=bad: bad, model=MODEL)  # never a TypeError (unhashable)
         t.model(_request(), live=Calls().first, model=MODEL)  # the tape goes on
     assert [x["type"] for x in _lines(path) if x["type"] == "model"] == ["model"]
 

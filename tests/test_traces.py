@@ -371,6 +371,15 @@ def test_spans_without_content_import_marked_and_replaying_them_says_how_to_capt
             "boolValue must be true or false",
         ),
         ('{"resourceSpans": [\n{"resourceSpans": []}\n', "t.jsonl:1: not JSON"),
+        ('{"resourceSpans": [{"scopeSpans": 3}', "t.jsonl:1: not JSON: unexpected end of data"),  # one line, cut
+        ('{"resourceSpans": [\n  {"scopeSpans": []},\n  x\n]}\n', "t.jsonl:3: not JSON"),  # pretty-printed
+        ("\n\n{\n  oops\n}\n", "t.jsonl:4: not JSON"),  # blank lines first: lines counted from the file's start
+        (
+            json.dumps(
+                fx.doc([fx.span(0, "", {"openinference.span.kind": "TOOL", "tool.json_schema": "{}"}, parent=None)])
+            ),
+            "span '' (0000000000000001): the tool's definition: a tool contract needs a name",
+        ),
     ],
 )
 def test_bad_input_is_a_clear_error_naming_the_file_and_line(
@@ -392,6 +401,113 @@ def test_an_error_quoting_the_trace_is_said_redacted(proj: Path, capsys: pytest.
     code, out, err = run_cli(capsys, "import", "otlp", str(trace))
     assert code == 2 and "startTimeUnixNano must be" in err and "[REDACTED]" in err
     assert "Ab3dEf6hIj9kLm2n" not in out + err
+
+
+def test_a_value_quoted_by_an_error_under_a_secret_attribute_name_is_redacted(
+    proj: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The value of an ``api_key`` attribute is redacted in a tape by its name, not its shape: an error that quotes
+    it says it redacted too, and so does one under a ``[redact]`` key of the project."""
+    (proj / "tapes.toml").write_text((proj / "tapes.toml").read_text() + '\n[redact]\nkeys = ["customer_ref"]\n')
+    for key, kind in (("api_key", "intValue"), ("password", "boolValue"), ("customer_ref", "intValue")):
+        bad = [{"key": "config", "value": {"kvlistValue": {"values": [{"key": key, "value": {kind: "hunter2-xyz"}}]}}}]
+        trace = proj / f"{key}.jsonl"
+        trace.write_text(json.dumps(fx.doc([dict(fx.span(0, "x", {}), attributes=bad)])))
+        code, out, err = run_cli(capsys, "import", "otlp", str(trace))
+        assert code == 2 and f"{kind} must be" in err and "[REDACTED]" in err, err
+        assert "hunter2" not in out + err
+    trace = proj / "plain.jsonl"
+    bad = [{"key": "retries", "value": {"intValue": "many"}}]
+    trace.write_text(json.dumps(fx.doc([dict(fx.span(0, "x", {}), attributes=bad)])))
+    code, out, err = run_cli(capsys, "import", "otlp", str(trace))
+    assert code == 2 and "got 'many'" in err  # any other value is quoted, to say what is wrong
+
+
+@pytest.mark.parametrize(
+    "attributes",
+    [
+        {"openinference.span.kind": "LLM", "llm.tools.0.tool": "x"},
+        {
+            "openinference.span.kind": "LLM",
+            "llm.input_messages.0.message.role": "user",
+            "llm.input_messages.0.message.contents": 5,
+        },  # fmt: skip
+        {
+            "openinference.span.kind": "LLM",
+            "llm.input_messages.0.message.role": "assistant",
+            "llm.input_messages.0.message.tool_calls": 5,
+        },  # fmt: skip
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "m",
+            "gen_ai.input.messages": json.dumps([{"role": "user", "content": "x", "tool_calls": 5}]),
+        },  # fmt: skip
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "m",
+            "gen_ai.input.messages": "[]",
+            "gen_ai.output.messages": json.dumps(
+                [{"role": "assistant", "parts": [{"type": "tool_call", "id": {"x": 1}, "name": "n", "arguments": {}}]}]
+            ),
+        },  # fmt: skip
+    ],
+)
+def test_attributes_of_an_odd_shape_import_as_far_as_they_go_never_a_traceback(
+    proj: Path, capsys: pytest.CaptureFixture[str], attributes: dict[str, Any]
+) -> None:
+    """A list where a message holds a number, a tool given as text, a call id that is an object: what a convention
+    cannot hold is left out (a call id that is no text, as a missing one), the rest imports."""
+    trace = fx.write(proj / "t.jsonl", fx.doc([fx.span(0, "root", {}, parent=None), fx.span(1, "chat m", attributes)]))
+    code, out, err = run_cli(capsys, "import", "otlp", str(trace))
+    assert code == 0, err
+    assert "1 model turn" in out and "Traceback" not in err
+    turn = next(r for r in lines(only_tape(proj)) if r["type"] == "model")
+    ids = [p.get("id") for p in turn["response"]["parts"] if p.get("type") == "tool_call"] if turn["response"] else []
+    assert all(i is None or isinstance(i, str) for i in ids)
+
+
+def test_a_traced_error_of_a_builtin_alias_is_recorded_and_its_message_stays_redacted(
+    proj: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``IOError`` is ``OSError`` in Python: the traced error is recorded as that class (replay raises it), never
+    taken for a failure of the import (which printed its message, unredacted, as a file error)."""
+    secret = "sk-proj-" + "A1b2C3d4E5" * 4
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "fetch", "gen_ai.tool.call.arguments": "{}"}
+    spans = [
+        fx.span(0, "root", {}, parent=None),
+        fx.span(1, "execute_tool fetch", {**tool, "error.type": "IOError"}, error=f"upstream said {secret}"),
+        fx.span(2, "execute_tool fetch", {**tool, "error.type": "my.mod.QuotaError"}, error="over quota"),
+    ]
+    trace = fx.write(proj / "t.jsonl", fx.doc(spans))
+    code, out, err = run_cli(capsys, "import", "otlp", str(trace))
+    assert code == 0, err
+    assert secret not in out + err + only_tape(proj).read_text()
+    errors = [r["error"] for r in steps(only_tape(proj))]
+    assert [(e["type"], e.get("module")) for e in errors] == [("OSError", "builtins"), ("QuotaError", "my.mod")]
+    assert "[REDACTED]" in errors[0]["message"]
+
+
+def test_traces_grouped_together_may_reuse_span_ids(proj: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A span id is unique within its trace only: two traces of one ``--group-by`` value numbering their spans alike
+    are no cycle (known by span id alone, span 2's parent is span 3 in one trace and span 3's is span 2 in the
+    other), and an MCP span merges with the tool span of its own trace."""
+    other = "a" * 32
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t", "session.id": "s"}
+    mcp = {"mcp.method.name": "tools/call", "gen_ai.tool.name": "t", "session.id": "s"}
+    agent = {"session.id": "s"}
+    spans = [
+        fx.span(0, "agent", agent, parent=None, trace=other),
+        fx.span(1, "execute_tool t", {**tool, "gen_ai.tool.call.arguments": '{"n": 2}'}, parent=0, trace=other),
+        fx.span(0, "agent", agent, parent=None),
+        fx.span(2, "agent step", agent, parent=0),
+        fx.span(1, "execute_tool t", {**tool, "gen_ai.tool.call.arguments": '{"n": 1}'}, parent=2),
+        fx.span(2, "tools/call t", mcp, parent=1, trace=other),
+    ]
+    trace = fx.write(proj / "t.jsonl", fx.doc(spans))
+    code, out, err = run_cli(capsys, "import", "otlp", str(trace), "--group-by", "session.id")
+    assert code == 0, err
+    assert sorted(s["args"]["n"] for s in steps(only_tape(proj))) == [1, 2]
+    assert "1 MCP spans merged with their tool spans" in out, out
 
 
 def test_a_numbered_attribute_with_a_digit_that_is_not_ascii_is_a_key_not_an_index(proj: Path) -> None:
@@ -499,6 +615,34 @@ def test_an_exported_tape_imports_back_to_the_same_steps(
     (back,) = (tmp_path / "back").glob("*.jsonl")
     original = steps(sample_dir / "sample_tapes" / "research_prompt.jsonl")
     assert [(s["type"], s["key"]) for s in steps(back)] == [(s["type"], s["key"]) for s in original]
+
+
+def test_import_export_import_keeps_each_steps_time_and_its_errors_class(
+    proj: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A step's span starts at its ``recorded_at`` (a recording stamps a step as it starts it), so a trace exported
+    and imported again has the same times, round after round; an error keeps the module of its class."""
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "fetch", "gen_ai.tool.call.arguments": "{}"}
+    spans = [
+        fx.span(0, "root", {}, parent=None),
+        fx.span(1, "execute_tool fetch", {**tool, "gen_ai.tool.call.result": '{"ok": 1}'}, ms=10),
+        fx.span(2, "execute_tool fetch", {**tool, "error.type": "my.mod.QuotaError"}, error="over quota", ms=25),
+    ]
+    first = fx.write(proj / "t.jsonl", fx.doc(spans))
+    assert run_cli(capsys, "import", "otlp", str(first), "--out", str(proj / "tapes" / "a"))[0] == 0
+    seen = []
+    tape = next((proj / "tapes" / "a").glob("*.jsonl"))
+    for n in range(2):
+        out = proj / f"out{n}.jsonl"
+        assert run_cli(capsys, "export", "otlp", str(tape), "--out", str(out))[0] == 0
+        assert run_cli(capsys, "import", "otlp", str(out), "--out", str(proj / "tapes" / f"back{n}"))[0] == 0
+        tape = next((proj / "tapes" / f"back{n}").glob("*.jsonl"))
+        seen.append([(s["recorded_at"], s["ms"], s.get("error")) for s in steps(tape)])
+    original = [
+        (s["recorded_at"], s["ms"], s.get("error")) for s in steps(next((proj / "tapes" / "a").glob("*.jsonl")))
+    ]
+    assert seen == [original, original]
+    assert original[1][2]["module"] == "my.mod" and original[0][0] == "2025-11-24T16:00:00.100000Z"
 
 
 def test_export_out_replaces_a_regular_file_only_and_never_a_tape(

@@ -308,6 +308,8 @@ def normal_response(response: Any, where: str) -> dict[str, Any]:
     for j, p in enumerate(parts):
         if not isinstance(p, Mapping) or not isinstance(p.get("type"), str):
             raise InvalidValue(f"{where}: response.parts[{j}] must be an object with a 'type'")
+        if p["type"] == "tool_call":
+            _check_call(p, f"{where}: response.parts[{j}]")
         out_parts.append(dict(p))
     calls = response.get("tool_calls") or []
     if not isinstance(calls, (list, tuple)):
@@ -316,13 +318,11 @@ def normal_response(response: Any, where: str) -> dict[str, Any]:
     for j, c in enumerate(calls):
         if not isinstance(c, Mapping) or not isinstance(c.get("name"), str):
             raise InvalidValue(f"{where}: response.tool_calls[{j}] must be an object with a 'name'")
+        _check_call(c, f"{where}: response.tool_calls[{j}]")
         if (c.get("id"), c["name"]) not in have:
             out_parts.append(
                 {"type": "tool_call", "id": c.get("id"), "name": c["name"], "arguments": c.get("arguments")}
             )
-    for j, p in enumerate(out_parts):
-        if p["type"] == "tool_call" and not isinstance(p.get("name"), str):
-            raise InvalidValue(f"{where}: response.parts[{j}]: a tool_call part needs a 'name'")
     finish = response.get("finish_reason")
     if finish is not None and not isinstance(finish, str):
         raise InvalidValue(f"{where}: response.finish_reason must be text or None")
@@ -331,6 +331,15 @@ def normal_response(response: Any, where: str) -> dict[str, Any]:
     out["finish_reason"] = finish
     out["usage"] = normal_usage(response.get("usage"), f"{where}: response.usage")
     return out
+
+
+def _check_call(call: Mapping[str, Any], where: str) -> None:
+    """A tool call a response asks for names its tool (text), and its id, if any, is text or a number."""
+    if not isinstance(call.get("name"), str):
+        raise InvalidValue(f"{where}: a tool_call part needs a 'name'")
+    ident = call.get("id")
+    if ident is not None and not isinstance(ident, str) and (not isinstance(ident, int) or isinstance(ident, bool)):
+        raise InvalidValue(f"{where}: a tool call's 'id' must be text, got {type(ident).__name__}")
 
 
 def requested_calls(response: Any) -> list[dict[str, Any]]:

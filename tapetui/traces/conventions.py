@@ -264,11 +264,16 @@ def _part(p: Any) -> dict[str, Any]:
     if t == "text":
         return {"type": "text", "content": p.get("content", "")}
     if t == "tool_call":
-        out = {"type": "tool_call", "id": p.get("id"), "name": p.get("name"), "arguments": _args(p.get("arguments"))}
+        out = {
+            "type": "tool_call",
+            "id": _call_id(p.get("id")),
+            "name": p.get("name"),
+            "arguments": _args(p.get("arguments")),
+        }
         return {k: v for k, v in out.items() if v is not None}
     if t == "tool_call_response":
         response = p.get("response", p.get("result"))
-        out = {"type": "tool_call_response", "id": p.get("id"), "name": p.get("name"), "response": response}
+        out = {"type": "tool_call_response", "id": _call_id(p.get("id")), "name": p.get("name"), "response": response}
         return {k: v for k, v in out.items() if v is not None or k == "response"}
     if t in ("thinking", "reasoning"):
         return {"type": "reasoning", "content": p.get("content", "")}
@@ -286,9 +291,9 @@ def _messages(raw: Any, *, request: bool = True) -> list[dict[str, Any]]:
         parts = m.get("parts")
         if parts is None:  # the older {role, content, tool_calls} form
             parts = [{"type": "text", "content": m["content"]}] if m.get("content") not in (None, "") else []
-            parts += [_older_call(c) for c in m.get("tool_calls") or [] if isinstance(c, dict)]
+            parts += [_older_call(c) for c in _items(m.get("tool_calls")) if isinstance(c, dict)]
             if role == "tool":
-                parts = [{"type": "tool_call_response", "id": m.get("id") or m.get("tool_call_id"),
+                parts = [{"type": "tool_call_response", "id": _call_id(m.get("id") or m.get("tool_call_id")),
                           "response": _json(m.get("content"))}]  # fmt: skip
         last: dict[str, Any] | None = None
         for p in parts if isinstance(parts, list) else []:
@@ -301,9 +306,29 @@ def _messages(raw: Any, *, request: bool = True) -> list[dict[str, Any]]:
     return out
 
 
+def _items(v: Any) -> list[Any]:
+    """A list a message holds (its parts, contents, tool calls); anything else holds none."""
+    return v if isinstance(v, list) else []
+
+
+def _call_id(v: Any) -> str | None:
+    """A tool call's id as the neutral form holds it: text (a number as its digits); any other value is no id (the
+    importer makes one up, as for a call that has none)."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, int) and not isinstance(v, bool):
+        return str(v)
+    return None
+
+
 def _older_call(c: dict[str, Any]) -> dict[str, Any]:
     fn: dict[str, Any] = c["function"] if isinstance(c.get("function"), dict) else c
-    return {"type": "tool_call", "id": c.get("id"), "name": fn.get("name"), "arguments": _args(fn.get("arguments"))}
+    return {
+        "type": "tool_call",
+        "id": _call_id(c.get("id")),
+        "name": fn.get("name"),
+        "arguments": _args(fn.get("arguments")),
+    }
 
 
 def _instructions(raw: Any) -> str | list[Any] | None:
@@ -554,23 +579,27 @@ def _oi_messages(raw: Any) -> list[dict[str, Any]]:
         parts: list[dict[str, Any]] = []
         if role == "tool":
             parts.append(
-                {"type": "tool_call_response", "id": m.get("tool_call_id"), "response": _json(m.get("content"))}
+                {
+                    "type": "tool_call_response",
+                    "id": _call_id(m.get("tool_call_id")),
+                    "response": _json(m.get("content")),
+                }
             )
         else:
             if m.get("content") not in (None, ""):
                 parts.append({"type": "text", "content": m["content"]})
-            for c in m.get("contents") or []:
+            for c in _items(m.get("contents")):
                 mc = c.get("message_content") if isinstance(c, dict) else None
                 if isinstance(mc, dict) and mc.get("type", "text") == "text" and mc.get("text") is not None:
                     parts.append({"type": "text", "content": mc["text"]})
-            for c in m.get("tool_calls") or []:
+            for c in _items(m.get("tool_calls")):
                 tc = c.get("tool_call") if isinstance(c, dict) else None
                 if isinstance(tc, dict):
                     fn: dict[str, Any] = tc["function"] if isinstance(tc.get("function"), dict) else {}
                     parts.append(
                         {
                             "type": "tool_call",
-                            "id": tc.get("id"),
+                            "id": _call_id(tc.get("id")),
                             "name": fn.get("name"),
                             "arguments": fn.get("arguments"),
                         }
@@ -601,7 +630,7 @@ def _openinference_turn(span: Span) -> TraceTurn:
         messages = messages[1:]
     tools = _unflatten(a, "llm.tools")
     definitions = _definitions(
-        [_json(t.get("tool", {}).get("json_schema")) for t in tools if isinstance(t, dict)]
+        [_json(t["tool"].get("json_schema")) for t in tools if isinstance(t, dict) and isinstance(t.get("tool"), dict)]
         if isinstance(tools, list)
         else []
     )

@@ -19,9 +19,9 @@ status codes as integers), under the current GenAI conventions:
   for a step a run made live, ``recorded`` when no run has replayed it; a drift is a span event
   ``tapetui.drift`` with the changed paths (``tapetui.changes``), as a contract change is ``tapetui.contract``.
 
-A step's span ends at its ``recorded_at`` and lasts its ``ms``. Ids are derived from the tape (its trace id when
-it was imported from one), so exporting the same tape twice writes the same ids. Importing the output gives the
-same tape back: the same keys, the same requests.
+A step's span starts at its ``recorded_at`` (a recording stamps a step as it starts it) and lasts its ``ms``. Ids
+are derived from the tape (its trace id when it was imported from one), so exporting the same tape twice writes the
+same ids. Importing the output gives the same tape back: the same keys, the same requests.
 """
 
 from __future__ import annotations
@@ -183,8 +183,10 @@ def tape_spans(
     status, found = _outcomes(tape, run_log) if golden is None else compared_outcomes(golden, tape, config)
     tools = {r["name"]: r for r in lines if r.get("type") == "tool" and isinstance(r.get("name"), str)}
     steps = [r for r in lines if r.get("type") in ("call", TURN) and type(r.get("seq")) is int]
-    ends = [_end(r) for r in steps]
-    first_start = min((max(0, e - _ms(r)) for e, r in zip(ends, steps, strict=True)), default=0)
+    starts = [_start(r) for r in steps]
+    # a step whose time is unknown (0) is unknown at both ends
+    ends = [min(start + _ms(r), _NS_MAX) if start else 0 for start, r in zip(starts, steps, strict=True)]
+    first_start = min(starts, default=0)
     last_end = max(ends, default=first_start)
     root_id = _span_id(trace_id, 0)
     session = tape.name.removesuffix(".jsonl")
@@ -204,7 +206,7 @@ def tape_spans(
             },
         )
     ]
-    for r, end in zip(steps, ends, strict=True):
+    for r, start, end in zip(steps, starts, ends, strict=True):
         seq = r["seq"]
         outcome = status.get(seq, "recorded")
         if r.get("type") == TURN:
@@ -213,7 +215,7 @@ def tape_spans(
             name, kind, attrs = _call_span(r, tools)
         attrs["tapetui.outcome"] = outcome
         attrs["tapetui.step"] = seq
-        span = _span(trace_id, _span_id(trace_id, seq), root_id, name, kind, max(0, end - _ms(r)), end, attrs)
+        span = _span(trace_id, _span_id(trace_id, seq), root_id, name, kind, start, end, attrs)
         error = r.get("error")
         if isinstance(error, dict):
             span["status"] = {"code": 2, "message": str(error.get("message", ""))}
@@ -265,17 +267,21 @@ def _ms(r: dict[str, Any]) -> int:
     return int(ms * 1e6) if isinstance(ms, (int, float)) and ms >= 0 else 0
 
 
-def _end(r: dict[str, Any]) -> int:
+def _start(r: dict[str, Any]) -> int:
+    """When a step began: its ``recorded_at`` (a recording stamps a call and a turn as it starts them)."""
     at = r.get("recorded_at")
     when = parse_iso(at) if isinstance(at, str) else None
     return _ns(when) if when is not None else 0  # a line without its time: the epoch, never today
+
+
+_NS_MAX = 2**64 - 1  # the latest time OTLP's fixed64 holds
 
 
 def _ns(when: datetime) -> int:
     """Nanoseconds since the epoch, as OTLP's fixed64 holds them: a time it cannot (before 1970, after 2554) is 0,
     as a line without its time is."""
     ns = int(when.timestamp()) * 1_000_000_000 + when.microsecond * 1000
-    return ns if 0 <= ns < 2**64 else 0
+    return ns if 0 <= ns <= _NS_MAX else 0
 
 
 def _span_id(trace_id: str, seq: int) -> str:
@@ -396,8 +402,18 @@ def _turn_span(r: dict[str, Any], tools: dict[str, dict[str, Any]]) -> tuple[str
             attrs[attr] = usage[k]
     error = r.get("error")
     if isinstance(error, dict):
-        attrs["error.type"] = str(error.get("type", "Error"))
+        attrs["error.type"] = _error_type(error)
     return f"chat {name}", _CLIENT, attrs
+
+
+def _error_type(error: dict[str, Any]) -> str:
+    """A recorded error's class as ``error.type`` holds it: qualified by its module (``my.mod.QuotaError``), except
+    a builtin's and an error a trace named without one, which import reads back as they were."""
+    name = str(error.get("type", "Error"))
+    module = error.get("module")
+    if isinstance(module, str) and module and module not in ("builtins", "trace"):
+        return f"{module}.{name}"
+    return name
 
 
 def _call_span(r: dict[str, Any], tools: dict[str, dict[str, Any]]) -> tuple[str, int, dict[str, Any]]:
@@ -418,7 +434,7 @@ def _call_span(r: dict[str, Any], tools: dict[str, dict[str, Any]]) -> tuple[str
         attrs["gen_ai.tool.call.id"] = str(r["call_id"])
     error = r.get("error")
     if isinstance(error, dict):
-        attrs["error.type"] = str(error.get("type", "Error"))
+        attrs["error.type"] = _error_type(error)
     elif "result" in r:
         attrs["gen_ai.tool.call.result"] = r["result"]
     return f"execute_tool {tool}", _INTERNAL, attrs

@@ -143,6 +143,8 @@ def import_otlp(
 
 def _import(files: Iterable[Path], out_dir: Path, group_by: str | None, config: Config | None) -> ImportReport:
     report = ImportReport()
+    # an error quoting a value of the trace redacts it as the tapes it goes to would (an api_key attribute's value)
+    report.notes.secret_key = (config or config_for_tape(out_dir / "import.jsonl")).redactor().is_secret_key
     out_dir.mkdir(parents=True, exist_ok=True)
     _sweep_spills()
     with tempfile.TemporaryDirectory(prefix=f"{_SPILL_PREFIX}{os.getpid()}-") as tmp, contextlib.ExitStack() as open_:
@@ -317,6 +319,11 @@ def _build_group(
             raise TraceFormatError(
                 f"{s.where}: span {s.name!r} ({s.span_id}): an attribute is nested too deeply to read"
             ) from None
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError) as e:  # a shape no reader foresaw
+            raise TraceFormatError(
+                f"{s.where}: span {s.name!r} ({s.span_id}): its attributes are not in a form any convention this "
+                f"importer reads has ({type(e).__name__}: {e})"
+            ) from None
         if item is None:
             report.skipped += 1
         else:
@@ -376,49 +383,55 @@ def _unique(spans: list[Span], report: ImportReport) -> list[Span]:
 
 
 def _check_parents(spans: list[Span]) -> None:
-    parent = {s.span_id: s.parent_id for s in spans}
-    where = {s.span_id: s for s in spans}
-    done: set[str] = set()
+    """No span is its own ancestor. A span id is unique within its trace only (a ``--group-by`` group holds several
+    traces): spans are known by both ids."""
+    parent = {(s.trace_id, s.span_id): s.parent_id for s in spans}
+    where = {(s.trace_id, s.span_id): s for s in spans}
+    done: set[tuple[str, str]] = set()
     for s in spans:
-        path: list[str] = []
-        at: str | None = s.span_id
-        on_path: set[str] = set()
+        path: list[tuple[str, str]] = []
+        at: tuple[str, str] | None = (s.trace_id, s.span_id)
+        on_path: set[tuple[str, str]] = set()
         while at is not None and at in parent and at not in done:
             if at in on_path:
                 span = where[at]
+                ids = [span_id for _, span_id in path[path.index(at) :] + [at]]
                 raise TraceFormatError(
-                    f"{span.where}: span {span.name!r} ({at}) is its own ancestor: the parent ids "
-                    f"{' → '.join(path[path.index(at) :] + [at])} form a cycle"
+                    f"{span.where}: span {span.name!r} ({at[1]}) is its own ancestor: the parent ids "
+                    f"{' → '.join(ids)} form a cycle"
                 )
             on_path.add(at)
             path.append(at)
-            at = parent[at]
+            up = parent[at]
+            at = None if up is None else (at[0], up)
         done.update(path)
 
 
 def _merge_mcp(items: list[TraceTurn | TraceCall], spans: list[Span], report: ImportReport) -> list[Any]:
     """An MCP ``tools/call`` span covered by a GenAI (or other) tool span of the same call is not a call of its
     own: the same call id, or one nested in the other (the nearest such span). What it captured completes the
-    other span's. Each span's ancestors are walked once: linear in the spans times their depth."""
-    parent = {s.span_id: s.parent_id for s in spans}
+    other span's. Each span's ancestors are walked once: linear in the spans times their depth. Span and call ids
+    are those of one trace (a ``--group-by`` group holds several): each is known with its trace's id."""
+    parent = {(s.trace_id, s.span_id): (s.trace_id, s.parent_id) for s in spans if s.parent_id is not None}
     calls = [i for i in items if isinstance(i, TraceCall) and not i.mcp]
-    mcps = {i.span.span_id: i for i in items if isinstance(i, TraceCall) and i.mcp}
-    by_id = {c.call_id: c for c in calls if c.call_id}
-    by_span = {c.span.span_id: c for c in calls}
-    covered: dict[str, TraceCall] = {}  # MCP span → the tool span covering it
-    for m in mcps.values():  # a tool span above it
-        if m.call_id and m.call_id in by_id:
-            covered[m.span.span_id] = by_id[m.call_id]
+    mcps = {_ids(i): i for i in items if isinstance(i, TraceCall) and i.mcp}
+    by_id = {(c.span.trace_id, c.call_id): c for c in calls if c.call_id}
+    by_span = {_ids(c): c for c in calls}
+    covered: dict[tuple[str, str], TraceCall] = {}  # MCP span → the tool span covering it
+    for key, m in mcps.items():  # a tool span above it
+        same_call = by_id.get((m.span.trace_id, m.call_id)) if m.call_id else None
+        if same_call is not None:
+            covered[key] = same_call
             continue
-        at = parent.get(m.span.span_id)
+        at = parent.get(key)
         while at is not None:
             c = by_span.get(at)
             if c is not None and c.tool == m.tool:
-                covered[m.span.span_id] = c
+                covered[key] = c
                 break
             at = parent.get(at)
     for c in calls:  # ... or below it
-        at = parent.get(c.span.span_id)
+        at = parent.get(_ids(c))
         while at is not None:
             above = mcps.get(at)
             if above is not None and above.tool == c.tool and at not in covered:
@@ -427,7 +440,7 @@ def _merge_mcp(items: list[TraceTurn | TraceCall], spans: list[Span], report: Im
             at = parent.get(at)
     out: list[Any] = []
     for item in items:
-        other = covered.get(item.span.span_id) if isinstance(item, TraceCall) and item.mcp else None
+        other = covered.get(_ids(item)) if isinstance(item, TraceCall) and item.mcp else None
         if other is None:
             out.append(item)
             continue
@@ -437,6 +450,11 @@ def _merge_mcp(items: list[TraceTurn | TraceCall], spans: list[Span], report: Im
             other.args, other.result, other.captured = item.args, item.result, True
         other.error = other.error or item.error
     return out
+
+
+def _ids(item: TraceTurn | TraceCall) -> tuple[str, str]:
+    """A span's trace and span id: what knows it across the traces of a group."""
+    return item.span.trace_id, item.span.span_id
 
 
 def _tape_name(group: str, group_by: str | None, cfg: Config, out_dir: Path) -> str:
@@ -576,30 +594,31 @@ def _write_call(
         args = {"content": NOT_CAPTURED}
     elif not isinstance(args, dict):
         args = {"input": args}  # a tool given text (not an object): the text, under one key
+    where = f"{item.span.where}: span {item.span.name!r} ({item.span.span_id})"
     if item.definition is not None and item.tool not in tape._tools.traced:
         tape._tools.mark_traced(item.tool, TRACE_HELD)
         d = item.definition
-        tape.contract(item.tool, schema=d.get("parameters"), description=d.get("description"))
+        try:
+            tape.contract(item.tool, schema=d.get("parameters"), description=d.get("description"))
+        except TapeError as e:  # a definition no contract can hold (no name, a schema nested too deeply)
+            raise TraceFormatError(f"{where}: the tool's definition: {e}") from None
     elif tape.registry is None or tape.registry.get(item.tool) is None:
         tape._tools.mark_traced(item.tool, ("name",))  # no definition in the trace: its name alone
-    error = item.error
+    raised = _error(item.error) if item.error is not None else None
 
     def live() -> Any:
         times.ran(item.span)
-        if error is not None:
-            raise _error(error)
+        if raised is not None:
+            raise raised
         return item.result
 
-    where = f"{item.span.where}: span {item.span.name!r} ({item.span.span_id})"
     order = orders.get(item.call_id) if item.call_id else None
     try:
         tape.call(item.tool, args, live=live, call_id=item.call_id, order=list(order) if order else None)
-    except TracedError:
-        pass  # recorded as the call's error
     except UnrecordableResult as e:  # on this tape, an error the tool never raised: the trace is not imported
         raise TraceFormatError(f"{where}: the traced tool {e.problem}; nothing is imported") from None
-    except Exception as e:  # noqa: BLE001 - a traced error of a class Python knows, recorded as it
-        if error is None or type(e).__name__ != error["type"].rpartition(".")[2]:
+    except Exception as e:  # noqa: BLE001 - the traced error, recorded as the call's (any class: IOError is OSError)
+        if e is not raised:
             if isinstance(e, TapeError):
                 raise TraceFormatError(f"{where}: {e}") from None
             raise

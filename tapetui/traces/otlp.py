@@ -20,7 +20,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ import orjson
 
 from tapetui.core.errors import TapeError
 from tapetui.core.files import open_regular
+from tapetui.core.redact import DEFAULT_REDACTOR, REDACTED
 
 __all__ = ["ONE_DOCUMENT_LIMIT", "IdNotes", "Span", "TraceFormatError", "read_spans"]
 
@@ -95,6 +96,9 @@ class IdNotes:
     documents: int = 0
     spans: int = 0
     files: list[str] = field(default_factory=list)
+    # which attribute names hold secrets (the redaction rules of the tapes the spans go to): an error never quotes
+    # a value under one; None: the default rules
+    secret_key: Callable[[str], bool] | None = None
 
 
 def read_spans(path: Path, notes: IdNotes | None = None) -> Iterator[Span]:
@@ -114,6 +118,10 @@ def read_spans(path: Path, notes: IdNotes | None = None) -> Iterator[Span]:
         raise TraceFormatError(f"{path}: cannot read the trace: {e.strerror}") from None
     with open(fd, "rb", closefd=True) as fh:
         first = fh.readline().removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte order mark: not part of the JSON
+        n = 1  # the line ``first`` is
+        while first and not first.strip():  # blank lines before the first document
+            first = fh.readline()
+            n += 1
         head = first.strip()
         single = False
         if head:
@@ -122,23 +130,22 @@ def read_spans(path: Path, notes: IdNotes | None = None) -> Iterator[Span]:
             except orjson.JSONDecodeError as e:
                 single = (head.startswith(b"{") or head.startswith(b"[")) and not _next_is_json(fh)
                 if not single:
-                    raise TraceFormatError(f"{path}:1: not JSON: {_json_error(e)}") from None
+                    raise TraceFormatError(f"{path}:{n}: not JSON: {_json_error(e)}") from None
             else:
-                yield from _document(doc, path, 1, notes)
-        if single:  # one document across lines (pretty-printed)
+                yield from _document(doc, path, n, notes)
+        if single:  # one document across lines (pretty-printed), or one line that is not JSON
             rest = fh.read(ONE_DOCUMENT_LIMIT + 1)
             if len(first) + len(rest) > ONE_DOCUMENT_LIMIT:
                 raise TraceFormatError(
-                    f"{path}:1: one JSON document of more than {ONE_DOCUMENT_LIMIT >> 20} MB: write the trace as "
+                    f"{path}:{n}: one JSON document of more than {ONE_DOCUMENT_LIMIT >> 20} MB: write the trace as "
                     "JSON Lines (one TracesData per line, the OTLP file exporter's format) to import it streamed"
                 )
             try:
                 doc = orjson.loads(first + rest)
-            except orjson.JSONDecodeError as e:
-                raise TraceFormatError(f"{path}: not JSON: {_json_error(e)}") from None
-            yield from _document(doc, path, 1, notes)
+            except orjson.JSONDecodeError as e:  # where in the document: its line in the file, and the column
+                raise TraceFormatError(f"{path}:{n + e.lineno - 1}: not JSON: {e.msg} at column {e.colno}") from None
+            yield from _document(doc, path, n, notes)
             return
-        n = 1
         for raw in fh:
             n += 1
             line = raw.strip()
@@ -182,12 +189,13 @@ def _document(doc: Any, path: Path, line: int, notes: IdNotes) -> Iterator[Span]
             raise TraceFormatError(f"{where}: OTLP logs or metrics, not traces (no resourceSpans)")
         raise TraceFormatError(f"{where}: no resourceSpans: not an OTLP TracesData document")
     notes.documents += 1
+    secret_key = notes.secret_key or DEFAULT_REDACTOR.is_secret_key
     for r, rs in enumerate(_list(doc.get("resourceSpans", doc.get("resource_spans")), where, "resourceSpans")):
-        at = f"resourceSpans[{r}]"
+        at = _Root(f"resourceSpans[{r}]", secret_key)
         rs = _obj(rs, where, at)
         resource = _attributes(_obj(rs.get("resource") or {}, where, f"{at}.resource").get("attributes"), where, at)
         for s_i, ss in enumerate(_list(rs.get("scopeSpans", rs.get("scope_spans")), where, f"{at}.scopeSpans")):
-            sat = f"{at}.scopeSpans[{s_i}]"
+            sat = _Root(f"{at}.scopeSpans[{s_i}]", secret_key)
             ss = _obj(ss, where, sat)
             scope = _obj(ss.get("scope") or {}, where, f"{sat}.scope").get("name")
             for i, sp in enumerate(_list(ss.get("spans"), where, f"{sat}.spans")):
@@ -281,6 +289,33 @@ def _span(sp: dict[str, Any], where: str, at: Any, resource: dict[str, Any], sco
         scope if isinstance(scope, str) else "",
         where,
     )
+
+
+class _Root(str):
+    """The text of a position that chains of :func:`_at` start from, with what says which attribute names hold
+    secrets (:func:`_quote`)."""
+
+    def __new__(cls, text: str, secret_key: Callable[[str], bool]) -> _Root:
+        root = super().__new__(cls, text)
+        root.secret_key = secret_key
+        return root
+
+    secret_key: Callable[[str], bool]
+
+
+def _quote(value: Any, at: Any) -> str:
+    """A value an error quotes: its first 40 characters, or ``[REDACTED]`` under an attribute whose name holds secrets
+    (``api_key``, a ``[redact]`` key), as a tape would hold it."""
+    names = []
+    while isinstance(at, tuple):
+        parent, how, what, *_ = at
+        if how in ("[k]", ".") and isinstance(what, str):
+            names.append(what)
+        at = parent
+    secret_key = getattr(at, "secret_key", None)
+    if secret_key is not None and any(secret_key(name) for name in names):
+        return REDACTED
+    return repr(str(value)[:40])
 
 
 def _field(d: dict[str, Any], camel: str, snake: str) -> Any:
@@ -385,12 +420,12 @@ def _value(v: Any, where: str, at: Any, depth: int) -> Any:
         return x if isinstance(x, str) else str(x)
     if k in ("boolValue", "bool_value"):
         if type(x) is not bool:
-            raise TraceFormatError(f"{where}: {_at(at)}.boolValue must be true or false, got {str(x)[:40]!r}")
+            raise TraceFormatError(f"{where}: {_at(at)}.boolValue must be true or false, got {_quote(x, at)}")
         return x
     if k in ("intValue", "int_value"):
         n = x if type(x) is int else int(x) if isinstance(x, str) and _DIGITS.fullmatch(x) else None
         if n is None or not _INT64[0] <= n <= _INT64[1]:
-            raise TraceFormatError(f"{where}: {_at(at)}.intValue must be a 64-bit integer, got {str(x)[:40]!r}")
+            raise TraceFormatError(f"{where}: {_at(at)}.intValue must be a 64-bit integer, got {_quote(x, at)}")
         return n
     if k in ("doubleValue", "double_value"):
         if isinstance(x, (int, float)) and not isinstance(x, bool):
