@@ -886,12 +886,17 @@ def test_secrets_in_a_trace_are_redacted_on_import(proj: Path, capsys: pytest.Ca
             else a
             for a in s["attributes"]
         ]
+    # production data may hold one anywhere: as a tool's name, as an error's class
+    named = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": secret, "error.type": secret}
+    spans.append(fx.span(9, f"execute_tool {secret}", named, error="failed"))
     trace = fx.write(proj / "t.jsonl", fx.doc(spans, service=f"svc {secret}"))
     code, out, err = run_cli(capsys, "import", "otlp", str(trace))
     assert code == 0, err
     written = "".join(p.read_text() for p in (proj / "tapes").iterdir() if p.is_file())
     assert "Paris" in written and secret not in written
     assert secret not in out + err
+    assert main(["export", "otlp", only_tape(proj).stem]) == 0
+    assert secret not in capsys.readouterr().out
 
 
 def test_a_trace_that_fails_to_import_leaves_no_part_of_a_tape(proj: Path, capsys: pytest.CaptureFixture[str]) -> None:

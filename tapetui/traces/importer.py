@@ -595,16 +595,20 @@ def _write_call(
     elif not isinstance(args, dict):
         args = {"input": args}  # a tool given text (not an object): the text, under one key
     where = f"{item.span.where}: span {item.span.name!r} ({item.span.span_id})"
-    if item.definition is not None and item.tool not in tape._tools.traced:
-        tape._tools.mark_traced(item.tool, TRACE_HELD)
+    # names from production data, written to the tape as they are: redacted as any value of it (a key as a name)
+    red = tape._redactor
+    tool = red.redact_text(item.tool)
+    if item.definition is not None and tool not in tape._tools.traced:
+        tape._tools.mark_traced(tool, TRACE_HELD)
         d = item.definition
         try:
-            tape.contract(item.tool, schema=d.get("parameters"), description=d.get("description"))
+            tape.contract(tool, schema=d.get("parameters"), description=d.get("description"))
         except TapeError as e:  # a definition no contract can hold (no name, a schema nested too deeply)
             raise TraceFormatError(f"{where}: the tool's definition: {e}") from None
-    elif tape.registry is None or tape.registry.get(item.tool) is None:
-        tape._tools.mark_traced(item.tool, ("name",))  # no definition in the trace: its name alone
-    raised = _error(item.error) if item.error is not None else None
+    elif tape.registry is None or tape.registry.get(tool) is None:
+        tape._tools.mark_traced(tool, ("name",))  # no definition in the trace: its name alone
+    error = item.error
+    raised = _error({**error, "type": red.redact_text(str(error.get("type") or ""))}) if error is not None else None
 
     def live() -> Any:
         times.ran(item.span)
@@ -614,7 +618,7 @@ def _write_call(
 
     order = orders.get(item.call_id) if item.call_id else None
     try:
-        tape.call(item.tool, args, live=live, call_id=item.call_id, order=list(order) if order else None)
+        tape.call(tool, args, live=live, call_id=item.call_id, order=list(order) if order else None)
     except UnrecordableResult as e:  # on this tape, an error the tool never raised: the trace is not imported
         raise TraceFormatError(f"{where}: the traced tool {e.problem}; nothing is imported") from None
     except Exception as e:  # noqa: BLE001 - the traced error, recorded as the call's (any class: IOError is OSError)
