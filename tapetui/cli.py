@@ -43,6 +43,7 @@ from tapetui.core.store import (
     samples_of,
     session_name,
 )
+from tapetui.core.textsafe import inert_json_commands
 from tapetui.review.lookup import session_tape, tape_file
 from tapetui.review.scrub import scrub
 from tapetui.review.sessions import FilterError, select
@@ -731,7 +732,8 @@ def cmd_export(args: argparse.Namespace) -> int:
             goldens.append(None)
     if args.out is None:
         for line in export_otlp(tapes, run_logs=logs, goldens=goldens, config=cfg):
-            sys.stdout.buffer.write(line)
+            # a CI job's log runs no "##[command]" from a tape's text (the same JSON: "[" as \u005b)
+            sys.stdout.buffer.write(inert_json_commands(line.decode()).encode())
         sys.stdout.flush()
         return 0
     out = _export_target(args.out, cfg)

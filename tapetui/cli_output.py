@@ -7,7 +7,7 @@ import sys
 from typing import Any, TextIO
 
 from tapetui.core.changes import json_text, shown_doc
-from tapetui.core.textsafe import inert_commands, safe_json_text, safe_text
+from tapetui.core.textsafe import inert_commands, inert_json_commands, safe_json_text, safe_text
 
 __all__ = ["Out", "ProgressBar", "plural", "print_json"]
 
@@ -32,7 +32,8 @@ class Out:
 def print_json(obj: Any) -> None:
     """``--json``: indented; a tape's value nested past what JSON text shows is cut there (``"…(deeper)"``)."""
     # values from tapes redacted, names kept (tapetui.core.changes.shown_doc)
-    sys.stdout.write(safe_json_text(json_text(shown_doc(obj), indent=True, default=str, redact=False)) + "\n")
+    text = safe_json_text(json_text(shown_doc(obj), indent=True, default=str, redact=False))
+    sys.stdout.write(inert_json_commands(text) + "\n")  # a CI job's log runs no command from a tape's text
 
 
 class ProgressBar:

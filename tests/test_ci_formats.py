@@ -13,7 +13,7 @@ import pytest
 
 from tapetui.ci_formats import _command, github, junit, markdown
 from tapetui.cli import main
-from tapetui.cli_output import Out
+from tapetui.cli_output import Out, print_json
 from tapetui.review.finding import Finding
 from tapetui.review.findings import SessionReport
 
@@ -113,16 +113,38 @@ def test_markdown_carries_no_bare_link_and_junit_no_noncharacter(tmp_path: Path)
     assert "\ufffe" not in xml and "\\ufffe" in xml
 
 
-@pytest.mark.parametrize("name", ["::error file=README.md,line=1::PWNED", "  ::add-mask::x", "::stop-commands::tok"])
-def test_no_output_line_is_a_workflow_command(tmp_path: Path, name: str) -> None:
-    """A session or finding text starting with "::" must never start a line of the text, JUnit or Markdown output:
-    a GitHub runner reads such a line of a job's log as a command (an annotation, a mask, commands switched off)."""
+def _a_runner_reads(line: str) -> bool:
+    """Whether a GitHub runner takes ``line`` of a job's log for a workflow command: ``::`` after it trimmed every
+    Unicode space (.NET's TrimStart), or the older ``##[command]`` anywhere in it."""
+    return line.lstrip().startswith("::") or "##[" in line
+
+
+COMMANDS = [
+    "::error file=README.md,line=1::PWNED",
+    "  ::add-mask::x",
+    "::stop-commands::tok",
+    "\u00a0::stop-commands::tok",  # a no-break space: the runner trims it
+    "j\n\u3000::add-mask::X",  # an ideographic space after a newline (JUnit keeps the newline)
+    "\u2007\u205f::add-mask::X",
+    "x ##[add-mask]LEGACY",  # the older syntax, read anywhere in a line
+]
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_no_output_line_is_a_workflow_command(
+    tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A session or finding text must never make a line of the text, JUnit, Markdown or JSON output a command: a
+    GitHub runner reads such a line of a job's log as one (an annotation, a mask, commands switched off)."""
     r = SessionReport(session=name, golden=tmp_path / "s.jsonl", findings=[Finding("note", name)])
     for out in (junit([r]), markdown([r])):
-        assert not [x for x in out.splitlines() if x.lstrip().startswith("::")], out
+        assert not [x for x in out.splitlines() if _a_runner_reads(x)], out
     buf = io.StringIO()
     Out(buf).line(name)
-    assert not buf.getvalue().lstrip().startswith("::") and "\\x3a:" in buf.getvalue()
+    assert not _a_runner_reads(buf.getvalue())
+    print_json({"session": name})
+    out = capsys.readouterr().out
+    assert not [x for x in out.splitlines() if _a_runner_reads(x)] and json.loads(out) == {"session": name}
 
 
 def test_json_and_another_format_at_once_is_a_usage_error(samples: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -645,6 +645,23 @@ def test_import_export_import_keeps_each_steps_time_and_its_errors_class(
     assert original[1][2]["module"] == "my.mod" and original[0][0] == "2025-11-24T16:00:00.100000Z"
 
 
+def test_spans_exported_to_a_ci_log_carry_no_runner_command(proj: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A GitHub runner reads ``##[command]`` anywhere in a line of a job's log: on standard output the bracket is
+    JSON's ``\\u005b``, the same value once parsed; a file written with ``--out`` holds the bytes as they are."""
+    tool = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "t",
+        "gen_ai.tool.call.result": "##[add-mask]x",
+    }
+    trace = fx.write(
+        proj / "t.jsonl", fx.doc([fx.span(0, "root", {}, parent=None), fx.span(1, "execute_tool t", tool)])
+    )
+    assert run_cli(capsys, "import", "otlp", str(trace))[0] == 0
+    assert main(["export", "otlp", only_tape(proj).stem]) == 0
+    out = capsys.readouterr().out
+    assert "##[" not in out and "##[add-mask]x" in json.dumps(json.loads(out))
+
+
 def test_export_out_replaces_a_regular_file_only_and_never_a_tape(
     tmp_path: Path, sample_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

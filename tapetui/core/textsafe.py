@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["inert_commands", "safe_json_text", "safe_text", "xml_text"]
+__all__ = ["inert_commands", "inert_json_commands", "safe_json_text", "safe_text", "xml_text"]
 
 # C0 controls but tab and newline, DEL, C1 controls, bidi embeddings/overrides/isolates,
 # zero-width and line/paragraph separators, lone surrogates.
@@ -56,12 +56,26 @@ def xml_text(text: str) -> str:
     return _NOT_XML.sub(_escape, safe_text(text))
 
 
-# A line that starts, after blanks, with "::" is a workflow command to a CI runner (GitHub Actions reads
-# ``::error …::``, ``::add-mask::``, ``::stop-commands::`` from a job's output)
-_COMMAND = re.compile(r"(?m)^([ \t]*):(?=:)")
+# A line that starts with "::" after any whitespace (the runner trims every Unicode space, U+00A0 and U+3000 among
+# them) is a workflow command to a CI runner (GitHub Actions reads ``::error …::``, ``::add-mask::``,
+# ``::stop-commands::`` from a job's output); so is ``##[command]`` anywhere in a line (the older syntax it still
+# reads). Python's ``\s`` takes every character .NET's Char.IsWhiteSpace does.
+_COMMAND = re.compile(r"(?m)^(\s*):(?=:)")
+_LEGACY_COMMAND = "##["
 
 
 def inert_commands(text: str) -> str:
-    """``text`` with no line a CI runner takes for a workflow command: the first colon of a line that starts
-    with ``::`` (a session named ``::error file=…::`` printed on a line of its own) written as ``\x3a``."""
-    return _COMMAND.sub(r"\1\\x3a", text) if "::" in text else text
+    """``text`` with no line a CI runner takes for a workflow command: the first colon of a line that starts with
+    ``::`` after whitespace (a session named ``::error file=…::`` printed on a line of its own) written as ``\x3a``,
+    and the bracket of every ``##[`` as ``\x5b``."""
+    if "::" in text:
+        text = _COMMAND.sub(r"\1\\x3a", text)
+    if _LEGACY_COMMAND in text:
+        text = text.replace(_LEGACY_COMMAND, "##\\x5b")
+    return text
+
+
+def inert_json_commands(text: str) -> str:
+    """JSON text with no ``##[`` a CI runner would read as a command: its bracket written ``\u005b``, which JSON
+    reads as the same character (no line of indented JSON starts with ``::``: a string is quoted)."""
+    return text.replace(_LEGACY_COMMAND, "##\\u005b") if _LEGACY_COMMAND in text else text
