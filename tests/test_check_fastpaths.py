@@ -173,6 +173,19 @@ def _hostile_folder(d: Path, outside: Path) -> None:
     fifo = plain[3].with_name(plain[3].name[: -len(".jsonl")] + ".run.jsonl")
     fifo.unlink(missing_ok=True)
     os.mkfifo(fifo)
+    # files never what tapetui writes: a golden and a run log that lead nowhere, a golden leading out with no run
+    # log, a run log whose golden is gone
+    os.symlink(d / "nowhere.jsonl", d / "zz_dangling.jsonl")
+    run_log = plain[4].with_name(plain[4].name[: -len(".jsonl")] + ".run.jsonl")
+    run_log.unlink(missing_ok=True)
+    os.symlink(d / "nowhere.run.jsonl", run_log)
+    (outside.parent / "elsewhere.jsonl").write_bytes(plain[5].read_bytes())
+    os.symlink(outside.parent / "elsewhere.jsonl", d / "zz_out.jsonl")
+    gone = next(g for g in plain[6:] if not g.with_name(g.name[: -len(".jsonl")] + ".candidate.jsonl").exists())
+    orphan = gone.with_name(gone.name[: -len(".jsonl")] + ".run.jsonl")
+    if not orphan.exists():
+        orphan.write_text('{"event": "start", "mode": "replay"}\n{"event": "end", "stats": {}}\n')
+    gone.unlink()  # its run log stays: a session with nothing to judge the run by
 
 
 def test_a_check_from_a_listing_says_what_asking_the_file_system_says(sample_dir: Path, tmp_path: Path) -> None:
@@ -180,7 +193,7 @@ def test_a_check_from_a_listing_says_what_asking_the_file_system_says(sample_dir
     _hostile_folder(tapes, tmp_path / "outside.txt")
     cfg = Config.for_dir(tapes)
     listing = Listing()
-    goldens = list(iter_goldens(tapes, listing))
+    goldens = list(iter_goldens(tapes, listing, links_out=True))
     with_listing = [check_session(g, cfg, listing.files(g), parked=False).to_json() for g in goldens]
     asking = [check_session(g, cfg).to_json() for g in goldens]
     assert with_listing == asking
@@ -188,6 +201,14 @@ def test_a_check_from_a_listing_says_what_asking_the_file_system_says(sample_dir
     errors = [r["error"] for r in asking if r["error"]]
     assert any("outside the tapes folder" in e for e in errors) and any("not a regular file" in e for e in errors)
     assert any(f["kind"] == "journal" for r in asking for f in r["findings"])
+    # every file that is not what tapetui writes fails the check, never passed over (a pull request could plant one)
+    by_name = {r["session"]: r for r in asking}
+    assert (
+        "leads nowhere" in by_name["zz_dangling"]["error"] and "outside the tapes folder" in by_name["zz_out"]["error"]
+    )
+    assert sum(".run.jsonl: a symlink that leads nowhere" in e for e in errors) == 1
+    orphans = [f for r in asking for f in r["findings"] if "a run log with no golden" in f["text"]]
+    assert len(orphans) == 1 and orphans[0]["kind"] == "stale_run"
 
 
 def test_a_file_gone_since_the_listing_is_read_again_without_it(sample_dir: Path) -> None:

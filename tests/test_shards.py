@@ -272,6 +272,28 @@ def test_reports_from_check_processes_are_the_reports_one_process_makes(samples:
     assert seen(2) == one
 
 
+def test_a_report_too_deep_to_send_back_from_a_check_process_is_made_in_the_parent(
+    samples: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A candidate whose result is nested 500 deep (the recorder takes it, and one process compares it) makes a
+    report pickle cannot send back from a check process: that session is checked again in the parent, and the
+    output is one process's, never "nested too deeply" with no report at all."""
+    from tests.builders import HEADER, call_line
+
+    def nest(n: int, leaf: object) -> object:
+        for i in range(n):
+            leaf = {"a": leaf} if i % 2 else [leaf]
+        return leaf
+
+    tapes = samples / "sample_tapes"
+    (tapes / "deep.jsonl").write_bytes(HEADER + call_line(seq=1, tool="fetch", args={"q": 1}, result=nest(500, "a")))
+    cand = HEADER + call_line(seq=1, tool="fetch", args={"q": 1}, result=nest(500, "b"))
+    (tapes / "deep.candidate.jsonl").write_bytes(cand)
+    one = run(capsys, "check", "--jobs", "1")
+    assert one[0] == 1 and "deep" in one[1]
+    assert run(capsys, "check", "--jobs", "2") == one
+
+
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_require_run_makes_a_golden_no_run_replayed_a_finding(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], jobs: str

@@ -235,12 +235,13 @@ def refuse_links_out(tapes_dir: Path, *paths: Path) -> None:
             )
 
 
-def iter_goldens(tapes_dir: Path, listing: Listing | None = None) -> Iterator[Path]:
+def iter_goldens(tapes_dir: Path, listing: Listing | None = None, *, links_out: bool = False) -> Iterator[Path]:
     """Every golden under ``tapes_dir`` (also ones whose only file so far is a candidate), sorted.
 
-    Symlinks that lead out of the folder are skipped; hidden files and folders are not read.
-    One ``scandir`` per folder and string work per name: 10,000 sessions list in tens of ms.
-    ``listing``: keeps what each ``scandir`` saw (``check`` then asks the file system nothing more).
+    Symlinks that lead out of the folder are skipped (``links_out``: listed too, for the caller to refuse: ``check``
+    says so rather than pass over a session); hidden files and folders are not read. One ``scandir`` per folder and
+    string work per name: 10,000 sessions list in tens of ms. ``listing``: keeps what each ``scandir`` saw
+    (``check`` then asks the file system nothing more).
     """
     root = Path(tapes_dir).resolve()
     found: set[tuple[str, ...]] = set()
@@ -265,7 +266,7 @@ def iter_goldens(tapes_dir: Path, listing: Listing | None = None) -> Iterator[Pa
                     continue
                 if not name.endswith(".jsonl"):
                     continue
-                if e.is_symlink():
+                if e.is_symlink() and not links_out:
                     safe_path(root, e.path)
             except (OSError, TapeError):
                 continue

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pickle
 import signal
 import time
 from collections.abc import Callable, Iterable
@@ -699,6 +700,9 @@ def _check_session_once(
                     "still running (or could not be put back: `tapetui recover` says why)",
                 )
             )
+        nowhere = _dangling(files, golden, cand, log)
+        if nowhere is not None:  # never what tapetui writes: a golden, candidate or run log gone from under it
+            raise TapeError(f"{nowhere}: a symlink that leads nowhere, where the session's file should be")
         there = golden.exists() if files is None or golden.name in files.links else files.golden
         idx = read_index(golden, validate=True, keep_bytes=True) if there else None
         if idx is not None:
@@ -711,9 +715,11 @@ def _check_session_once(
             )
         if idx is not None and log is not None:
             _judge_log(rep, idx, log, config)
+        pending_new = False
         if cand is not None and (cand.exists() if files is None or cand.name in files.links else files.candidate):
             if idx is None:
                 rep.findings.append(Finding("pending", f"pending new session {cand.name} (no golden yet)"))
+                pending_new = True
             else:
                 c = load(cand)
                 rep.findings += _key_findings(c.index)
@@ -723,11 +729,30 @@ def _check_session_once(
                 rep.findings += [
                     f for f in candidate_findings(cmp, cand.name) if f.kind != "capability" or f.tool not in seen
                 ]
+        if idx is None and not pending_new and log is not None and (files is not None or log.exists()):
+            rep.findings.append(
+                Finding(
+                    "stale_run",
+                    f"{log.name}: a run log with no golden to judge it by (the golden is gone: record the session "
+                    "again, or remove its run log)",
+                )
+            )
     except TapeError as e:
         rep.error = shown_redactor().redact_text(str(e))  # it may quote a line of the tape: redacted as shown
     except OSError as e:  # a name too long for the file system, a folder that cannot be listed...
         rep.error = f"{e.filename or golden}: {e.strerror or e}"
     return rep
+
+
+def _dangling(files: SessionFiles | None, *paths: Path | None) -> Path | None:
+    """The first of ``paths`` that is a symlink to nothing (the listing said which are symlinks), else None."""
+    for p in paths:
+        if p is None:
+            continue
+        link = p.name in files.links if files is not None else os.path.islink(p)
+        if link and not p.exists():
+            return p
+    return None
 
 
 def _judge_log(rep: SessionReport, idx: TapeIndex, log: Path, config: Config) -> None:
@@ -877,7 +902,8 @@ def check(
         if on_note is not None:
             on_note(note)
     listing = Listing()  # one scandir per folder says which files each session has (see tapetui.core.listing)
-    goldens = list(sessions) if sessions is not None else list(iter_goldens(tapes_dir, listing))
+    # a session whose file is a symlink out of the folder is listed, and refused by its check: never passed over
+    goldens = list(sessions) if sessions is not None else list(iter_goldens(tapes_dir, listing, links_out=True))
     if sessions is None and not goldens:
         raise TapeError(no_tapes_message(tapes_dir, config))
     total = len(goldens)
@@ -973,7 +999,7 @@ def _worker_start(config: Config, work: list[_Work]) -> None:
 _Clean = tuple[str, tuple[tuple[Any, ...], ...]]  # a clean session's report on its way back: name, verdicts' fields
 
 
-def _worker_check(i: int) -> SessionReport | _Clean:
+def _worker_check(i: int) -> SessionReport | _Clean | str:
     """Session ``i`` checked, its report without its golden's path (the caller has it: less to send back). Most
     sessions are clean: their report goes back as its name and its verdicts' fields, a few plain values, which
     cost the parent (on the same cores as the workers) a tenth of unpickling a report."""
@@ -985,10 +1011,15 @@ def _worker_check(i: int) -> SessionReport | _Clean:
             (v.dimension, v.value, v.threshold, v.excused, v.errors, v.mode, v.judged) for v in rep.run_verdicts
         )
     rep.golden = _SENT
+    try:  # a report holding a value nested deeper than pickle goes (a candidate's deep result) cannot be sent back
+        pickle.dumps(rep, pickle.HIGHEST_PROTOCOL)
+    except RecursionError:
+        return _AGAIN
     return rep
 
 
 _SENT = Path()  # a report's golden on its way back from a check process
+_AGAIN = "again"  # what a check process sends back for a report it cannot send: the parent checks the session itself
 
 
 def _received(item: SessionReport | _Clean, golden: Path, verdicts: dict[Any, tuple[Verdict, ...]]) -> SessionReport:
@@ -1025,7 +1056,11 @@ def _check_in_processes(
         pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_start, initargs=(config, goldens))
         with pool:
             for item in pool.map(_worker_check, range(len(goldens)), chunksize=chunk):
-                reports.append(_received(item, goldens[len(reports)][0], verdicts))
+                golden, files, parked = goldens[len(reports)]
+                if isinstance(item, str):  # _AGAIN: checked here, as one process checks it
+                    reports.append(check_session(golden, config, files, parked=parked))
+                else:
+                    reports.append(_received(item, golden, verdicts))
                 if progress is not None:
                     progress(total - len(goldens) + len(reports), total)
     except BrokenProcessPool:  # a worker killed (the out-of-memory killer, a signal): no verdict, never a pass
