@@ -26,6 +26,7 @@ from tapetui.core.store import iter_goldens
 from tapetui.core.tapefile import read_index
 from tapetui.review import checkcache, findings
 from tapetui.review.findings import check, check_session
+from tapetui.review.plainrun import read_plain_run
 
 from .builders import call_line
 
@@ -209,6 +210,41 @@ def test_a_check_from_a_listing_says_what_asking_the_file_system_says(sample_dir
     assert sum(".run.jsonl: a symlink that leads nowhere" in e for e in errors) == 1
     orphans = [f for r in asking for f in r["findings"] if "a run log with no golden" in f["text"]]
     assert len(orphans) == 1 and orphans[0]["kind"] == "stale_run"
+
+
+@pytest.mark.parametrize("shape", ["another golden's run", "steps it does not hold", "plain, with a tolerated hit"])
+def test_a_hit_the_golden_does_not_hold_is_a_finding(tmp_path: Path, shape: str) -> None:
+    """A run log copied from another session (the same tools, other arguments), or hits of steps and keys that are
+    on no line of the golden: a run of another golden, or an edited run log, never a pass, read the fast way or as
+    events. A tolerated hit says its recorded key apart: it is judged where it always was."""
+    from tapetui.core.keys import key_of as key
+
+    golden, other = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    golden.write_bytes(b"".join([HEADER, *(call_line(seq=n, tool="fetch", args={"n": n}) for n in (1, 2))]))
+    other.write_bytes(b"".join([HEADER, *(call_line(seq=n, tool="fetch", args={"n": n + 5}) for n in (1, 2))]))
+    hits = {
+        "another golden's run": [(1, key("fetch", {"n": 6})), (2, key("fetch", {"n": 7}))],
+        "steps it does not hold": [(99, key("fetch", {"n": 1})), (100, key("fetch", {"n": 2}))],
+        "plain, with a tolerated hit": [(1, key("fetch", {"n": 1})), (2, key("fetch", {"n": 2}))],
+    }[shape]
+    events = [{"event": "start", "mode": "replay", "tape": "a.jsonl"}]
+    events += [{"event": "hit", "seq": s, "tool": "fetch", "key": k, "step": s if s < 99 else s} for s, k in hits]
+    if shape.startswith("plain"):
+        events.append({"event": "hit", "seq": 3, "tool": "fetch", "key": "fetch:000000000000", "step": 2,
+                       "recorded_key": hits[1][1], "tolerated": [], "args": {"n": 3}})  # fmt: skip
+    events.append({"event": "end", "stats": {}})
+    (tmp_path / "a.run.jsonl").write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
+    cfg = Config.for_dir(tmp_path)
+    for slow in (False, True):
+        if slow:  # the fast way (a plain run read typed) stepped aside: the events' judgement alone
+            findings.read_plain_run = lambda path: None  # type: ignore[assignment]
+        try:
+            rep = check_session(golden, cfg)
+        finally:
+            findings.read_plain_run = read_plain_run
+        foreign = [f for f in rep.findings if "is not the golden's call there" in f.text]
+        assert rep.error is None
+        assert bool(foreign) == (not shape.startswith("plain")), (shape, slow, rep.findings)
 
 
 def test_a_file_gone_since_the_listing_is_read_again_without_it(sample_dir: Path) -> None:

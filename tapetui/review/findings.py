@@ -189,6 +189,7 @@ def _judge_one(
     out += unused_findings(facts, settings.sequence, loose=facts.judged and tools_v.passed)
     out[:0] = tools_findings(facts, golden, tools_v)
     out += capability_findings(golden, facts)
+    out += hit_findings(golden, events)
     out += trace_contract_findings(golden, events)
     notes, notes_v = (
         note_findings([(n.kind, n.value) for n in golden.notes], facts.notes, settings, config, hooks)
@@ -207,6 +208,33 @@ def _judge_one(
 
 
 # ---- the rules: a run's facts → findings and verdicts --------------------------------
+def hit_findings(golden: TapeIndex, events: list[dict[str, Any]]) -> list[Finding]:
+    """A plain hit says the run was served the golden's call at ``step`` under ``key``: a step the golden does not
+    hold, or holds under another key, is a run of another golden (a run log copied in) or an edited run log, never
+    a pass. Hits that say otherwise what served them (tolerated, an override, an earlier fill's) and a model turn's
+    are judged where they are."""
+    out = []
+    for ev in events:
+        if ev.get("event") != "hit" or ev.get("tool") == TURN or not _PLAIN_HIT.isdisjoint(ev):
+            continue
+        step, key, tool = ev.get("step"), ev.get("key"), ev.get("tool")
+        if type(step) is not int or not isinstance(key, str):
+            continue  # an older run log's hit, which says no step: nothing to hold it to
+        i = golden.at_seq(step)
+        if i is not None and golden.keys[i] == key:
+            continue
+        holds = "no call" if i is None else f"{golden.tools[i]} {golden.keys[i]}"
+        text = (
+            f"{tool}  step {step}  the run log's hit ({key}) is not the golden's call there ({holds}): the run "
+            "replayed another golden, or its run log was edited"
+        )
+        out.append(Finding("stale_run", text, step, tool if isinstance(tool, str) else None))
+    return out
+
+
+_PLAIN_HIT = frozenset(("tolerated", "override", "source"))  # a hit with any of these was not served by its key
+
+
 def trace_contract_findings(golden: TapeIndex, events: list[dict[str, Any]]) -> list[Finding]:
     """Once per tool whose contract the golden holds from a trace (``from_trace``) and this run called or was
     offered: what was compared and what the trace did not hold (a warning: never drift)."""

@@ -37,6 +37,7 @@ class PlainRun:
 
     start: dict[str, Any]
     executed: tuple[str, ...]
+    served: tuple[tuple[int | None, str | None], ...] = ()  # each hit's golden step and key, in run order
 
 
 def read_plain_run(path: Path) -> PlainRun | None:
@@ -71,7 +72,7 @@ def read_plain_run(path: Path) -> PlainRun | None:
     tools = [h.tool for h in hits]
     if len(runs) != 1 or TURN in tools:
         return None
-    return PlainRun(start, tuple(t for t in tools if t is not None))
+    return PlainRun(start, tuple(t for t in tools if t is not None), tuple((h.step, h.key) for h in hits))
 
 
 def _is(ev: Any, kind: str) -> bool:
@@ -84,8 +85,11 @@ def plain_verdicts(golden: TapeIndex, run: PlainRun, settings: CompareSettings) 
     finds nothing): a verdict of 0 for the tools, the arguments and the notes. None where the judgement needs the
     run's events: the golden's tool sequence is not the one the run executed, or the golden holds notes (the run
     wrote none: a finding) or a contract from a trace (a warning per tool the run used), or the session's sequence
-    mode is ``phases``."""
+    mode is ``phases``, or the hits are not each golden call in order under its key (a hit the golden does not hold
+    is a finding)."""
     if golden.notes or golden.traced or settings.sequence == "phases" or tuple(golden.tools) != run.executed:
+        return None
+    if run.served != tuple(zip(golden.seqs, golden.keys, strict=True)):  # each golden call, in order, by its key
         return None
     last = _LAST[0] if _LAST else None
     if last is not None and last[0] is settings:  # most sessions share one settings object: so do their verdicts
