@@ -372,6 +372,7 @@ def test_spans_without_content_import_marked_and_replaying_them_says_how_to_capt
         ),
         ('{"resourceSpans": [\n{"resourceSpans": []}\n', "t.jsonl:1: not JSON"),
         ('{"resourceSpans": [{"scopeSpans": 3}', "t.jsonl:1: not JSON: unexpected end of data"),  # one line, cut
+        ('{"resourceSpans": [{"resource": {"attributes": 5}}]}', "resourceSpans[0].resource.attributes must be a list"),
         ('{"resourceSpans": [\n  {"scopeSpans": []},\n  x\n]}\n', "t.jsonl:3: not JSON"),  # pretty-printed
         ("\n\n{\n  oops\n}\n", "t.jsonl:4: not JSON"),  # blank lines first: lines counted from the file's start
         (

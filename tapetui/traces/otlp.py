@@ -193,7 +193,8 @@ def _document(doc: Any, path: Path, line: int, notes: IdNotes) -> Iterator[Span]
     for r, rs in enumerate(_list(doc.get("resourceSpans", doc.get("resource_spans")), where, "resourceSpans")):
         at = _Root(f"resourceSpans[{r}]", secret_key)
         rs = _obj(rs, where, at)
-        resource = _attributes(_obj(rs.get("resource") or {}, where, f"{at}.resource").get("attributes"), where, at)
+        raw = _obj(rs.get("resource") or {}, where, f"{at}.resource").get("attributes")
+        resource = _attributes(raw, where, _Root(f"{at}.resource", secret_key))
         for s_i, ss in enumerate(_list(rs.get("scopeSpans", rs.get("scope_spans")), where, f"{at}.scopeSpans")):
             sat = _Root(f"{at}.scopeSpans[{s_i}]", secret_key)
             ss = _obj(ss, where, sat)
