@@ -862,6 +862,7 @@ def test_a_tape_holding_secrets_in_clear_never_prints_them(
     assert not leaks
 
 
+@pytest.mark.slow  # an app walk over every pane of a tape of secrets
 async def test_a_tape_holding_secrets_in_clear_never_reaches_the_screen(tmp_path: Path) -> None:
     from tapetui.core.config import load_config
     from tapetui.tui.app import TapeApp

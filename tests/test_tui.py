@@ -421,6 +421,7 @@ async def _panes_follow(pilot, app: TapeApp, name: str) -> None:  # type: ignore
     assert app.detail.subject == subject_of(node.data)  # the detail pane is that session's
 
 
+@pytest.mark.slow  # an app walk: five filters and moves, each waited for
 async def test_after_a_filter_both_panes_show_the_session_the_tree_highlights(sample_dir: Path) -> None:
     app = app_for(sample_dir)
     async with app.run_test(size=(80, 24)) as pilot:

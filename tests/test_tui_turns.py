@@ -182,6 +182,7 @@ async def test_80x24_a_turn_row_shows_its_glyph_model_and_tokens_and_R_on_it_say
 
 
 # ---- the detail ------------------------------------------------------------------------------------------------
+@pytest.mark.slow  # an app walk through a turn's conversation and its diff
 async def test_a_turn_shows_its_conversation_and_the_candidates_prompt_diff_side_by_side(
     proj: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
