@@ -27,7 +27,7 @@ from tapetui.core.registry import ToolRegistry
 from tapetui.core.runstart import GROUP_ENV
 from tapetui.core.store import inside
 from tapetui.core.tape import MODES, Tape
-from tapetui.core.textsafe import safe_text
+from tapetui.core.textsafe import inert_commands, safe_text
 
 __all__ = ["tape_errors", "tape_path_for"]
 
@@ -192,16 +192,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if call.excinfo is None:
         return
     error = call.excinfo.value
-    # escaped again here: tool names, arguments and paths in it come from tapes and reach a terminal
+    # escaped again here: tool names, arguments and paths in it come from tapes (a tool name is the model's choice)
+    # and reach a terminal or a CI job's log, where no line may be a workflow command (a tool named "x\n::error::…")
     if isinstance(error, TapeError):
         # Show the readable drift report instead of the traceback's repr.
-        report.longrepr = "tapetui: " + safe_text(str(error))
+        report.longrepr = "tapetui: " + inert_commands(safe_text(str(error)))
         return
     wrapped = tape_errors(error) if report.failed else []
     if not wrapped:
         return
     # The test's own traceback stays (it says how the agent failed); the drift report follows it.
-    text = "\n\n".join("tapetui: " + safe_text(str(e)) for e in wrapped)
+    text = "\n\n".join("tapetui: " + inert_commands(safe_text(str(e))) for e in wrapped)
     if hasattr(report.longrepr, "addsection"):
         report.longrepr.addsection("tapetui (a TapeError inside what the test raised)", text)
     else:

@@ -212,26 +212,52 @@ def test_a_check_from_a_listing_says_what_asking_the_file_system_says(sample_dir
     assert len(orphans) == 1 and orphans[0]["kind"] == "stale_run"
 
 
-@pytest.mark.parametrize("shape", ["another golden's run", "steps it does not hold", "plain, with a tolerated hit"])
-def test_a_hit_the_golden_does_not_hold_is_a_finding(tmp_path: Path, shape: str) -> None:
-    """A run log copied from another session (the same tools, other arguments), or hits of steps and keys that are
-    on no line of the golden: a run of another golden, or an edited run log, never a pass, read the fast way or as
-    events. A tolerated hit says its recorded key apart: it is judged where it always was."""
-    from tapetui.core.keys import key_of as key
+def _hit(step: int | None, n: int | None, **more: object) -> dict[str, object]:
+    from tapetui.core.keys import key_of
 
-    golden, other = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
-    golden.write_bytes(b"".join([HEADER, *(call_line(seq=n, tool="fetch", args={"n": n}) for n in (1, 2))]))
-    other.write_bytes(b"".join([HEADER, *(call_line(seq=n, tool="fetch", args={"n": n + 5}) for n in (1, 2))]))
-    hits = {
-        "another golden's run": [(1, key("fetch", {"n": 6})), (2, key("fetch", {"n": 7}))],
-        "steps it does not hold": [(99, key("fetch", {"n": 1})), (100, key("fetch", {"n": 2}))],
-        "plain, with a tolerated hit": [(1, key("fetch", {"n": 1})), (2, key("fetch", {"n": 2}))],
-    }[shape]
-    events = [{"event": "start", "mode": "replay", "tape": "a.jsonl"}]
-    events += [{"event": "hit", "seq": s, "tool": "fetch", "key": k, "step": s if s < 99 else s} for s, k in hits]
-    if shape.startswith("plain"):
-        events.append({"event": "hit", "seq": 3, "tool": "fetch", "key": "fetch:000000000000", "step": 2,
-                       "recorded_key": hits[1][1], "tolerated": [], "args": {"n": 3}})  # fmt: skip
+    ev: dict[str, object] = {"event": "hit", "seq": step, "tool": "fetch", "step": step, **more}
+    if n is not None:
+        ev["key"] = key_of("fetch", {"n": n})
+    return {k: v for k, v in ev.items() if v is not None}
+
+
+HIT_SHAPES = {  # hits of a replay of a golden of fetch n=1, 2, 3 → what check says of them (None: nothing)
+    "another golden's run": ([_hit(1, 6), _hit(2, 7), _hit(3, 8)], "is not the golden's call there"),
+    "steps it does not hold": ([_hit(1, 1), _hit(99, 2), _hit(100, 3)], "is not the golden's call there"),
+    "a step served twice": ([_hit(1, 1), _hit(1, 1), _hit(3, 3)], "served twice in one run"),
+    "a hit naming no step": ([_hit(1, 1), _hit(None, 9), _hit(3, 3)], "names no step"),
+    "override: false": ([_hit(1, 1), _hit(2, 9, override=False), _hit(3, 3)], "is not the golden's call there"),
+    "tolerated: []": ([_hit(1, 1), _hit(2, 9, tolerated=[]), _hit(3, 3)], "is not the golden's call there"),
+    "an earlier fill's hit in a replay": ([_hit(1, 1), _hit(2, 9, source="candidate"), _hit(3, 3)], "is not the"),
+    "honest: tolerated, then an override": (
+        [
+            _hit(1, 1),
+            {
+                **_hit(2, 9, tolerated=[{"path": "args.n", "rule": "tolerance", "text": "within 10"}]),
+                "recorded_key": _hit(2, 2)["key"],
+                "args": {"n": 9},
+            },
+            {"event": "hit", "seq": 3, "tool": "fetch", "key": "fetch:000000000000", "override": True},
+            _hit(3, 3),
+        ],
+        None,
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", HIT_SHAPES)
+def test_a_hit_the_golden_does_not_hold_is_a_finding(tmp_path: Path, shape: str) -> None:
+    """A run log copied from another session (the same tools, other arguments), hits of steps and keys on no line
+    of the golden, a step served twice, a hit naming no step in a run log that knows its golden, a hit whose mark
+    of another source is false or empty: another golden's run, or an edited run log, never a pass, read the fast way
+    or as events. A tolerated hit is held to its recorded key, an override to nothing: an honest run passes."""
+    import hashlib
+
+    golden = tmp_path / "a.jsonl"
+    golden.write_bytes(b"".join([HEADER, *(call_line(seq=n, tool="fetch", args={"n": n}) for n in (1, 2, 3))]))
+    sha = hashlib.sha256(golden.read_bytes()).hexdigest()
+    hits, expected = HIT_SHAPES[shape]
+    events = [{"event": "start", "mode": "replay", "tape": "a.jsonl", "golden_sha256": sha}, *hits]
     events.append({"event": "end", "stats": {}})
     (tmp_path / "a.run.jsonl").write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
     cfg = Config.for_dir(tmp_path)
@@ -242,9 +268,12 @@ def test_a_hit_the_golden_does_not_hold_is_a_finding(tmp_path: Path, shape: str)
             rep = check_session(golden, cfg)
         finally:
             findings.read_plain_run = read_plain_run
-        foreign = [f for f in rep.findings if "is not the golden's call there" in f.text]
+        said = [f.text for f in rep.findings if f.kind == "stale_run"]
         assert rep.error is None
-        assert bool(foreign) == (not shape.startswith("plain")), (shape, slow, rep.findings)
+        if expected is None:
+            assert not said, (slow, said)
+        else:
+            assert said and all(expected in t for t in said[:1]), (slow, said)
 
 
 def test_a_file_gone_since_the_listing_is_read_again_without_it(sample_dir: Path) -> None:

@@ -137,6 +137,22 @@ def tape_registry():
     assert not raw_in(report), raw_in(report)
 
 
+def test_pytest_drift_report_holds_no_workflow_command(pytester: pytest.Pytester) -> None:
+    """A model picks a tool's name: one named "x\\n::error::…" (or an argument holding "##[add-mask]…") must not make a
+    line of the report that a GitHub runner reads as a workflow command in the test job's log."""
+    pytester.makefile(".toml", tapes='[tapes]\ndir = "tapes"\n')
+    test = 'def test_agent(tape):\n    tape.call("x\\n::error::pwned1", {"q": TEXT}, live=lambda: 1)\n'
+    pytester.makepyfile(test_agent=test.replace("TEXT", repr("a")))
+    args = ("-p", "no:asyncio", "-p", "no:textual-snapshot", "--color=no")
+    pytester.runpytest("--tape-mode=record", *args).assert_outcomes(passed=1)
+    pytester.makepyfile(test_agent=test.replace("TEXT", repr("b\n\u00a0::add-mask::pwned2 ##[error]pwned3")))
+    res = pytester.runpytest(*args)
+    res.assert_outcomes(failed=1)
+    lines = res.stdout.lines
+    assert any("pwned1" in line for line in lines) and any("pwned3" in line for line in lines)
+    assert not [line for line in lines if line.lstrip().startswith("::") or "##[" in line]
+
+
 def test_changelog_entries_carry_no_raw_control_characters(tmp_path: Path) -> None:
     changelog = tmp_path / "CHANGELOG.md"
     entry = Entry(

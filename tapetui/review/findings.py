@@ -209,30 +209,43 @@ def _judge_one(
 
 # ---- the rules: a run's facts → findings and verdicts --------------------------------
 def hit_findings(golden: TapeIndex, events: list[dict[str, Any]]) -> list[Finding]:
-    """A plain hit says the run was served the golden's call at ``step`` under ``key``: a step the golden does not
-    hold, or holds under another key, is a run of another golden (a run log copied in) or an edited run log, never
-    a pass. Hits that say otherwise what served them (tolerated, an override, an earlier fill's) and a model turn's
-    are judged where they are."""
+    """Each hit of one run holds the run to the golden: a plain hit says it was served the call at ``step`` under its
+    ``key`` (a tolerated one, under its ``recorded_key``), and each step is served once in a run. A step the golden
+    does not hold, holds under another key, or that two hits claim, and a hit that names no step in a run log that
+    knows its golden (``golden_sha256``: every hit a replay writes names its step), is another golden's run or an
+    edited run log: never a pass. An override (``override: true``) and, in a fill, a hit served from an earlier
+    fill's recording (``source: "candidate"``) are served by what they name; a model turn's hits are judged with the
+    turns."""
+    start = next((e for e in events if e.get("event") == "start"), {})
+    fill, current = start.get("mode") == "fill", start.get("golden_sha256") is not None
+    claimed: set[int] = set()
     out = []
     for ev in events:
-        if ev.get("event") != "hit" or ev.get("tool") == TURN or not _PLAIN_HIT.isdisjoint(ev):
+        if ev.get("event") != "hit" or ev.get("tool") == TURN:
             continue
-        step, key, tool = ev.get("step"), ev.get("key"), ev.get("tool")
+        if ev.get("override") is True or (fill and ev.get("source") == "candidate"):
+            continue
+        step, tool = ev.get("step"), ev.get("tool")
+        key = ev.get("recorded_key") if ev.get("tolerated") else ev.get("key")
+        name = tool if isinstance(tool, str) else None
         if type(step) is not int or not isinstance(key, str):
-            continue  # an older run log's hit, which says no step: nothing to hold it to
-        i = golden.at_seq(step)
-        if i is not None and golden.keys[i] == key:
+            if current:  # an older run log's hits name no step: nothing to hold them to
+                text = f"{tool}  a hit that names no step and key of the golden: its run log was edited"
+                out.append(Finding("stale_run", text, None, name))
             continue
-        holds = "no call" if i is None else f"{golden.tools[i]} {golden.keys[i]}"
-        text = (
-            f"{tool}  step {step}  the run log's hit ({key}) is not the golden's call there ({holds}): the run "
-            "replayed another golden, or its run log was edited"
-        )
-        out.append(Finding("stale_run", text, step, tool if isinstance(tool, str) else None))
+        i = golden.at_seq(step)
+        if i is None or golden.keys[i] != key:
+            holds = "no call" if i is None else f"{golden.tools[i]} {golden.keys[i]}"
+            text = (
+                f"{tool}  step {step}  the run log's hit ({key}) is not the golden's call there ({holds}): the run "
+                "replayed another golden, or its run log was edited"
+            )
+            out.append(Finding("stale_run", text, step, name))
+        elif step in claimed:
+            text = f"{tool}  step {step}  served twice in one run: a replay serves each step once (edited run log)"
+            out.append(Finding("stale_run", text, step, name))
+        claimed.add(step)
     return out
-
-
-_PLAIN_HIT = frozenset(("tolerated", "override", "source"))  # a hit with any of these was not served by its key
 
 
 def trace_contract_findings(golden: TapeIndex, events: list[dict[str, Any]]) -> list[Finding]:
