@@ -83,6 +83,7 @@ def test_symlinks_leading_out_are_not_followed(sample_dir: Path, outside: Path) 
     assert r.returncode == 2 and "b3BlbnNzaC1rZXktdjE" not in r.stdout + r.stderr
     # the golden leading out is refused by name, never read (nor passed over: a pull request could plant one)
     assert "linked.jsonl: a symlink to" in r.stdout and "outside the tapes folder" in r.stdout
+    assert "linkdir: a symlink to" in r.stdout  # a folder of sessions leading out too, by its name
     r = cli(sample_dir, "accept", "linked", "--why", "x")
     assert r.returncode == 2 and "outside the tapes folder" in r.stderr
 

@@ -238,10 +238,10 @@ def refuse_links_out(tapes_dir: Path, *paths: Path) -> None:
 def iter_goldens(tapes_dir: Path, listing: Listing | None = None, *, links_out: bool = False) -> Iterator[Path]:
     """Every golden under ``tapes_dir`` (also ones whose only file so far is a candidate), sorted.
 
-    Symlinks that lead out of the folder are skipped (``links_out``: listed too, for the caller to refuse: ``check``
-    says so rather than pass over a session); hidden files and folders are not read. One ``scandir`` per folder and
-    string work per name: 10,000 sessions list in tens of ms. ``listing``: keeps what each ``scandir`` saw
-    (``check`` then asks the file system nothing more).
+    Symlinks that lead out of the folder are skipped (``links_out``: listed too, a folder by its own name, for the
+    caller to refuse: ``check`` says so rather than pass over a session); hidden files and folders are not read. One
+    ``scandir`` per folder and string work per name: 10,000 sessions list in tens of ms. ``listing``: keeps what
+    each ``scandir`` saw (``check`` then asks the file system nothing more).
     """
     root = Path(tapes_dir).resolve()
     found: set[tuple[str, ...]] = set()
@@ -263,6 +263,14 @@ def iter_goldens(tapes_dir: Path, listing: Listing | None = None, *, links_out: 
                     if name.endswith(SAMPLES_SUFFIX):  # a session's older candidates, not sessions
                         continue
                     stack.append((e.path, (*rel, name)))
+                    continue
+                if links_out and e.is_symlink() and e.is_dir() and not name.endswith(SAMPLES_SUFFIX):
+                    # a folder that leads out is listed by its name, for check to refuse (never to pass over the
+                    # sessions it holds); one that stays inside is read where it is
+                    try:
+                        safe_path(root, e.path)
+                    except TapeError:
+                        found.add((*rel, name))
                     continue
                 if not name.endswith(".jsonl"):
                     continue
