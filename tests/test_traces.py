@@ -628,6 +628,7 @@ def test_import_export_import_keeps_each_steps_time_and_its_errors_class(
         fx.span(0, "root", {}, parent=None),
         fx.span(1, "execute_tool fetch", {**tool, "gen_ai.tool.call.result": '{"ok": 1}'}, ms=10),
         fx.span(2, "execute_tool fetch", {**tool, "error.type": "my.mod.QuotaError"}, error="over quota", ms=25),
+        fx.span(3, "execute_tool fetch", {**tool, "error.type": "KeyError"}, error="'missing'"),  # str(KeyError(k))
     ]
     first = fx.write(proj / "t.jsonl", fx.doc(spans))
     assert run_cli(capsys, "import", "otlp", str(first), "--out", str(proj / "tapes" / "a"))[0] == 0
@@ -644,6 +645,7 @@ def test_import_export_import_keeps_each_steps_time_and_its_errors_class(
     ]
     assert seen == [original, original]
     assert original[1][2]["module"] == "my.mod" and original[0][0] == "2025-11-24T16:00:00.100000Z"
+    assert (original[2][2]["message"], original[2][2]["args"]) == ("'missing'", ["missing"])  # never quoted anew
 
 
 def test_spans_exported_to_a_ci_log_carry_no_runner_command(proj: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -629,6 +629,8 @@ def _write_call(
 
 
 _ERROR_CLASSES: dict[tuple[str, str], type[Exception]] = {}
+# str(KeyError("k")) is "'k'": a key's repr with no quote or backslash inside, which is the key in those quotes
+_QUOTED_KEY = re.compile(r"'([^'\\]*)'|\"([^\"\\]*)\"")
 
 
 def _error(error: dict[str, str]) -> Exception:
@@ -638,8 +640,13 @@ def _error(error: dict[str, str]) -> Exception:
     module, _, name = etype.rpartition(".")
     builtin = getattr(sys.modules["builtins"], name, None) if module in ("", "builtins") else None
     if isinstance(builtin, type) and issubclass(builtin, Exception) and builtin.__module__ == "builtins":
+        message = error.get("message", "")
+        if issubclass(builtin, KeyError):  # its text is the repr of its key: the key again, or export quotes anew
+            quoted = _QUOTED_KEY.fullmatch(message)
+            if quoted is not None:
+                message = quoted.group(1) if quoted.group(1) is not None else quoted.group(2)
         try:
-            return builtin(error.get("message", ""))
+            return builtin(message)
         except Exception:  # noqa: BLE001 - a builtin whose constructor wants more: a traced error instead
             pass
     key = (module or "trace", name or "Error")
