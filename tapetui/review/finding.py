@@ -20,7 +20,7 @@ FindingKind = Literal[
     "fingerprint",  # a tool's contract changed (run log)
     "unused",  # recorded steps never called, or not reached
     "stale",  # an expired entry was replayed
-    "stale_run",  # the last run predates the golden
+    "stale_run",  # the run log is not of this golden: it predates it, is another golden's, was edited, or has none
     "pending",  # a candidate waits for review
     "candidate",  # one line of the candidate's comparison with the golden
     "error",  # the run ended in an error, or has no end
