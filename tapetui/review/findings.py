@@ -1040,10 +1040,12 @@ def _worker_start(config: Config, work: list[_Work]) -> None:
 _Clean = tuple[str, tuple[tuple[Any, ...], ...]]  # a clean session's report on its way back: name, verdicts' fields
 
 
-def _worker_check(i: int) -> SessionReport | _Clean | str:
+def _worker_check(i: int) -> bytes | _Clean | str:
     """Session ``i`` checked, its report without its golden's path (the caller has it: less to send back). Most
     sessions are clean: their report goes back as its name and its verdicts' fields, a few plain values, which
-    cost the parent (on the same cores as the workers) a tenth of unpickling a report."""
+    cost the parent (on the same cores as the workers) a tenth of unpickling a report. Any other goes back pickled
+    here (the pool then sends bytes): a report holding a value nested deeper than pickle goes (a candidate's deep
+    result) is :data:`_AGAIN` instead."""
     config, work = _WORKER[0]
     golden, files, parked = work[i]
     rep = check_session(golden, config, files, parked=parked)
@@ -1052,23 +1054,23 @@ def _worker_check(i: int) -> SessionReport | _Clean | str:
             (v.dimension, v.value, v.threshold, v.excused, v.errors, v.mode, v.judged) for v in rep.run_verdicts
         )
     rep.golden = _SENT
-    try:  # a report holding a value nested deeper than pickle goes (a candidate's deep result) cannot be sent back
-        pickle.dumps(rep, pickle.HIGHEST_PROTOCOL)
+    try:
+        return pickle.dumps(rep, pickle.HIGHEST_PROTOCOL)
     except RecursionError:
         return _AGAIN
-    return rep
 
 
 _SENT = Path()  # a report's golden on its way back from a check process
 _AGAIN = "again"  # what a check process sends back for a report it cannot send: the parent checks the session itself
 
 
-def _received(item: SessionReport | _Clean, golden: Path, verdicts: dict[Any, tuple[Verdict, ...]]) -> SessionReport:
+def _received(item: bytes | _Clean, golden: Path, verdicts: dict[Any, tuple[Verdict, ...]]) -> SessionReport:
     """A report as :func:`_worker_check` sent it, whole again (``verdicts``: the verdicts made so far, by their
     fields: a folder's clean sessions share a few sets of them, and a verdict is a frozen value)."""
-    if isinstance(item, SessionReport):
-        item.golden = golden
-        return item
+    if isinstance(item, bytes):  # pickled by the check process this one forked
+        rep: SessionReport = pickle.loads(item)  # noqa: S301 - our own worker's bytes, never a file's
+        rep.golden = golden
+        return rep
     session, fields = item
     made = verdicts.get(fields)
     if made is None:

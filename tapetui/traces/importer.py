@@ -382,10 +382,15 @@ def _unique(spans: list[Span], report: ImportReport) -> list[Span]:
     return list(seen.values())
 
 
+def _parents(spans: list[Span]) -> dict[tuple[str, str], tuple[str, str]]:
+    """Each span's parent, a span known by its trace and span id: a span id is unique within its trace only (a
+    ``--group-by`` group holds several traces)."""
+    return {(s.trace_id, s.span_id): (s.trace_id, s.parent_id) for s in spans if s.parent_id is not None}
+
+
 def _check_parents(spans: list[Span]) -> None:
-    """No span is its own ancestor. A span id is unique within its trace only (a ``--group-by`` group holds several
-    traces): spans are known by both ids."""
-    parent = {(s.trace_id, s.span_id): s.parent_id for s in spans}
+    """No span is its own ancestor (:func:`_parents`)."""
+    parent = _parents(spans)
     where = {(s.trace_id, s.span_id): s for s in spans}
     done: set[tuple[str, str]] = set()
     for s in spans:
@@ -402,8 +407,7 @@ def _check_parents(spans: list[Span]) -> None:
                 )
             on_path.add(at)
             path.append(at)
-            up = parent[at]
-            at = None if up is None else (at[0], up)
+            at = parent[at]
         done.update(path)
 
 
@@ -412,7 +416,7 @@ def _merge_mcp(items: list[TraceTurn | TraceCall], spans: list[Span], report: Im
     own: the same call id, or one nested in the other (the nearest such span). What it captured completes the
     other span's. Each span's ancestors are walked once: linear in the spans times their depth. Span and call ids
     are those of one trace (a ``--group-by`` group holds several): each is known with its trace's id."""
-    parent = {(s.trace_id, s.span_id): (s.trace_id, s.parent_id) for s in spans if s.parent_id is not None}
+    parent = _parents(spans)
     calls = [i for i in items if isinstance(i, TraceCall) and not i.mcp]
     mcps = {_ids(i): i for i in items if isinstance(i, TraceCall) and i.mcp}
     by_id = {(c.span.trace_id, c.call_id): c for c in calls if c.call_id}
