@@ -104,37 +104,33 @@ def _recover(cfg: Config, out: Out) -> None:
 def cmd_check(args: argparse.Namespace) -> int:
     cfg = _config(args, args.dir, must_exist=False)
     err = Out(sys.stderr)
-    if args.samples not in (None, "folder"):  # recorded first: check then reads the folder as they left it
-        args.recorded = _record_samples(args, cfg, err)
+    # every usage error first: samples are recorded (an agent run, tokens spent) only for a command that then runs
     if args.json and args.format not in (None, "json"):
         raise _Usage(f"--json is --format json: give one of them, not --json with --format {args.format}")
     fmt = "json" if args.json else args.format or "text"
     if args.merge:
         return _merge_reports(args, fmt, cfg)
     tapes = Path(args.dir) if args.dir else cfg.tapes_dir
-    shard = shards.parse_shard(args.shard) if args.shard is not None else (1, 1)
-    names: dict[Path, str] = {}
-    only = None
-    if args.shard is not None:
-        if args.samples is not None or args.sample:
-            raise _Usage("--shard checks a part of the folder: count samples without it")
-        names = {g: session_name(g, cfg.tapes_dir) for g in iter_goldens(tapes)} if tapes.is_dir() else {}
-        if not names:
-            raise TapeError(review.no_tapes_message(tapes, cfg))
-        only = [g for g, name in names.items() if shards.in_shard(name, *shard)]
+    shard = shards.parse_shard(args.shard) if args.shard is not None else None
+    if shard is not None and (args.samples is not None or args.sample):
+        raise _Usage("--shard checks a part of the folder: count samples without it")
+    jobs = _jobs(args.jobs)
+    if args.samples not in (None, "folder"):  # recorded first: check then reads the folder as they left it
+        args.recorded = _record_samples(args, cfg, err)
+    listed: list[Path] = []  # every session of the folder, as check listed them (after recover)
     bar = ProgressBar(sys.stderr.isatty() and fmt == "text")  # stderr only, and never beside a machine format
     try:
         # a folder that does not exist or holds no tapes raises: a misconfigured CI job must not go green
-        jobs = _jobs(args.jobs)
         reports = review.check(
             tapes,
             cfg,
-            only,
             progress=bar,
             on_note=lambda n: err.line(f"tapetui: {n}", "yellow"),
             jobs=jobs,
             cache=args.samples is None and not args.sample,  # samples are recorded now: nothing to keep
             require_run=args.require_run,
+            select=None if shard is None else (lambda name: shards.in_shard(name, *shard)),
+            on_listed=listed.extend,
         )
     finally:
         bar.close()
@@ -153,9 +149,10 @@ def cmd_check(args: argparse.Namespace) -> int:
             "failing": len(failing),
             "reports": [r.to_json() for r in reports if not r.ok or r.findings],
         }
-        if args.shard is not None:  # what --merge checks: one folder, one version, every shard, these files
-            doc |= shards.identity(tapes, cfg.root, names.values(), cli_parser.version(), shard)
-            doc["files_digest"] = shards.files_digest({names[g]: g for g in only or ()})
+        if shard is not None:  # what --merge checks: one folder, one version and config, every shard, these files
+            names = [session_name(g, cfg.tapes_dir) for g in listed]
+            doc |= shards.identity(tapes, cfg, names, cli_parser.version(), shard, require_run=args.require_run)
+            doc["files_digest"] = shards.files_digest({r.session: r.golden for r in reports})
         print_json(doc)
     else:
         _print_reports(reports, f"{len(reports)} session(s) checked, {len(failing)} with findings", bool(failing))
@@ -204,14 +201,16 @@ def _merge_reports(args: argparse.Namespace, fmt: str, cfg: Config) -> int:
             "(give the shards --require-run)"
         )
     tapes = Path(args.dir) if args.dir else cfg.tapes_dir
-    goldens = {session_name(g, cfg.tapes_dir): g for g in iter_goldens(tapes)} if tapes.is_dir() else {}
+    # the sessions as the shards' check listed them: the same listing, so the same names and digest
+    listed = review.folder_sessions(tapes, cfg) if tapes.is_dir() else []
+    goldens = {session_name(g, cfg.tapes_dir): g for g in listed}
     if not goldens:
         raise TapeError(
             f"{review.no_tapes_message(tapes, cfg)}: --merge runs in a checkout of the folder the shards checked"
         )
-    expected = shards.identity(tapes, cfg.root, goldens, cli_parser.version(), (1, 1))
+    expected = shards.identity(tapes, cfg, goldens, cli_parser.version(), (1, 1))
     merged = shards.merge(args.merge, expected, goldens)
-    reports = merged.session_reports(cfg.root)
+    reports = merged.session_reports()
     if fmt == "json":
         print_json(merged.to_json())
     elif fmt in ("junit", "github", "markdown"):  # the sessions with findings, each; the others counted

@@ -6,6 +6,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -51,10 +52,7 @@ def test_the_shards_merged_are_the_verdict_of_one_check(samples: Path, capsys: p
     assert merged_code == code == 1, err
     m = json.loads(merged)
     assert (m["ok"], m["sessions"], m["failing"]) == (whole["ok"], whole["sessions"], whole["failing"])
-    assert [r["session"] for r in m["reports"]] == sorted(r["session"] for r in whole["reports"])
-    assert [r["findings"] for r in m["reports"]] == [
-        r["findings"] for r in sorted(whole["reports"], key=lambda r: r["session"])
-    ]
+    assert m["reports"] == whole["reports"]  # every session's report, in the order one check lists them
     text_code, text, _ = run(capsys, "check", "--merge", *map(str, paths))
     assert text_code == 1 and f"{whole['sessions']} session(s) checked in 3 shard(s), {whole['failing']}" in text
 
@@ -156,6 +154,11 @@ def test_a_merge_checks_what_each_report_says(samples: Path, capsys: pytest.Capt
         "ok flipped": {**docs[k], "reports": [{**entry, "ok": not entry["ok"]}, *docs[k]["reports"][1:]]},
         "an entry that is no object": {**docs[k], "reports": ["x", *docs[k]["reports"]]},
         "findings that are text": {**docs[k], "reports": [{**entry, "findings": "x"}, *docs[k]["reports"][1:]]},
+        "an entry without its error": {
+            **docs[k],
+            "reports": [{f: v for f, v in entry.items() if f != "error"}, *docs[k]["reports"][1:]],
+        },
+        "require_run that is no flag": {**docs[k], "require_run": "yes"},
         "a session of the other shard": {**other, "reports": [*other["reports"], entry]},
         "sessions counted twice": {**docs[k], "sessions": docs[k]["sessions"] * 2},
         "negative sessions": {**docs[k], "sessions": -85},
@@ -387,3 +390,136 @@ def test_a_check_process_sent_sigterm_is_an_error_never_a_silent_exit(
     finally:
         signal.signal(signal.SIGTERM, before)
     assert code == 2 and "a check process ended abruptly" in err and "checked" not in out
+
+
+# ---- what a hostile tester found: every shard lists what one check lists, and a merge holds to one config -------
+def _merged_is_single(capsys: pytest.CaptureFixture[str], folder: Path, n: int, *fmt: str) -> tuple[int, str]:
+    """``check`` and the merge of its ``n`` shards, in format ``fmt``: the same exit code and output (the text's
+    summary line aside, which names the shards); returns them."""
+    single = run(capsys, "check", *fmt)
+    paths = shard_reports(capsys, folder, n, (0, 1, 2))
+    merged = run(capsys, "check", "--merge", *map(str, paths), *fmt)
+    assert merged[0] == single[0], (single, merged)
+    if not fmt:
+        assert merged[1].splitlines()[:-1] == single[1].splitlines()[:-1]
+    elif fmt == ("--json",):  # the merge says how many shards it merged, too
+        assert {k: v for k, v in json.loads(merged[1]).items() if k != "shards"} == json.loads(single[1])
+    elif "junit" in fmt:  # a merge has a testcase for each session with findings, in order; the others counted
+        cases = [c for c in ET.fromstring(single[1]).iter("testcase") if len(c)]
+        assert [ET.tostring(c) for c in ET.fromstring(merged[1]).iter("testcase")] == [ET.tostring(c) for c in cases]
+    else:
+        assert merged[1] == single[1]
+    return single[0], single[1]
+
+
+def test_a_symlink_out_of_the_folder_fails_every_shard_it_falls_in_and_the_merge(
+    samples: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tapes = samples / "sample_tapes"
+    outside = tmp_path / "outside"
+    (outside / "folder").mkdir(parents=True)
+    (outside / "ext.jsonl").write_bytes((tapes / "clean.jsonl").read_bytes())
+    (outside / "folder" / "inner.jsonl").write_bytes((tapes / "clean.jsonl").read_bytes())
+    (tapes / "ext.jsonl").symlink_to(outside / "ext.jsonl")
+    (tapes / "linked").symlink_to(outside / "folder")
+    code, out = _merged_is_single(capsys, samples, 3)
+    assert code == 2 and "ext" in out and "linked" in out and "outside the tapes folder" in out
+    assert _merged_is_single(capsys, samples, 2, "--format", "github")[0] == 2
+
+
+def test_a_symlink_loop_where_a_tape_should_be_is_an_error_never_passed_over(
+    samples: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tapes = samples / "sample_tapes"
+    (tapes / "loop.jsonl").symlink_to("loop.jsonl")
+    (tapes / "a.jsonl").symlink_to("b.jsonl")
+    (tapes / "b.jsonl").symlink_to("a.jsonl")
+    (tapes / "dirloop").symlink_to("dirloop")  # a loop not named like a tape: nothing to check
+    code, out, err = run(capsys, "check")
+    assert code == 2 and "Traceback" not in err
+    for name in ("loop", "a", "b"):
+        assert f"{name}\n  error: " in out and f"{name}.jsonl: Too many levels of symbolic links" in err
+    assert _merged_is_single(capsys, samples, 2)[0] == 2
+
+
+def test_a_merge_refuses_shards_checked_under_another_config_or_other_options(
+    samples: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The verdicts follow from tapes.toml's rules and from --require-run: shards that differ in either are no
+    check of one folder, and their merge is refused, never green."""
+    loose = shard_reports(capsys, samples, 2)
+    toml = samples / "tapes.toml"
+    toml.write_text(toml.read_text().replace('stale_policy = "warn"', 'stale_policy = "miss"'))
+    code, _, err = run(capsys, "check", "--merge", *map(str, loose))
+    assert code == 2 and "another tapes.toml" in err
+    first = run(capsys, "check", "--shard", "1/2", "--json", "--require-run")[1]
+    (samples / "required.json").write_text(first)
+    strict_second = shard_reports(capsys, samples, 2)[1]
+    code, _, err = run(capsys, "check", "--merge", str(samples / "required.json"), str(strict_second))
+    assert code == 2 and "with --require-run" in err and "under one set of options" in err
+
+
+def test_a_shard_lists_the_sessions_as_check_does_after_recover_and_sees_a_parked_new_session(
+    samples: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tapetui.core.config import load_config
+    from tapetui.core.locks import session_lock
+    from tapetui.review import parking
+
+    cfg = load_config(samples / "tapes.toml")
+    fresh = cfg.tapes_dir / "fresh.jsonl"
+    fresh.with_name("fresh.candidate.jsonl").write_bytes((cfg.tapes_dir / "clean.jsonl").read_bytes())
+    with session_lock(fresh):  # a check --samples killed while it had parked a new session's candidate
+        parking._park(cfg, fresh)
+    assert not fresh.with_name("fresh.candidate.jsonl").exists()
+    code, out, err = run(capsys, "check", "--shard", "1/1")  # recover puts it back first: then it is listed
+    assert code == 1 and "put the pending candidate back" in err and "pending new session fresh" in out
+    # a journal this machine did not write (a pull request's) stays, and its session is a finding of every front
+    forged = cfg.tapes_dir / ".tapetui" / "parked" / "ghost"
+    forged.mkdir(parents=True)
+    (forged / "parked.json").write_text(json.dumps({"v": 1, "candidate": None, "run_log": None}))
+    code, out, _ = run(capsys, "check")
+    assert code == 1 and "ghost\n  its pending candidate is parked" in out
+    assert _merged_is_single(capsys, samples, 3)[0] == 1
+    assert "ghost" in run(capsys, "check", "--format", "github")[1]
+
+
+def test_usage_errors_come_before_samples_are_recorded(
+    samples: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--samples N`` runs the agent (tokens, side effects): a command line that is not one runs nothing."""
+    marker = tmp_path / "ran"
+    toml = samples / "tapes.toml"
+    script = tmp_path / "rec.py"
+    script.write_text(f"open({str(marker)!r}, 'a').write('x')\n")
+    lines = toml.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("record_command"))
+    lines[at] = f'record_command = "{sys.executable} {script}"'
+    toml.write_text("\n".join(lines) + "\n")
+    paths = [str(p) for p in shard_reports(capsys, samples, 2)]
+    for argv in (
+        ["--merge", *paths, "--samples", "2"],
+        ["--shard", "1/2", "--samples", "2"],
+        ["--jobs", "0", "--samples", "1"],
+        ["--json", "--format", "junit", "--samples", "1"],
+        ["--shard", "0/2", "--samples", "1"],
+    ):
+        code, out, err = run(capsys, "check", *argv)
+        assert code == 2 and not out and "Traceback" not in err, (argv, err)
+        assert not marker.exists(), argv
+
+
+def test_sessions_named_alike_in_json_and_in_any_order_merge_as_one_check_lists_them(
+    samples: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Names that sort differently as text and as paths ("a/x", "a x", "a-x", "a.x"), and two that JSON writes
+    alike (a name that is not UTF-8, another whose text is that escape): the merge gives one check's output."""
+    tapes = samples / "sample_tapes"
+    (tapes / "a").mkdir()
+    names = [b"a/x", b"a x", b"a-x", b"a.x", b"n\xff", b"n\\udcff"]
+    for name in names:
+        for suffix in (b".jsonl", b".run.jsonl"):  # each with findings: each in the reports
+            os.link(tapes / f"miss_extra_doc{suffix.decode()}", os.fsencode(tapes) + b"/" + name + suffix)
+    for fmt in ((), ("--json",), ("--format", "github"), ("--format", "junit"), ("--format", "markdown")):
+        for n in (2, 3):
+            assert _merged_is_single(capsys, samples, n, *fmt)[0] == 1

@@ -235,6 +235,15 @@ def refuse_links_out(tapes_dir: Path, *paths: Path) -> None:
             )
 
 
+def _leads_to_folder(e: os.DirEntry[str]) -> bool:
+    """Whether a symlink leads to a folder; False for one that loops (or whose target cannot be looked at): a loop
+    named like a tape is then listed as a file, and its check says what it is, never passes over it."""
+    try:
+        return e.is_dir()
+    except OSError:
+        return False
+
+
 def iter_goldens(tapes_dir: Path, listing: Listing | None = None, *, links_out: bool = False) -> Iterator[Path]:
     """Every golden under ``tapes_dir`` (also ones whose only file so far is a candidate), sorted.
 
@@ -264,7 +273,7 @@ def iter_goldens(tapes_dir: Path, listing: Listing | None = None, *, links_out: 
                         continue
                     stack.append((e.path, (*rel, name)))
                     continue
-                if links_out and e.is_symlink() and e.is_dir() and not name.endswith(SAMPLES_SUFFIX):
+                if links_out and e.is_symlink() and _leads_to_folder(e) and not name.endswith(SAMPLES_SUFFIX):
                     # a folder that leads out is listed by its name, for check to refuse (never to pass over the
                     # sessions it holds); one that stays inside is read where it is
                     try:

@@ -62,7 +62,7 @@ from tapetui.review.facts import (
 )
 from tapetui.review.finding import Finding, FindingKind
 from tapetui.review.journal import recover
-from tapetui.review.parking import PARKED_DIR, is_parked, parked_dir
+from tapetui.review.parking import PARKED_DIR, is_parked, parked_dir, parked_sessions
 from tapetui.review.plainrun import plain_verdicts, read_plain_run
 from tapetui.review.turnfindings import run_turn_findings
 from tapetui.review.verdicts import Verdict, new_capabilities, phase_of, sequence_distance, verdict
@@ -912,6 +912,21 @@ def no_tapes_message(tapes_dir: Path, config: Config) -> str:
     return f"no tapes found in {tapes_dir} (tapes.toml: {config.path or 'none found'})"
 
 
+def folder_sessions(tapes_dir: Path, config: Config, listing: Listing | None = None) -> list[Path]:
+    """Every session ``check`` checks in ``tapes_dir``, in its order: each with a golden, a candidate or a run log
+    in place (a file or folder symlinked out of the folder too, for its check to refuse by name), and each whose
+    pending candidate is parked (:func:`~tapetui.review.parking.parked_sessions`), with nothing left in place.
+    ``listing``: keeps what the folder's listing saw (see :func:`~tapetui.core.store.iter_goldens`)."""
+    goldens = list(iter_goldens(tapes_dir, listing, links_out=True))
+    root = Path(tapes_dir).resolve()
+    if not os.path.lexists(config.tapes_dir / PARKED_DIR) or root != config.tapes_dir.resolve():
+        return goldens
+    away = {root / g.relative_to(config.tapes_dir) for g in parked_sessions(config)}.difference(goldens)
+    if not away:
+        return goldens
+    return sorted([*goldens, *away], key=lambda g: g.relative_to(root).parts)  # as iter_goldens sorts
+
+
 def check(
     tapes_dir: Path,
     config: Config,
@@ -922,8 +937,10 @@ def check(
     jobs: int | Literal["auto"] = 1,
     cache: bool = False,
     require_run: bool = False,
+    select: Callable[[str], bool] | None = None,
+    on_listed: Callable[[list[Path]], None] | None = None,
 ) -> list[SessionReport]:
-    """Check every session of a folder (or the given goldens), after :func:`recover`.
+    """Check every session of a folder (:func:`folder_sessions`, or the given goldens), after :func:`recover`.
 
     Args:
         progress: called with ``(0, total)`` before the first session and ``(done, total)`` after
@@ -935,6 +952,8 @@ def check(
         cache: take the report of a session whose files are unchanged since a check kept it, and keep the
             reports made (:mod:`tapetui.review.checkcache`: the user's cache, never the tapes folder).
         require_run: a golden with no run log is a finding (no run replayed it: a test deleted or skipped).
+        select: check only the sessions whose name it takes (``--shard``: one runner's part of the folder).
+        on_listed: called with every session listed, before ``select`` (what a shard's report names as its folder's).
 
     Raises:
         TapeError: the folder does not exist or holds no tapes (a misconfigured CI job must not go green).
@@ -943,10 +962,14 @@ def check(
         if on_note is not None:
             on_note(note)
     listing = Listing()  # one scandir per folder says which files each session has (see tapetui.core.listing)
-    # a session whose file is a symlink out of the folder is listed, and refused by its check: never passed over
-    goldens = list(sessions) if sessions is not None else list(iter_goldens(tapes_dir, listing, links_out=True))
+    # listed after recover: a session it puts back is checked as it is now
+    goldens = list(sessions) if sessions is not None else folder_sessions(tapes_dir, config, listing)
     if sessions is None and not goldens:
         raise TapeError(no_tapes_message(tapes_dir, config))
+    if on_listed is not None:
+        on_listed(goldens)
+    if select is not None:
+        goldens = [g for g in goldens if select(session_name(g, config.tapes_dir))]
     total = len(goldens)
     if progress is not None:
         progress(0, total)

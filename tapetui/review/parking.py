@@ -55,6 +55,7 @@ __all__ = [
     "is_parked",
     "parked",
     "parked_dir",
+    "parked_sessions",
     "recover_parked",
     "unpark",
 ]
@@ -288,6 +289,21 @@ def _remove_empty(folder: Path, top: Path) -> None:
         except OSError:  # not empty (another session parked there), or gone
             return
         here = here.parent
+
+
+def parked_sessions(config: Config) -> list[Path]:
+    """The golden of every session that has a parked journal in the tapes folder (its pending candidate is away:
+    a ``check --samples`` is recording, or ``recover`` could not put it back, or the journal was committed)."""
+    top = config.tapes_dir / PARKED_DIR
+    if not os.path.isdir(top):
+        return []
+    found = []
+    for dirpath, _, filenames in os.walk(top):
+        if PARKED_JOURNAL in filenames and dirpath != str(top):
+            golden = inside(config.tapes_dir, f"{Path(dirpath).relative_to(top)}.jsonl")
+            if golden is not None and top not in golden.parents:
+                found.append(golden)
+    return found
 
 
 def recover_parked(config: Config) -> list[str]:

@@ -20,6 +20,7 @@ from typing import Any, get_args
 import orjson
 
 from tapetui.core.changes import json_name
+from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
 from tapetui.core.files import file_sha256, open_regular
 from tapetui.review.comparison import RowLevel
@@ -29,7 +30,7 @@ from tapetui.review.verdicts import Verdict
 
 __all__ = ["REPORT_FORMAT", "Merged", "identity", "in_shard", "merge", "parse_shard"]
 
-REPORT_FORMAT = 2  # the version of check's --json report (its identity fields; 2: files_digest)
+REPORT_FORMAT = 3  # check's --json report format (its identity; 2: files_digest; 3: config_digest, require_run)
 MAX_SHARDS = 10_000
 
 
@@ -54,11 +55,21 @@ def in_shard(name: str, k: int, n: int) -> bool:
     return 1 + int.from_bytes(hashlib.sha256(name.encode("utf-8", "surrogateescape")).digest()[:8], "big") % n == k
 
 
-def identity(tapes_dir: Path, root: Path, names: Iterable[str], version: str, shard: tuple[int, int]) -> dict[str, Any]:
-    """What a shard's report says of itself, for :func:`merge` to check (its own files: :func:`files_digest`)."""
+def identity(
+    tapes_dir: Path,
+    config: Config,
+    names: Iterable[str],
+    version: str,
+    shard: tuple[int, int],
+    *,
+    require_run: bool = False,
+) -> dict[str, Any]:
+    """What a shard's report says of itself, for :func:`merge` to check (its own files: :func:`files_digest`): the
+    report format, this tapetui's version, the folder, the shard, a digest of every session name of the folder, a
+    digest of the ``tapes.toml`` it was checked under (its rules decide the verdicts) and ``require_run``."""
     digest = hashlib.sha256("\n".join(sorted(names)).encode("utf-8", "surrogateescape")).hexdigest()
     try:
-        folder = os.path.relpath(tapes_dir, root)
+        folder = os.path.relpath(tapes_dir, config.root)
     except ValueError:
         folder = str(tapes_dir)
     return {
@@ -67,7 +78,16 @@ def identity(tapes_dir: Path, root: Path, names: Iterable[str], version: str, sh
         "folder": folder,
         "shard": {"k": shard[0], "n": shard[1]},
         "sessions_digest": digest,
+        "config_digest": config_digest(config),
+        "require_run": require_run,
     }
+
+
+def config_digest(config: Config) -> str:
+    """The sha256 of the bytes of the ``tapes.toml`` in force (``-`` for none, ``?`` for one that cannot be read)."""
+    if config.path is None:
+        return "-"
+    return file_sha256(config.path, follow_symlinks=True) or "?"
 
 
 def files_digest(sessions: dict[str, Path]) -> str:
@@ -87,19 +107,17 @@ class Merged:
 
     sessions: int
     failing: int
-    reports: list[dict[str, Any]]  # the sessions with findings, from every shard, by session name
+    reports: list[dict[str, Any]]  # the sessions with findings, from every shard, in the order check lists them
     shards: int
     folder: str = ""  # the tapes folder, relative to the project (as every shard's report says)
     errors: int = 0  # sessions a shard could not read (as check, the merge then exits 2)
+    goldens: tuple[tuple[str, Path], ...] = ()  # each report's session and its golden in this checkout, in order
 
-    def session_reports(self, root: Path) -> list[SessionReport]:
-        """The reports as :class:`SessionReport` values (for ``--format junit|github|markdown``), their goldens in
-        this checkout (``root``: the project); every value from a report file is taken as data, as text."""
-        tapes = root / self.folder
+    def session_reports(self) -> list[SessionReport]:
+        """The reports as :class:`SessionReport` values (for ``--format junit|github|markdown``), each with its
+        session's name and golden in this checkout; every value from a report file is taken as data, as text."""
         out = []
-        for r in self.reports:
-            session = str(r.get("session", ""))
-            golden = tapes / (session + ".jsonl")
+        for r, (session, golden) in zip(self.reports, self.goldens, strict=True):
             error = r.get("error")
             rep = SessionReport(session, golden, error=None if error is None else str(error))
             rep.findings = [_finding(f) for f in r.get("findings") or [] if isinstance(f, dict)]
@@ -124,7 +142,7 @@ class Merged:
         }
 
 
-_KEYS = ("format", "tapetui", "folder", "sessions_digest")
+_KEYS = ("format", "tapetui", "folder", "sessions_digest", "config_digest")
 
 
 _FIXED = ("kind", "seq", "tool", "text", "warning", "level")
@@ -178,9 +196,11 @@ def merge(paths: Sequence[Path], expected: dict[str, Any], goldens: dict[str, Pa
     first: dict[str, Any] | None = None
     first_path: Path | None = None
     sessions = failing = errors = 0
-    reports: list[dict[str, Any]] = []
+    reports: list[tuple[str, dict[str, Any]]] = []
     listed: dict[str, Path] = {}
-    named = {json_name(name): name for name in goldens}  # a name as the reports' JSON holds it → the name
+    named: dict[str, list[str]] = {}  # a name as the reports' JSON holds it → the names written so (one, nearly always)
+    for name in goldens:
+        named.setdefault(json_name(name), []).append(name)
     for p in paths:
         doc = _read(p)
         shard = doc["shard"]
@@ -191,18 +211,23 @@ def merge(paths: Sequence[Path], expected: dict[str, Any], goldens: dict[str, Pa
             raise TapeError(
                 f"{p}: shard {shard['k']}/{shard['n']}, and {first_path} is of {first['shard']['n']} shards"
             )
+        if doc["require_run"] != first["require_run"]:
+            given = {True: "with --require-run", False: "without --require-run"}
+            raise TapeError(
+                f"{p}: checked {given[doc['require_run']]}, and {first_path} {given[first['require_run']]}: the "
+                "shards of one check are merged, under one set of options"
+            )
         if shard["k"] in seen:
             raise TapeError(f"{p}: shard {shard['k']}/{shard['n']} again (it is {seen[shard['k']]} too)")
         seen[shard["k"]] = p
         _same_files(p, doc, goldens)
         own_failing = 0
         for i, r in enumerate(doc["reports"]):
-            name = _entry(p, i, r, shard["k"], shard["n"], named)
-            if name in listed:
-                raise TapeError(f"{p}: reports[{i}]: session {name!r} again (it is in {listed[name]} too)")
+            name = _entry(p, i, r, shard["k"], shard["n"], named, listed)
             listed[name] = p
             own_failing += not r["ok"]
             errors += r["error"] is not None
+            reports.append((name, r))
         if doc["failing"] != own_failing or not own_failing <= len(doc["reports"]) <= doc["sessions"]:
             raise TapeError(
                 f"{p}: says {doc['failing']} of {doc['sessions']} session(s) fail, and lists {own_failing} failing "
@@ -210,7 +235,6 @@ def merge(paths: Sequence[Path], expected: dict[str, Any], goldens: dict[str, Pa
             )
         sessions += doc["sessions"]
         failing += own_failing
-        reports += doc["reports"]
     assert first is not None
     n = first["shard"]["n"]
     missing = [k for k in range(1, n + 1) if k not in seen]
@@ -224,9 +248,16 @@ def merge(paths: Sequence[Path], expected: dict[str, Any], goldens: dict[str, Pa
             f"the shards' reports count {sessions} session(s), and the folder holds {len(goldens)}: "
             "not the reports of one check of it"
         )
-    reports.sort(key=lambda r: str(r["session"]))
+    order = {name: i for i, name in enumerate(goldens)}  # the order check lists the sessions in
+    reports.sort(key=lambda named_report: order[named_report[0]])
     return Merged(
-        sessions=sessions, failing=failing, reports=reports, shards=n, folder=str(first["folder"]), errors=errors
+        sessions=sessions,
+        failing=failing,
+        reports=[r for _, r in reports],
+        shards=n,
+        folder=str(first["folder"]),
+        errors=errors,
+        goldens=tuple((name, goldens[name]) for name, _ in reports),
     )
 
 
@@ -237,6 +268,11 @@ def _same_folder(p: Path, doc: dict[str, Any], expected: dict[str, Any]) -> None
             raise TapeError(
                 f"{p}: its sessions are not this folder's (a session added, removed or renamed since the shards "
                 "ran, or another folder): the reports of one check of this folder are merged, no others"
+            )
+        if key == "config_digest" and doc[key] != expected[key]:
+            raise TapeError(
+                f"{p}: checked under another tapes.toml than this checkout's (its rules decide the verdicts): the "
+                "reports of one check of this folder, under one config, are merged, no others"
             )
         if doc[key] != expected[key]:
             raise TapeError(
@@ -260,21 +296,27 @@ def _same_files(p: Path, doc: dict[str, Any], goldens: dict[str, Path]) -> None:
         )
 
 
-def _entry(p: Path, i: int, r: Any, k: int, n: int, named: dict[str, str]) -> str:
+def _entry(p: Path, i: int, r: Any, k: int, n: int, named: dict[str, list[str]], listed: dict[str, Path]) -> str:
     """The session a report's entry ``reports[i]`` is of, once its fields are checked (as check writes them, of a
-    session of this folder (``named``: each as the JSON holds it) in shard ``k`` of ``n``; its ``ok`` as its error
-    and findings make it)."""
+    session of this folder (``named``: each as the JSON holds it) in shard ``k`` of ``n``, not ``listed`` before;
+    its ``ok`` as its error and findings make it)."""
     where = f"{p}: reports[{i}]"
     if not isinstance(r, dict):
         raise TapeError(f"{where}: not a session's report (an object), got {type(r).__name__}")
     shown, error, findings = r.get("session"), r.get("error"), r.get("findings")
-    name = named.get(shown) if isinstance(shown, str) else None
-    if name is None or not isinstance(shown, str):
+    names = named.get(shown, []) if isinstance(shown, str) else []
+    if not names:
         raise TapeError(f"{where}: 'session' must be the name of a session of this folder, got {str(shown)[:60]!r}")
-    if not in_shard(name, k, n):
+    mine = [name for name in names if in_shard(name, k, n)]
+    if not mine:
         raise TapeError(f"{where}: 'session' must be the name of a session of shard {k}/{n}, got {str(shown)[:60]!r}")
+    # names JSON writes alike (a name that is not UTF-8, another with that escape as its text) come in check's order
+    name = next((name for name in mine if name not in listed), None)
+    if name is None:
+        raise TapeError(f"{where}: session {str(shown)[:60]!r} again (it is in {listed[mine[-1]]} too)")
     if (
-        type(r.get("ok")) is not bool
+        "error" not in r
+        or type(r.get("ok")) is not bool
         or not (error is None or (isinstance(error, str) and error))
         or not isinstance(findings, list)
     ):
@@ -290,7 +332,7 @@ def _entry(p: Path, i: int, r: Any, k: int, n: int, named: dict[str, str]) -> st
     ok = error is None and not any(f.get("warning") is not True for f in findings)
     if r["ok"] != ok:
         raise TapeError(f"{where}: says ok is {r['ok']}, and its error and findings say {ok}")
-    return shown
+    return name
 
 
 MAX_REPORT = 256 << 20  # bytes: a report of 100,000 sessions with findings is a few tens of MB
@@ -312,7 +354,8 @@ def _read(p: Path) -> Any:
             f"{p}: not a check report (not JSON: {e.msg} at character {e.pos}; a truncated file?)"
         ) from None
     shard = doc.get("shard") if isinstance(doc, dict) else None
-    fields_ok = isinstance(doc, dict) and all(k in doc for k in (*_KEYS, "sessions", "failing", "reports"))
+    fields = (*_KEYS, "sessions", "failing", "reports", "require_run")
+    fields_ok = isinstance(doc, dict) and all(k in doc for k in fields)
     if not fields_ok or not isinstance(shard, dict):
         raise TapeError(f"{p}: not a shard's check report (made by `tapetui check --shard K/N --json`)")
     if doc["format"] != REPORT_FORMAT:
@@ -322,6 +365,7 @@ def _read(p: Path) -> Any:
     numbers = [doc["sessions"], doc["failing"], k, n]
     if (
         not all(type(v) is int for v in numbers)
+        or type(doc["require_run"]) is not bool
         or not isinstance(doc["reports"], list)
         or not 1 <= k <= n <= MAX_SHARDS
     ):
