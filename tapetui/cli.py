@@ -38,6 +38,7 @@ from tapetui.core.store import (
     golden_of,
     inside,
     iter_goldens,
+    resolved,
     safe_path,
     samples_dir,
     samples_of,
@@ -319,7 +320,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         if not other.exists() and not other.suffix:
             with contextlib.suppress(TapeError):
                 other = session_tape(cfg, args.b)  # another session: `tapetui diff monday tuesday`
-    d = review.diff(cfg, golden, other.resolve() if other is not None else None)
+    d = review.diff(cfg, golden, resolved(other) if other is not None else None)
     if args.json:
         print_json(d.to_json())
     else:
@@ -644,7 +645,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     """``tapetui import otlp FILE...`` (see tapetui.traces.importer)."""
     cfg = _config(args)
-    out_dir = args.out.resolve() if args.out is not None else cfg.tapes_dir
+    out_dir = resolved(args.out) if args.out is not None else cfg.tapes_dir
     if out_dir.exists() and not out_dir.is_dir():
         raise TapeError(f"{args.out}: --out must be a folder (the tapes go there), and this is a file")
     if args.group_by is not None and not args.group_by.strip():
@@ -690,7 +691,7 @@ def _export_target(given: Path, cfg: Config) -> Path:
             f"{given}: not a regular file ({file_kind(st.st_mode)}); --out writes a file (leave it out to write "
             "the spans to standard output)"
         )
-    target = given.resolve()
+    target = resolved(given)
     if not target.parent.is_dir():
         raise TapeError(f"{given}: no folder {target.parent} to write the spans in")
     own = (".jsonl", ".journal", ".torn", ".tmp")  # tapes, journals, torn tails set aside, atomic writes' temps
@@ -861,6 +862,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         # its text may come from anywhere (a traced error's message): said redacted, as every other error is
         err.line(DEFAULT_REDACTOR.redact_text(f"tapetui: {where}{e.strerror or e}"), "red")
         return 2
+    except RuntimeError as e:
+        # Path.resolve() meeting a symlink loop (a tape named by a link to itself) raises this before Python 3.13,
+        # which raises the OSError above: a file given on the command line, never a traceback
+        if not str(e).startswith(_SYMLINK_LOOP):
+            raise
+        where = str(e).removeprefix(_SYMLINK_LOOP).removeprefix("'").removesuffix("'")
+        err.line(f"tapetui: {where}: a symlink loop (it leads to itself)", "red")
+        return 2
+
+
+_SYMLINK_LOOP = "Symlink loop from "
 
 
 if __name__ == "__main__":

@@ -181,3 +181,124 @@ def test_no_opentelemetry_is_imported_without_a_tracer(tmp_path: Path) -> None:
         "assert not [m for m in sys.modules if m.startswith('opentelemetry')], 'opentelemetry imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=tmp_path)
+
+
+# ---- what a hostile tester found: spans hold what the tape holds, redacted, and a span never costs a call --------
+KEY = "sk-proj-ABCDEFGHIJKLMNOPQRSTUVWXYZ123456"
+BEARER = "Bearer abcdefghijklmnopqrstuvwxyz0123"
+
+
+def _span_texts(exporter: InMemorySpanExporter) -> list[str]:
+    """Every text a span carries: its name, attributes, events' names and attributes, status."""
+    out = []
+    for s in exporter.get_finished_spans():
+        out += [s.name, str(s.status.description), *map(str, s.attributes.values())]
+        out += [f"{e.name} {dict(e.attributes or {})}" for e in s.events]
+    return out
+
+
+class AuthenticationError(Exception):
+    pass
+
+
+def test_what_a_live_step_raised_its_call_id_and_its_model_reach_a_span_redacted(
+    tmp_path: Path, spans: tuple[Any, InMemorySpanExporter]
+) -> None:
+    tracer, exporter = spans
+
+    def model_live() -> Any:
+        raise AuthenticationError(f"Error code: 401 - Incorrect API key provided: {KEY}")
+
+    def tool_live() -> Any:
+        raise ValueError(f"upstream said: {BEARER} / {KEY}")
+
+    for mode in ("record", "replay"):
+        with Tape(tmp_path / "t.jsonl", mode, tracer=tracer) as t:
+            with pytest.raises(AuthenticationError):
+                t.model(REQUEST, model="openai:gpt-4o", live=model_live)
+            with pytest.raises(ValueError):
+                t.call("fetch", {"q": 1}, live=tool_live)
+            t.call("add", {"a": 1}, live=lambda: 2, call_id=KEY)
+            t.model(REQUEST, model=f"gpt-{KEY}", live=lambda: {"parts": [{"type": "text", "content": "ok"}]})
+    texts = _span_texts(exporter)
+    assert not [t for t in texts if KEY in t or "abcdefghijklmnop" in t]
+    errors = [e for s in exporter.get_finished_spans() for e in s.events if e.name == "exception"]
+    assert len(errors) == 4  # each failed step, on record and on replay: its type, message and stack trace
+    told = errors[0].attributes or {}
+    assert told["exception.type"].endswith("AuthenticationError") and "[REDACTED]" in told["exception.message"]
+    assert "Traceback" in told["exception.stacktrace"]
+
+
+class _Raising:
+    """A span processor that raises where it is told to (an exporter down, a processor's bug)."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        if self.where == "start":
+            raise RuntimeError(f"exporter down {KEY}")
+
+    def on_end(self, span: Any) -> None:
+        if self.where == "end":
+            raise RuntimeError(f"exporter down {KEY}")
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("where", ["start", "end"])
+def test_a_span_processor_that_raises_never_costs_a_call_or_its_line(tmp_path: Path, where: str) -> None:
+    provider = TracerProvider()
+    provider.add_span_processor(_Raising(where))  # type: ignore[arg-type]
+    ran: list[int] = []
+    stepspans._WARNED[0] = False
+    warned = pytest.warns(RuntimeWarning, match="the run goes on without those spans")
+    with warned as said, Tape(tmp_path / "t.jsonl", "record", tracer=provider.get_tracer("t")) as t:
+        assert t.call("send", {"to": "x"}, live=lambda: ran.append(1) or "sent") == "sent"
+        assert t.call("send", {"to": "y"}, live=lambda: ran.append(1) or "sent") == "sent"
+    assert ran == [1, 1] and KEY not in str(said[0].message)  # each tool ran once, and once only
+    assert sum(b'"type":"call"' in line for line in (tmp_path / "t.jsonl").read_bytes().splitlines()) == 2
+
+
+@pytest.mark.parametrize("tracer", [TracerProvider(), "tracer"])
+def test_a_tracer_that_is_no_tracer_is_refused_when_the_tape_opens(tmp_path: Path, tracer: Any) -> None:
+    with pytest.raises(TapeError, match="tracer= takes an OpenTelemetry Tracer"):
+        Tape(tmp_path / "t.jsonl", "record", tracer=tracer)
+
+
+def test_a_tolerated_hit_and_a_recorded_error_served_say_so_live_and_on_export(
+    tmp_path: Path, spans: tuple[Any, InMemorySpanExporter]
+) -> None:
+    tracer, exporter = spans
+    (tmp_path / "tapes.toml").write_text('[tapes]\ndir = "."\n\n[diff]\nignore = ["b"]\n')
+    reg = registry()
+
+    @reg.tool(version="1")
+    def boom(x: int) -> int:
+        raise ValueError("recorded failure")
+
+    with Tape(tmp_path / "o.jsonl", "record", reg) as t:
+        t.call("add", {"a": 1, "b": 2})
+        with pytest.raises(ValueError):
+            t.call("boom", {"x": 1})
+    with Tape(tmp_path / "o.jsonl", "replay", reg, tracer=tracer) as t:
+        t.call("add", {"a": 1, "b": 99})  # another value only on an ignored path: served, tolerated
+        with pytest.raises(ValueError):
+            t.call("boom", {"x": 1})  # the recorded error, served from the tape: a hit
+        assert (t.stats()["tape_hits"], t.stats()["tolerated_hits"]) == (2, 1)
+    live = {s.name: s.attributes for s in exporter.get_finished_spans()}
+    assert live["execute_tool add"]["tapetui.outcome"] == "tolerated"
+    assert live["execute_tool boom"]["tapetui.outcome"] == "hit" and live["execute_tool boom"]["tapetui.step"] == 2
+    out = subprocess.run(
+        [sys.executable, "-m", "tapetui", "export", "otlp", "o"], capture_output=True, text=True, cwd=tmp_path
+    )
+    exported = {
+        s["name"]: {a["key"]: a["value"] for a in s["attributes"]}
+        for s in __import__("json").loads(out.stdout)["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    }
+    assert exported["execute_tool add"]["tapetui.outcome"] == {"stringValue": "tolerated"}, out.stderr
+    assert exported["execute_tool boom"]["tapetui.outcome"] == {"stringValue": "hit"}

@@ -393,11 +393,13 @@ def test_a_check_process_sent_sigterm_is_an_error_never_a_silent_exit(
 
 
 # ---- what a hostile tester found: every shard lists what one check lists, and a merge holds to one config -------
-def _merged_is_single(capsys: pytest.CaptureFixture[str], folder: Path, n: int, *fmt: str) -> tuple[int, str]:
-    """``check`` and the merge of its ``n`` shards, in format ``fmt``: the same exit code and output (the text's
-    summary line aside, which names the shards); returns them."""
+def _merged_is_single(
+    capsys: pytest.CaptureFixture[str], folder: Path, n: int, *fmt: str, paths: list[Path] | None = None
+) -> tuple[int, str]:
+    """``check`` and the merge of its ``n`` shards (``paths``: their reports, made here when None), in format
+    ``fmt``: the same exit code and output (the text's summary line aside, which names the shards); returns them."""
     single = run(capsys, "check", *fmt)
-    paths = shard_reports(capsys, folder, n, (0, 1, 2))
+    paths = paths or shard_reports(capsys, folder, n, (0, 1, 2))
     merged = run(capsys, "check", "--merge", *map(str, paths), *fmt)
     assert merged[0] == single[0], (single, merged)
     if not fmt:
@@ -520,6 +522,7 @@ def test_sessions_named_alike_in_json_and_in_any_order_merge_as_one_check_lists_
     for name in names:
         for suffix in (b".jsonl", b".run.jsonl"):  # each with findings: each in the reports
             os.link(tapes / f"miss_extra_doc{suffix.decode()}", os.fsencode(tapes) + b"/" + name + suffix)
-    for fmt in ((), ("--json",), ("--format", "github"), ("--format", "junit"), ("--format", "markdown")):
-        for n in (2, 3):
-            assert _merged_is_single(capsys, samples, n, *fmt)[0] == 1
+    for n in (2, 3):
+        paths = shard_reports(capsys, samples, n)
+        for fmt in ((), ("--json",), ("--format", "github"), ("--format", "junit"), ("--format", "markdown")):
+            assert _merged_is_single(capsys, samples, n, *fmt, paths=paths)[0] == 1

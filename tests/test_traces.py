@@ -1071,3 +1071,77 @@ def test_an_attribute_nested_past_what_python_walks_names_the_file_and_span(
     code, _, err = run_cli(capsys, "import", "otlp", str(trace))
     assert code == 2 and "t.jsonl:1: span 'ChatCompletion'" in err and "nested too deeply" in err, err
     assert "Traceback" not in err
+
+
+# ---- what a hostile tester found -----------------------------------------------------------------------------------
+def test_an_import_emits_no_live_spans_and_needs_no_opentelemetry_under_otel_enabled(
+    proj: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An import runs nothing: ``[otel] enabled = true`` makes it no span (they would be the trace's own again,
+    unredacted), and it imports where the extra is not installed."""
+    import tapetui.core.stepspans as stepspans
+
+    (proj / "tapes.toml").write_text('[tapes]\ndir = "tapes"\n\n[otel]\nenabled = true\n')
+    monkeypatch.setattr(stepspans, "entry_points", lambda **kw: [])  # as without tapetui[otel]
+    trace = fx.write(proj / "trace.jsonl", fx.doc(fx.genai_trace()))
+    code, _, err = run_cli(capsys, "import", "otlp", str(trace))
+    assert code == 0, err  # loading the spans' receiver would have failed: there is none
+    assert steps(only_tape(proj))
+
+
+def test_export_redacts_a_call_id_an_older_tape_holds_in_clear(proj: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    key = "sk-proj-ABCDEFGHIJKLMNOPQRSTUVWXYZ123456"
+    with Tape(proj / "tapes" / "s.jsonl", "record") as t:
+        t.call("add", {"a": 1}, live=lambda: 2, call_id="call_1")
+    tape = proj / "tapes" / "s.jsonl"
+    tape.write_text(tape.read_text().replace('"call_1"', json.dumps(key)))  # what an older writer left
+    code, out, err = run_cli(capsys, "export", "otlp", "s")
+    assert code == 0, err
+    assert key not in out and "[REDACTED]" in out
+
+
+def test_an_exported_candidates_model_turns_carry_their_outcome_against_the_golden(
+    proj: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def request(text: str) -> dict[str, Any]:
+        return {"messages": [{"role": "user", "parts": [{"type": "text", "content": text}]}]}
+
+    def answer(text: str) -> Any:
+        return lambda: {"parts": [{"type": "text", "content": text}]}
+
+    for last, said in (("old", "y"), ("NEW PROMPT", "z")):  # the second, beside the golden: a candidate
+        with Tape(proj / "tapes" / "s.jsonl", "record") as t:
+            t.model(request("same"), model="m", live=answer("x"))
+            t.call("f", {"a": 1}, live=lambda: 1)
+            t.model(request(last), model="m", live=answer(said))
+    code, out, err = run_cli(capsys, "export", "otlp", "tapes/s.candidate.jsonl")
+    assert code == 0, err
+    spans = json.loads(out)["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    outcome = [
+        (s["name"], next(a["value"]["stringValue"] for a in s["attributes"] if a["key"] == "tapetui.outcome"))
+        for s in spans
+        if not s["name"].startswith("invoke_agent")
+    ]
+    assert outcome == [("chat m", "hit"), ("execute_tool f", "hit"), ("chat m", "drift")]
+    drift = spans[-1]["events"][0]
+    changes = next(a for a in drift["attributes"] if a["key"] == "tapetui.changes")["value"]["arrayValue"]["values"]
+    assert {"stringValue": "request.messages[0].parts[0].content"} in changes
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["diff", "loop1"],
+        ["export", "otlp", "loop1"],
+        ["accept", "loop1", "--why", "x"],
+        ["reject", "loop1"],
+        ["import", "otlp", "trace.jsonl", "--out", "tapes/loop1.jsonl"],
+    ],
+)
+def test_a_symlink_loop_named_on_the_command_line_is_an_error_never_a_traceback(
+    proj: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    fx.write(proj / "trace.jsonl", fx.doc(fx.genai_trace()))
+    (proj / "tapes" / "loop1.jsonl").symlink_to("loop1.jsonl")
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and "Traceback" not in err and "loop1.jsonl: Too many levels of symbolic links" in err, err

@@ -225,7 +225,7 @@ class ModelServing(TurnDeciding, TurnLive):
         if self._spans is None:
             return self._model_turn(request, model, source, stream, order)
         attrs = {"gen_ai.operation.name": "chat", "gen_ai.request.model": str(model)}
-        span = step_span(self._spans, "model", str(model), attrs).__enter__()
+        span = step_span(self._spans, "model", str(model), attrs, self._redactor).__enter__()
         try:
             turn = self._model_turn(request, model, source, stream, order)
         except BaseException as e:

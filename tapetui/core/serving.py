@@ -112,6 +112,8 @@ class ToolServing(CutPoints):
             step = index.seqs[i]
             if self._log is not None:
                 self._log.emit("hit", seq=seq, tool=tool, key=key, step=step)
+            if self._spans is not None:  # the span's outcome: a hit, also when what it serves is a recorded error
+                note_event("hit", {"seq": seq, "tool": tool, "key": key, "step": step})
             if step in self._status:  # a stale event came first: the precedence decides
                 add_status(self._status, step, "hit")
             else:

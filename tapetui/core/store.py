@@ -201,12 +201,22 @@ def inside(root: Path, path: str | os.PathLike[str]) -> Path | None:
     Raises:
         OSError, ValueError: the path cannot be resolved (a symlink loop, a NUL byte).
     """
+    base = resolved(Path(root))
+    full = resolved(base / path)
+    return full if full == base or base in full.parents else None
+
+
+def resolved(path: Path) -> Path:
+    """``path.resolve()``, a symlink loop an ``OSError`` (ELOOP) naming it, as Python 3.13 raises it (before, a
+    ``RuntimeError``): the error every reader turns into a message naming the file.
+
+    Raises:
+        OSError: a symlink loop, a NUL byte.
+    """
     try:
-        base = Path(root).resolve()
-        full = (base / path).resolve()
+        return path.resolve()
     except RuntimeError:  # a symlink loop, as Python before 3.13 reports it
         raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), os.fspath(path)) from None
-    return full if full == base or base in full.parents else None
 
 
 def safe_path(tapes_dir: Path, name: str | Path) -> Path:

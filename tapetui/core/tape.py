@@ -221,7 +221,7 @@ class Tape(ToolServing, ModelServing, BetweenCalls):
                 from inside a running event loop (use :meth:`acall`).
         """
         if self._spans is not None:
-            with tool_span(self._spans, tool, call_id, self._tools.live_tool(tool)):
+            with tool_span(self._spans, tool, call_id, self._tools.live_tool(tool), self._redactor):
                 step, value = self._begin(tool, args, requested_tool, live, order, call_id)
                 return value if step is None else self._run(step)
         step, value = self._begin(
@@ -254,7 +254,7 @@ class Tape(ToolServing, ModelServing, BetweenCalls):
         with no thread hop; a sync one runs inline. Many ``acall`` may run at once (``asyncio.gather``).
         """
         if self._spans is not None:
-            with tool_span(self._spans, tool, call_id, self._tools.live_tool(tool)):
+            with tool_span(self._spans, tool, call_id, self._tools.live_tool(tool), self._redactor):
                 step, value = self._begin(tool, args, requested_tool, live, order, call_id)
                 return value if step is None else await self._arun(step)
         step, value = self._begin(

@@ -33,7 +33,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from tapetui.core.stepspans import StepSpans
+from tapetui.core.stepspans import StepError, StepSpans
 
 __all__ = ["OTLPJsonFileExporter", "OTelSpans", "otlp_json", "step_spans"]
 
@@ -75,7 +75,7 @@ class OTelSpans:
         )
         return (span, True)
 
-    def end(self, token: Any, outcome: str, attrs: dict[str, Any], error: BaseException | None) -> None:
+    def end(self, token: Any, outcome: str, attrs: dict[str, Any], error: StepError | None) -> None:
         span, own = token
         span.set_attributes({**attrs, "tapetui.outcome": outcome})
         if outcome in ("drift", "contract", "behaviour drift"):
@@ -83,9 +83,10 @@ class OTelSpans:
             if "tapetui.changes" in attrs:
                 event["tapetui.changes"] = attrs["tapetui.changes"]
             span.add_event(f"tapetui.{outcome.replace(' ', '_')}", event)
-        if error is not None:
-            span.record_exception(error)
-            span.set_status(Status(StatusCode.ERROR, type(error).__name__))
+        if error is not None:  # what record_exception writes, from the redacted text (never the exception itself)
+            told = {"exception.type": error.type, "exception.message": error.message}
+            span.add_event("exception", {**told, "exception.stacktrace": error.stacktrace})
+            span.set_status(Status(StatusCode.ERROR, error.type))
         if own:
             span.end()
 

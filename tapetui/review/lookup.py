@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
-from tapetui.core.store import candidate_path, golden_of, safe_path
+from tapetui.core.store import candidate_path, golden_of, resolved, safe_path
 
 __all__ = ["session_tape", "tape_file", "tape_path"]
 
@@ -36,7 +36,7 @@ def tape_path(tapes_dir: Path, name: str, *, anywhere: bool = False) -> Path:
         p = tapes_dir / p
     elif anywhere:
         return p
-    return safe_path(tapes_dir, p.resolve())  # ../ escapes, absolute paths elsewhere, symlinks out: refused
+    return safe_path(tapes_dir, resolved(p))  # ../ escapes, absolute paths elsewhere, symlinks out: refused
 
 
 def session_tape(config: Config, name: str) -> Path:

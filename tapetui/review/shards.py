@@ -207,16 +207,7 @@ def merge(paths: Sequence[Path], expected: dict[str, Any], goldens: dict[str, Pa
         _same_folder(p, doc, expected)
         if first is None:
             first, first_path = doc, p
-        if shard["n"] != first["shard"]["n"]:
-            raise TapeError(
-                f"{p}: shard {shard['k']}/{shard['n']}, and {first_path} is of {first['shard']['n']} shards"
-            )
-        if doc["require_run"] != first["require_run"]:
-            given = {True: "with --require-run", False: "without --require-run"}
-            raise TapeError(
-                f"{p}: checked {given[doc['require_run']]}, and {first_path} {given[first['require_run']]}: the "
-                "shards of one check are merged, under one set of options"
-            )
+        _same_check(p, doc, first_path, first)
         if shard["k"] in seen:
             raise TapeError(f"{p}: shard {shard['k']}/{shard['n']} again (it is {seen[shard['k']]} too)")
         seen[shard["k"]] = p
@@ -259,6 +250,19 @@ def merge(paths: Sequence[Path], expected: dict[str, Any], goldens: dict[str, Pa
         errors=errors,
         goldens=tuple((name, goldens[name]) for name, _ in reports),
     )
+
+
+def _same_check(p: Path, doc: dict[str, Any], first_path: Path | None, first: dict[str, Any]) -> None:
+    """Refuse a report of another split (N) or other options than the first report given."""
+    shard = doc["shard"]
+    if shard["n"] != first["shard"]["n"]:
+        raise TapeError(f"{p}: shard {shard['k']}/{shard['n']}, and {first_path} is of {first['shard']['n']} shards")
+    if doc["require_run"] != first["require_run"]:
+        given = {True: "with --require-run", False: "without --require-run"}
+        raise TapeError(
+            f"{p}: checked {given[doc['require_run']]}, and {first_path} {given[first['require_run']]}: the "
+            "shards of one check are merged, under one set of options"
+        )
 
 
 def _same_folder(p: Path, doc: dict[str, Any], expected: dict[str, Any]) -> None:

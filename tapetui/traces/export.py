@@ -128,7 +128,7 @@ def _outcomes(tape: Path, log: Path | None) -> tuple[dict[int, str], dict[int, l
             continue
         if kind in _LOUD:
             found.setdefault(step, []).append(e)
-        if kind == "hit" and e.get("excused"):
+        if kind == "hit" and e.get("tolerated"):  # served over differences a rule excused
             kind = "tolerated"
         elif kind == "hit" and e.get("changed_input"):
             kind = "served over a changed input"
@@ -144,9 +144,9 @@ def compared_outcomes(
     golden: Path, candidate: Path, config: Config | None = None
 ) -> tuple[dict[int, str], dict[int, list[dict[str, Any]]]]:
     """The outcome of each of a candidate's steps against its golden, as a replay would have met it: ``hit`` (the
-    same), ``tolerated`` (every difference excused by a rule), ``drift`` (its arguments or result differ: a span
-    event with the changed paths), ``contract`` (its tool's contract changed), ``miss`` (another tool at that
-    place), ``live`` (a step the golden has not); keyed by the candidate's step."""
+    same), ``tolerated`` (every difference excused by a rule), ``drift`` (its arguments or result differ, or a model
+    turn's request or response: a span event with the changed paths), ``contract`` (its tool's contract changed),
+    ``miss`` (another tool at that place), ``live`` (a step the golden has not); keyed by the candidate's step."""
     cmp = compare(golden, candidate, config, hooks=None)
     status: dict[int, str] = {}
     found: dict[int, list[dict[str, Any]]] = {}
@@ -162,6 +162,20 @@ def compared_outcomes(
         if s.fingerprint:
             status[seq] = "contract"
             found.setdefault(seq, []).append({"event": "contract", "explanation": list(s.fingerprint)})
+    for d in cmp.turns.diffs:  # the model turns, each against the golden's at its place
+        step = (d.new or {}).get("seq")
+        if type(step) is not int:  # a golden turn the candidate left out: no span for it
+            continue
+        seq = step
+        turn_changes = [[c.path if c.path == "model" else prefixed("request", c.path), c.old, c.new] for c in d.request]
+        turn_changes += [[c.path, c.old, c.new] for c in d.response]
+        if d.old is None:
+            status[seq] = "live"
+        elif turn_changes:
+            status[seq] = "drift"
+            found.setdefault(seq, []).append({"event": "drift", "changes": turn_changes})
+        else:
+            status[seq] = "tolerated" if d.excused else "hit"
     return status, found
 
 
@@ -245,7 +259,7 @@ def _redacted_line(record: Any, redactor: Redactor) -> Any:
         rest = {k: v for k, v in record.items() if k not in ("request", "type", "key", "seq")}
         out.update(redactor.redact(rest))
         return out
-    for k in ("args", "result", "error", "value", "labels", "requested_tool", "response", "usage"):
+    for k in ("args", "result", "error", "value", "labels", "requested_tool", "response", "usage", "call_id", "order"):
         if k in record:
             out[k] = redactor.redact(record[k])
     return out

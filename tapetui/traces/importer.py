@@ -35,7 +35,7 @@ import stat
 import sys
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -539,6 +539,8 @@ def _write(path: Path, group: str, items: list[TraceTurn | TraceCall], report: I
     times.span(items[0].span)
     orders: dict[str, tuple[int, int]] = {}  # call id → (turn, index): the place the model asked for it
     turn_k = 0
+    # an import replays nothing and runs nothing live: no live spans of it (they would be the trace's own, again)
+    cfg = replace(cfg, otel_enabled=False) if cfg.otel_enabled else cfg
     with _DraftTape(
         path, "record", config=cfg, labels=_labels(group, items), clock=times.clock, timer=times.timer, run_log=False
     ) as tape:
