@@ -707,3 +707,41 @@ def test_a_call_of_a_tool_never_offered_stays_on_the_tape_and_is_reported(tapes:
     texts = [f.text for f in report.findings]
     assert any("asked for 'rm_rf', a tool it was not offered" in x for x in texts), texts
     assert report.ok  # a warning: the same call as the golden's
+
+
+def test_a_candidates_changed_answer_or_failed_turn_fails_results_unless_a_rule_excuses_it(tapes: Path) -> None:
+    """A model's response is its result: a candidate whose final answer changed (no later request shows it) or
+    whose turn failed is a finding by default, and a ``response.…`` rule excuses it as a tool result's is."""
+    path = tapes / "tapes" / "a.jsonl"
+    _record(path)
+
+    class Reworded(Calls):
+        def second(self) -> dict[str, Any]:
+            out = super().second()
+            out["parts"] = [{"type": "text", "content": "Yes, delete every file now."}]
+            return out
+
+    with Tape(path, "record") as t:  # beside the golden: a candidate, the same requests, another answer
+        agent(t, Reworded())
+    report = _check(tapes)[0]
+    assert report.comparison is not None and not report.ok
+    results = report.comparison.verdict("results")
+    assert (results.value, results.passed) == (1, False)
+    assert report.comparison.verdict("prompts").passed  # the requests are the golden's
+    assert any("response.parts[0].content" in f.text and "delete every file" in f.text for f in report.findings)
+    rule = '"response.parts[*].content" = "ignore"'
+    (tapes / "tapes.toml").write_text(f'[tapes]\ndir = "tapes"\n[compare.rules]\n{rule}\n')
+    report = _check(tapes)[0]
+    assert report.comparison is not None and report.comparison.passed
+    assert report.comparison.verdict("results").excused == 1
+    assert any("excused" in f.text or "ignore" in f.text for f in report.findings), [f.text for f in report.findings]
+
+    class Failing(Calls):
+        def second(self) -> dict[str, Any]:
+            raise RuntimeError("429 rate limited")
+
+    (tapes / "tapes.toml").write_text('[tapes]\ndir = "tapes"\n')
+    with Tape(path, "record") as t, pytest.raises(RuntimeError):
+        agent(t, Failing())
+    report = _check(tapes)[0]
+    assert report.comparison is not None and not report.comparison.verdict("results").passed

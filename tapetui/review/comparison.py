@@ -499,7 +499,7 @@ def _verdicts(
         verdict("tools", settings, sequence_distance(mode, old_tools, new_tools, *phases)),
         requested,
         _side_verdict("arguments", settings, steps, "args"),
-        _side_verdict("results", settings, steps, "result"),
+        _side_verdict("results", settings, steps, "result", turns.results),
         verdict(
             "notes",
             settings,
@@ -540,8 +540,16 @@ class _Judge:
         )
 
 
-def _side_verdict(dimension: str, settings: CompareSettings, steps: Iterable[StepDiff], side: str) -> Verdict:
-    value = excused = errors = 0
+def _side_verdict(
+    dimension: str,
+    settings: CompareSettings,
+    steps: Iterable[StepDiff],
+    side: str,
+    more: tuple[int, int, int] = (0, 0, 0),
+) -> Verdict:
+    """A side's verdict over every step; ``more``: changes, excused and errors of the model turns' responses (their
+    part of the results)."""
+    value, excused, errors = more
     for s in steps:
         if side == "args":
             value += len(s.arg_changes)

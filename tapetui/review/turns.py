@@ -9,6 +9,8 @@ candidate); the turns are judged beside them, set aside from the tool sequence:
   its golden's turns; turns added to a golden that had none are reported, not failed;
 - **model tools** (the model-requested dimension, ``max_requested_edits``): the tools the model asked for,
   read from each turn's own response — never ``n/a`` on a tape with turns;
+- **results**: a turn's response (and its error) is the model's result, judged under the rules as a tool's is
+  (``response.…`` paths), its differences counted in the ``results`` dimension beside the tools' results;
 - **tokens** (``[compare] tokens = "+20%"`` or ``"+5000"``) and, with ``[models."NAME"] price``, cost:
   ``[COST] 12,400 → 16,900 tokens (+36%)``;
 - warnings that never fail: a turn "served over a changed input" (``model_turns = "by_place"``), a difference a
@@ -124,7 +126,8 @@ class TurnDiff:
     new: dict[str, Any] | None
     request: tuple[Change, ...] = ()
     excused: tuple[tuple[Change, str], ...] = ()
-    response: tuple[Change, ...] = ()
+    response: tuple[Change, ...] = ()  # what no rule excuses, each path under ``response.`` (or ``error``)
+    response_excused: tuple[tuple[Change, str], ...] = ()
 
     @property
     def label(self) -> str:
@@ -139,6 +142,7 @@ class TurnDiff:
         out: list[tuple[str, RowLevel]] = [(f"{self.label}  request {change_line(c)}", "differs") for c in self.request]
         out += [(f"{self.label}  request {change_line(c)}  — {why}", "excused") for c, why in self.excused]
         out += [(f"{self.label}  {change_line(c)}", "differs") for c in self.response]
+        out += [(f"{self.label}  {change_line(c)}  — {why}", "excused") for c, why in self.response_excused]
         offered = set((self.new.get("request") or {}).get("tools") or ())
         out += [
             (f"{self.label}  the model asked for {name!r}, a tool it was not offered", "differs")
@@ -155,6 +159,9 @@ class TurnDiff:
             "request": [{"path": c.path, "text": change_line(c)} for c in self.request],
             "excused": [{"path": c.path, "text": change_line(c), "rule": why} for c, why in self.excused],
             "response": [{"path": c.path, "text": change_line(c)} for c in self.response],
+            "response_excused": [
+                {"path": c.path, "text": change_line(c), "rule": why} for c, why in self.response_excused
+            ],
             "added": self.old is None,
             "removed": self.new is None,
         }
@@ -174,6 +181,7 @@ class TurnComparison:
     verdicts: tuple[Verdict, ...] = ()
     cost: tuple[str, str] = ("", "")
     changed: tuple[TurnDiff, ...] = field(default=())
+    results: tuple[int, int, int] = (0, 0, 0)  # the responses' part of the results dimension: changes, excused, errors
 
     @property
     def present(self) -> bool:
@@ -217,6 +225,7 @@ def turn_rows(old: TurnSide, new: TurnSide, settings: CompareSettings, config: C
     paths), responses as they are."""
     diffs: list[TurnDiff] = []
     failing = 0
+    results = [0, 0, 0]  # response differences no rule excuses, excused, a rule's hook errors
     for k in range(max(len(old.turns), len(new.turns))):
         a = old.turns[k] if k < len(old.turns) else None
         b = new.turns[k] if k < len(new.turns) else None
@@ -240,17 +249,21 @@ def turn_rows(old: TurnSide, new: TurnSide, settings: CompareSettings, config: C
             judged = settings.rules.judge("request", canon(a.get("request")), canon(b.get("request")), tool=TURN)
             kept += list(judged.changes)
             excused += [(e.change, e.text) for e in judged.excused]
-        response = []
+        # the response is the model's result: judged as a tool's is, under the rules (``model:response.…`` paths)
+        response: list[Change] = []
+        response_excused: list[tuple[Change, str]] = []
         ra, rb = a.get("response"), b.get("response")
         if ra != rb:
-            response = [
-                Change(f"response.{c.path}" if c.path else "response", c.old, c.new)
-                for c in diff_values(canon(ra), canon(rb))
-            ]
+            said = settings.rules.judge("response", canon(ra), canon(rb), tool=TURN)
+            response = [_in_response(c) for c in said.changes]
+            response_excused = [(_in_response(e.change), e.text) for e in said.excused]
+            results[2] += len(said.errors)
         if a.get("error") != b.get("error"):
             response.append(Change("error", a.get("error", MISSING), b.get("error", MISSING)))
+        results[0] += len(response)
+        results[1] += len(response_excused)
         failing += len(kept)
-        diffs.append(TurnDiff(k + 1, a, b, tuple(kept), tuple(excused), tuple(response)))
+        diffs.append(TurnDiff(k + 1, a, b, tuple(kept), tuple(excused), tuple(response), tuple(response_excused)))
     if old.turns and not new.turns:
         failing += 1
     verdicts: list[Verdict] = []
@@ -273,5 +286,15 @@ def turn_rows(old: TurnSide, new: TurnSide, settings: CompareSettings, config: C
         new_count=len(new.turns),
         verdicts=tuple(verdicts),
         cost=cost,
-        changed=tuple(d for d in diffs if d.request or d.excused or d.response or d.old is None or d.new is None),
+        changed=tuple(
+            d
+            for d in diffs
+            if d.request or d.excused or d.response or d.response_excused or d.old is None or d.new is None
+        ),
+        results=(results[0], results[1], results[2]),
     )
+
+
+def _in_response(c: Change) -> Change:
+    """A change judged within a response, its path under ``response``."""
+    return Change(f"response.{c.path}" if c.path else "response", c.old, c.new)
