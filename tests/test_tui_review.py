@@ -136,7 +136,8 @@ async def test_a_big_diff_that_had_to_be_coarsened_says_so(tmp_path: Path) -> No
         await pilot.press("enter", "j")
         await wait_for(pilot, lambda: bool(app.detail.diffs), "the diff is shown")
         ((_, d),) = app.detail.diffs
-        assert d.level in ("words", "blocks")
+        # coarser than characters: words or blocks by their size, or lines past the time cap (a busy machine)
+        assert d.level in diff_view.LEVEL_WORDS
         await wait_for(
             pilot,
             lambda: f"diff coarsened to {diff_view.LEVEL_WORDS[d.level]}: values of 300.0 kB" in _visible(app),

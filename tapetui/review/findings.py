@@ -921,7 +921,7 @@ def folder_sessions(tapes_dir: Path, config: Config, listing: Listing | None = N
     root = Path(tapes_dir).resolve()
     if not os.path.lexists(config.tapes_dir / PARKED_DIR) or root != config.tapes_dir.resolve():
         return goldens
-    away = {root / g.relative_to(config.tapes_dir) for g in parked_sessions(config)}.difference(goldens)
+    away = {root / f"{name}.jsonl" for name in parked_sessions(config)}.difference(goldens)
     if not away:
         return goldens
     return sorted([*goldens, *away], key=lambda g: g.relative_to(root).parts)  # as iter_goldens sorts

@@ -291,19 +291,18 @@ def _remove_empty(folder: Path, top: Path) -> None:
         here = here.parent
 
 
-def parked_sessions(config: Config) -> list[Path]:
-    """The golden of every session that has a parked journal in the tapes folder (its pending candidate is away:
-    a ``check --samples`` is recording, or ``recover`` could not put it back, or the journal was committed)."""
+def parked_sessions(config: Config) -> list[str]:
+    """The name of every session with a parked journal in the tapes folder (its pending candidate is away: a
+    ``check --samples`` is recording, or ``recover`` could not put it back, or the journal was committed). A parked
+    folder that is a symlink is not walked (``recover`` says what it is)."""
     top = config.tapes_dir / PARKED_DIR
-    if not os.path.isdir(top):
+    if os.path.islink(top) or not os.path.isdir(top):
         return []
-    found = []
-    for dirpath, _, filenames in os.walk(top):
-        if PARKED_JOURNAL in filenames and dirpath != str(top):
-            golden = inside(config.tapes_dir, f"{Path(dirpath).relative_to(top)}.jsonl")
-            if golden is not None and top not in golden.parents:
-                found.append(golden)
-    return found
+    return sorted(
+        Path(dirpath).relative_to(top).as_posix()
+        for dirpath, _, filenames in os.walk(top)
+        if PARKED_JOURNAL in filenames and dirpath != str(top)
+    )
 
 
 def recover_parked(config: Config) -> list[str]:
