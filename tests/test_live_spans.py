@@ -302,3 +302,26 @@ def test_a_tolerated_hit_and_a_recorded_error_served_say_so_live_and_on_export(
     }
     assert exported["execute_tool add"]["tapetui.outcome"] == {"stringValue": "tolerated"}, out.stderr
     assert exported["execute_tool boom"]["tapetui.outcome"] == {"stringValue": "hit"}
+
+
+class _Unprintable(Exception):
+    def __str__(self) -> str:
+        raise ValueError("cannot print me")
+
+
+class _RaisingUnprintable(_Raising):
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        raise _Unprintable()
+
+
+def test_a_receiver_failure_that_cannot_be_printed_or_warned_still_never_costs_the_call(tmp_path: Path) -> None:
+    import warnings
+
+    provider = TracerProvider()
+    provider.add_span_processor(_RaisingUnprintable("start"))  # type: ignore[arg-type]
+    stepspans._WARNED[0] = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # -W error: the warning itself would raise
+        with Tape(tmp_path / "t.jsonl", "record", tracer=provider.get_tracer("t")) as t:
+            assert t.call("send", {"to": "x"}, live=lambda: "sent") == "sent"
+    assert b'"type":"call"' in (tmp_path / "t.jsonl").read_bytes()

@@ -745,3 +745,40 @@ def test_a_candidates_changed_answer_or_failed_turn_fails_results_unless_a_rule_
         agent(t, Failing())
     report = _check(tapes)[0]
     assert report.comparison is not None and not report.comparison.verdict("results").passed
+
+
+def test_a_response_is_judged_as_a_tool_result_is_volatile_fields_errors_and_depth(tapes: Path) -> None:
+    """What hides a result's volatile field hides a response's; a turn's error is compared by path, under
+    ``response.error.…`` rules; a response too deep to compare is that session's error, never the whole check's."""
+    (tapes / "tapes.toml").write_text(
+        '[tapes]\ndir = "tapes"\n[diff]\nignore = ["*.request_id"]\n'
+        '[compare]\nmax_result_changes = 0\n[compare.rules]\n"response.error.message" = { similarity = 0.5 }\n'
+    )
+    path = tapes / "tapes" / "a.jsonl"
+    runs = (("req_1", "2026-01-01T00:00:00Z", "by the provider"), ("req_2", "2026-02-02T11:11:11Z", "by provider"))
+    for rid, ts, said in runs:
+
+        def answer(rid: str = rid, ts: str = ts) -> dict[str, Any]:
+            return {"parts": [{"type": "text", "content": "same"}], "request_id": rid, "timestamp": ts}
+
+        def failed(said: str = said) -> Any:
+            raise RuntimeError(f"upstream failed: rate limited {said}")
+
+        with Tape(path, "record") as t:  # the second time, beside the golden: a candidate
+            t.model(_request(), live=answer, model=MODEL)
+            with pytest.raises(RuntimeError):
+                t.model(_request("again"), live=failed, model=MODEL)
+    report = _check(tapes)[0]
+    assert report.comparison is not None and report.comparison.passed, [f.text for f in report.findings]
+    assert report.comparison.verdict("results").excused == 1  # the error's message, by its similarity rule
+    assert any("response.error.message" in f.text and "similarity" in f.text for f in report.findings)
+    lines = path.with_name("a.candidate.jsonl").read_bytes().splitlines()
+    at = next(i for i, line in enumerate(lines) if orjson.loads(line).get("type") == "model")
+    turn = orjson.loads(lines[at])
+    turn["response"]["parts"][0]["content"] = "€"  # replaced below: nested past what Python compares, not JSON reads
+    lines[at] = orjson.dumps(turn).replace('"€"'.encode(), b"[" * 1010 + b'"x"' + b"]" * 1010)
+    path.with_name("a.candidate.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    (tapes / "tapes" / "b.jsonl").write_bytes(path.read_bytes())  # another session, which is still checked
+    reports = {r.session: r for r in _check(tapes)}
+    assert reports["a"].error is not None and "nested too deeply" in reports["a"].error
+    assert reports["b"].error is None

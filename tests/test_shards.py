@@ -526,3 +526,11 @@ def test_sessions_named_alike_in_json_and_in_any_order_merge_as_one_check_lists_
         paths = shard_reports(capsys, samples, n)
         for fmt in ((), ("--json",), ("--format", "github"), ("--format", "junit"), ("--format", "markdown")):
             assert _merged_is_single(capsys, samples, n, *fmt, paths=paths)[0] == 1
+
+
+def test_a_parked_folder_named_like_a_run_log_is_no_session(samples: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    forged = samples / "sample_tapes" / ".tapetui" / "parked" / "clean.run"
+    forged.mkdir(parents=True)
+    (forged / "parked.json").write_text(json.dumps({"v": 1, "candidate": None, "run_log": None}))
+    code, out, _ = run(capsys, "check")
+    assert code == 1 and "clean.run.jsonl:1" not in out and "\nclean.run\n" not in out

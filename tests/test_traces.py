@@ -1145,3 +1145,18 @@ def test_a_symlink_loop_named_on_the_command_line_is_an_error_never_a_traceback(
     (proj / "tapes" / "loop1.jsonl").symlink_to("loop1.jsonl")
     code, out, err = run_cli(capsys, *argv)
     assert code == 2 and "Traceback" not in err and "loop1.jsonl: Too many levels of symbolic links" in err, err
+
+
+def test_an_exported_candidates_turn_whose_response_a_rule_excused_is_tolerated(
+    proj: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rule = '"response.parts[*].content" = "ignore"'
+    (proj / "tapes.toml").write_text(f'[tapes]\ndir = "tapes"\n[compare.rules]\n{rule}\n')
+    request = {"messages": [{"role": "user", "parts": [{"type": "text", "content": "2 + 2?"}]}]}
+    for said in ("The answer is 4", "The answer is 5"):  # the second, beside the golden: a candidate
+        with Tape(proj / "tapes" / "a.jsonl", "record") as t:
+            t.model(request, model="m", live=lambda said=said: {"parts": [{"type": "text", "content": said}]})
+    code, out, err = run_cli(capsys, "export", "otlp", "tapes/a.candidate.jsonl")
+    assert code == 0, err
+    (chat,) = [s for s in json.loads(out)["resourceSpans"][0]["scopeSpans"][0]["spans"] if s["name"] == "chat m"]
+    assert {"key": "tapetui.outcome", "value": {"stringValue": "tolerated"}} in chat["attributes"]

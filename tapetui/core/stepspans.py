@@ -23,6 +23,7 @@ name (a model's name can hold a key), every text attribute (a call id) and what 
 
 from __future__ import annotations
 
+import contextlib
 import traceback
 import warnings
 from contextvars import ContextVar
@@ -176,16 +177,21 @@ def _redacted(attrs: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
 
 
 def _receiver_failed(e: Exception, redactor: Redactor) -> None:
-    """A span receiver raised: said once a process (a warning), never raised into the agent's call."""
+    """A span receiver raised: said once a process (a warning), never raised into the agent's call — not even
+    where warnings are errors (``-W error``), nor when the exception cannot be printed."""
     if _WARNED[0]:
         return
     _WARNED[0] = True
-    said = redactor.redact_text(f"{type(e).__name__}: {e}")[:300]
-    warnings.warn(
-        f"tapetui: live spans: the span receiver raised {said}; the run goes on without those spans",
-        RuntimeWarning,
-        stacklevel=4,
-    )
+    try:
+        said = redactor.redact_text(f"{type(e).__name__}: {e}")[:300]
+    except Exception:  # noqa: BLE001 - its __str__ raised: its type says enough
+        said = type(e).__name__
+    with contextlib.suppress(Exception):  # warnings made errors: the call's outcome is the call's alone
+        warnings.warn(
+            f"tapetui: live spans: the span receiver raised {said}; the run goes on without those spans",
+            RuntimeWarning,
+            stacklevel=4,
+        )
 
 
 def tool_span(spans: StepSpans, tool: str, call_id: str | None, live: Any, redactor: Redactor) -> step_span:

@@ -24,6 +24,7 @@ from tapetui.core.jsondiff import IgnoreRules
 from tapetui.core.paths import prefixed
 from tapetui.core.store import refuse_links_out, session_name
 from tapetui.core.tapefile import read_index
+from tapetui.core.turns import TURN
 from tapetui.review.turns import RowLevel, TurnComparison, turn_rows, turn_side
 from tapetui.review.verdicts import Verdict, new_capabilities, phase_of, sequence_distance, verdict
 
@@ -432,7 +433,9 @@ def compare(
     else:
         steps = _paired(g, o, old_phases if settings.sequence == "phases" else None, new_phases, ctx, contracts, same)
     notes = tuple(_notes(g, o, ctx))
-    turns = turn_rows(turn_side(g.index), turn_side(o.index), settings, config)
+    turns = turn_rows(
+        turn_side(g.index), turn_side(o.index), settings, config, lambda side, a, b: ctx.side(side, a, b, TURN)
+    )
     old_req, new_req = _requested(g.calls), _requested(o.calls)
     if turns.present:  # what the model asked for, from its own responses
         old_req, new_req = turns.old_requested, turns.new_requested

@@ -918,10 +918,14 @@ def folder_sessions(tapes_dir: Path, config: Config, listing: Listing | None = N
     pending candidate is parked (:func:`~tapetui.review.parking.parked_sessions`), with nothing left in place.
     ``listing``: keeps what the folder's listing saw (see :func:`~tapetui.core.store.iter_goldens`)."""
     goldens = list(iter_goldens(tapes_dir, listing, links_out=True))
-    root = Path(tapes_dir).resolve()
-    if not os.path.lexists(config.tapes_dir / PARKED_DIR) or root != config.tapes_dir.resolve():
+    if not os.path.lexists(config.tapes_dir / PARKED_DIR):
         return goldens
-    away = {root / f"{name}.jsonl" for name in parked_sessions(config)}.difference(goldens)
+    root, top = Path(tapes_dir).resolve(), config.tapes_dir.resolve()
+    if root != top and top not in root.parents:  # a folder outside the tapes folder has nothing parked
+        return goldens
+    under = root.relative_to(top).parts  # a sub-folder of it (check tapes/sub): the sessions parked under it
+    parked = (top.joinpath(*Path(f"{name}.jsonl").parts) for name in parked_sessions(config))
+    away = {g for g in parked if g.parts[: len(top.parts) + len(under)] == (*top.parts, *under)}.difference(goldens)
     if not away:
         return goldens
     return sorted([*goldens, *away], key=lambda g: g.relative_to(root).parts)  # as iter_goldens sorts

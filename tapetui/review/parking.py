@@ -46,7 +46,7 @@ from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
 from tapetui.core.files import STATE_DIR, atomic_write, file_sha256, fsync_dir, read_regular, real_folder
 from tapetui.core.locks import park_lock, session_lock, try_park_lock, try_session_lock
-from tapetui.core.store import candidate_path, inside, rotate_candidate, runlog_path, session_name
+from tapetui.core.store import candidate_path, inside, is_golden, rotate_candidate, runlog_path, session_name
 
 __all__ = [
     "PARKED_DIR",
@@ -298,11 +298,12 @@ def parked_sessions(config: Config) -> list[str]:
     top = config.tapes_dir / PARKED_DIR
     if os.path.islink(top) or not os.path.isdir(top):
         return []
-    return sorted(
+    names = (
         Path(dirpath).relative_to(top).as_posix()
         for dirpath, _, filenames in os.walk(top)
         if PARKED_JOURNAL in filenames and dirpath != str(top)
     )
+    return sorted(name for name in names if is_golden(Path(f"{name}.jsonl")))  # never a run log's or a temp's name
 
 
 def recover_parked(config: Config) -> list[str]:

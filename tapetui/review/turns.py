@@ -20,18 +20,21 @@ candidate); the turns are judged beside them, set aside from the tool sequence:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 from rapidfuzz.distance import Levenshtein
 
 from tapetui.core.canon import canon
-from tapetui.core.changes import MISSING, Change
+from tapetui.core.changes import Change
 from tapetui.core.comparators import CompareSettings, token_threshold
 from tapetui.core.config import Config
+from tapetui.core.errors import TapeError
 from tapetui.core.index import TapeIndex
 from tapetui.core.jsondiff import diff_values
+from tapetui.core.judgements import Judged
 from tapetui.core.turns import TURN, change_line, requested_tools, tokens
 from tapetui.review.verdicts import Verdict
 
@@ -220,9 +223,22 @@ class TurnComparison:
         }
 
 
-def turn_rows(old: TurnSide, new: TurnSide, settings: CompareSettings, config: Config | None) -> TurnComparison:
+def turn_rows(
+    old: TurnSide,
+    new: TurnSide,
+    settings: CompareSettings,
+    config: Config | None,
+    judge: Callable[[str, Any, Any], Judged] | None = None,
+) -> TurnComparison:
     """Two sessions' turns compared by place (the k-th turn with the k-th), requests under the rules (``request.``
-    paths), responses as they are."""
+    paths), responses and errors as a tool's results are (``judge``: how the comparison judges a side of a step,
+    with ``[diff] ignore`` and its volatile defaults; the rules alone when None).
+
+    Raises:
+        TapeError: a turn nested too deeply to compare.
+    """
+    if judge is None:
+        judge = partial(_rules_only, settings)
     diffs: list[TurnDiff] = []
     failing = 0
     results = [0, 0, 0]  # response differences no rule excuses, excused, a rule's hook errors
@@ -249,17 +265,11 @@ def turn_rows(old: TurnSide, new: TurnSide, settings: CompareSettings, config: C
             judged = settings.rules.judge("request", canon(a.get("request")), canon(b.get("request")), tool=TURN)
             kept += list(judged.changes)
             excused += [(e.change, e.text) for e in judged.excused]
-        # the response is the model's result: judged as a tool's is, under the rules (``model:response.…`` paths)
-        response: list[Change] = []
-        response_excused: list[tuple[Change, str]] = []
-        ra, rb = a.get("response"), b.get("response")
-        if ra != rb:
-            said = settings.rules.judge("response", canon(ra), canon(rb), tool=TURN)
-            response = [_in_response(c) for c in said.changes]
-            response_excused = [(_in_response(e.change), e.text) for e in said.excused]
-            results[2] += len(said.errors)
-        if a.get("error") != b.get("error"):
-            response.append(Change("error", a.get("error", MISSING), b.get("error", MISSING)))
+        try:
+            response, response_excused, errors = _outcome_changes(a, b, judge)
+        except RecursionError:
+            raise TapeError(f"model turn {k + 1} (step {b.get('seq')}): nested too deeply to compare") from None
+        results[2] += errors
         results[0] += len(response)
         results[1] += len(response_excused)
         failing += len(kept)
@@ -293,6 +303,34 @@ def turn_rows(old: TurnSide, new: TurnSide, settings: CompareSettings, config: C
         ),
         results=(results[0], results[1], results[2]),
     )
+
+
+def _outcome_changes(
+    a: dict[str, Any], b: dict[str, Any], judge: Callable[[str, Any, Any], Judged]
+) -> tuple[list[Change], list[tuple[Change, str]], int]:
+    """What a turn gave against the golden's turn: the model's result, its response and its error, each judged as a
+    tool's result is (``response.…`` paths, ``response.error.…`` for the error); the differences no rule excused,
+    the excused ones, and the rules' hook errors."""
+    changes: list[Change] = []
+    excused: list[tuple[Change, str]] = []
+    errors = 0
+    for old, new in ((a.get("response"), b.get("response")), (_error_of(a), _error_of(b))):
+        if old == new:
+            continue
+        said = judge("response", canon(old), canon(new))
+        changes += [_in_response(c) for c in said.changes]
+        excused += [(_in_response(e.change), e.text) for e in said.excused]
+        errors += len(said.errors)
+    return changes, excused, errors
+
+
+def _error_of(turn: dict[str, Any]) -> dict[str, Any]:
+    """A turn's error as its part of the outcome: ``{"error": …}`` (none when it answered)."""
+    return {"error": turn["error"]} if turn.get("error") is not None else {}
+
+
+def _rules_only(settings: CompareSettings, side: str, old: Any, new: Any) -> Judged:
+    return settings.rules.judge(side, old, new, tool=TURN)
 
 
 def _in_response(c: Change) -> Change:

@@ -175,7 +175,7 @@ def compared_outcomes(
             status[seq] = "drift"
             found.setdefault(seq, []).append({"event": "drift", "changes": turn_changes})
         else:
-            status[seq] = "tolerated" if d.excused else "hit"
+            status[seq] = "tolerated" if d.excused or d.response_excused else "hit"
     return status, found
 
 
