@@ -129,7 +129,7 @@ class TurnDiff:
     new: dict[str, Any] | None
     request: tuple[Change, ...] = ()
     excused: tuple[tuple[Change, str], ...] = ()
-    response: tuple[Change, ...] = ()  # what no rule excuses, each path under ``response.`` (or ``error``)
+    response: tuple[Change, ...] = ()  # what no rule excuses, under ``response.`` (an error: ``response.error``)
     response_excused: tuple[tuple[Change, str], ...] = ()
 
     @property
