@@ -318,8 +318,11 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if other is not None and not other.is_absolute() and not other.exists():
         other = golden.parent / other  # a name beside the golden, as `rerecord` and `pending` print them
         if not other.exists() and not other.suffix:
-            with contextlib.suppress(TapeError):
+            try:
                 other = session_tape(cfg, args.b)  # another session: `tapetui diff monday tuesday`
+            except TapeError:
+                if os.path.lexists(cfg.tapes_dir / f"{args.b}.jsonl"):  # there, and refused (a link out): say why
+                    raise
     d = review.diff(cfg, golden, resolved(other) if other is not None else None)
     if args.json:
         print_json(d.to_json())

@@ -1160,3 +1160,15 @@ def test_an_exported_candidates_turn_whose_response_a_rule_excused_is_tolerated(
     assert code == 0, err
     (chat,) = [s for s in json.loads(out)["resourceSpans"][0]["scopeSpans"][0]["spans"] if s["name"] == "chat m"]
     assert {"key": "tapetui.outcome", "value": {"stringValue": "tolerated"}} in chat["attributes"]
+
+
+def test_diff_against_a_session_that_links_out_says_it_is_refused(
+    proj: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with Tape(proj / "tapes" / "a.jsonl", "record") as t:
+        t.call("add", {"a": 1}, live=lambda: 2)
+    outside = tmp_path / "outside.jsonl"
+    outside.write_bytes((proj / "tapes" / "a.jsonl").read_bytes())
+    (proj / "tapes" / "evil.jsonl").symlink_to(outside)
+    code, out, err = run_cli(capsys, "diff", "a", "evil")
+    assert code == 2 and "outside the tapes folder" in err and "no such file" not in err
