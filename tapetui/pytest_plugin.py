@@ -160,7 +160,20 @@ def tape(request: pytest.FixtureRequest, tape_config: Config, tape_registry: Any
         with use_tape(t):  # the current tape: adapters given no tape (`taped(toolset)`) use it
             yield t
     finally:
-        t.close()
+        # what the test raised ends the run as `with Tape(...)` ends it: a recording cut short by a failure or an
+        # interrupt is a run that ended with an error, which check reports (never a clean end over half a session)
+        t.close(error=request.node.stash.get(_RAISED, None))
+
+
+_RAISED = pytest.StashKey[BaseException]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
+    """What the test's own body raised (an interrupt too, which makes no report), for its tape's end."""
+    outcome = yield
+    if outcome.excinfo is not None:
+        item.stash[_RAISED] = outcome.excinfo[1]
 
 
 def tape_errors(error: BaseException) -> list[TapeError]:

@@ -208,3 +208,26 @@ def test_diff_finds_b_beside_the_golden_and_names_a_missing_one(sample_dir: Path
     assert r.returncode == 1 and "args.max_words  120 → 80" in r.stdout
     r = run(sample_dir, "diff", "clean.jsonl", "clean.candidate.jsonl")
     assert r.returncode == 2 and "clean.candidate.jsonl: no such file to compare clean.jsonl with" in r.stderr
+
+
+@pytest.mark.parametrize("action", ["accept", "reject"])
+def test_a_rationale_with_a_byte_that_is_not_utf8_is_kept_as_its_escape(sample_dir: Path, action: str) -> None:
+    """``--why`` typed in another encoding (a lone surrogate here) is written as its escape: the action happens,
+    its entry says so, and nothing is left half done."""
+    r = run(sample_dir, action, "drift_summarize", "--why", "caf\udce9 in latin-1")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert "caf\\udce9 in latin-1" in (sample_dir / "sample_tapes/CHANGELOG.md").read_text()
+    assert not candidate_path(sample_dir / "sample_tapes/drift_summarize.jsonl").exists()
+    assert not list((sample_dir / "sample_tapes").glob(".drift_summarize.jsonl.next*"))
+
+
+@pytest.mark.parametrize("name", ["agent.run.jsonl", "agent.candidate.jsonl", ".agent.jsonl", "agent.samples/x.jsonl"])
+def test_a_recording_to_a_name_of_tapetuis_own_files_is_refused(tmp_path: Path, name: str) -> None:
+    """A tape recorded as ``agent.run.jsonl`` was taken for agent's run log (and overwritten as one): nothing
+    recorded is lost, so such a name is refused before anything is written."""
+    from tapetui import Tape, TapeError
+
+    for mode in ("record", "fill"):
+        with pytest.raises(TapeError, match="a recording needs a tape's own name"):
+            Tape(tmp_path / name, mode)
+    assert not (tmp_path / name).exists()

@@ -782,3 +782,21 @@ def test_a_response_is_judged_as_a_tool_result_is_volatile_fields_errors_and_dep
     reports = {r.session: r for r in _check(tapes)}
     assert reports["a"].error is not None and "nested too deeply" in reports["a"].error
     assert reports["b"].error is None
+
+
+def test_a_turn_that_answered_and_now_fails_is_a_difference_no_rule_excuses(tapes: Path) -> None:
+    """As a tool call whose result became an error: the outcome kind changed, whatever an ``ignore`` says."""
+    rules = '"**" = "ignore"\n"response" = "ignore"\n'
+    (tapes / "tapes.toml").write_text(f'[tapes]\ndir = "tapes"\n[compare.rules]\n{rules}')
+    path = tapes / "tapes" / "a.jsonl"
+    with Tape(path, "record") as t:
+        t.model(_request(), live=lambda: {"parts": [{"type": "text", "content": "ok"}]}, model=MODEL)
+
+    def limited() -> Any:
+        raise RuntimeError("429 rate limited")
+
+    with Tape(path, "record") as t, pytest.raises(RuntimeError):  # beside the golden: a candidate that failed
+        t.model(_request(), live=limited, model=MODEL)
+    report = _check(tapes)[0]
+    assert report.comparison is not None and not report.comparison.verdict("results").passed
+    assert not report.ok

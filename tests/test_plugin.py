@@ -96,3 +96,31 @@ def test_tape_on_drift_live_rebaselines_into_a_candidate(pytester: pytest.Pytest
     run(pytester, "--tape-mode=fill").assert_outcomes(failed=1)  # a ModelDrift
     run(pytester, "--tape-mode=fill", "--tape-on-drift=live").assert_outcomes(passed=1)
     assert (pytester.path / "tapes" / "test_agent" / "test_agent.candidate.jsonl").exists()
+
+
+CUT_SHORT = """
+def test_agent(tape):
+    assert tape.call("add", {"a": 1, "b": 1}) == 2
+    assert tape.call("add", {"a": 1, "b": 2}) == 3
+    raise KIND("the agent stopped here")
+    tape.call("add", {"a": 1, "b": 3})
+"""
+
+
+@pytest.mark.parametrize("kind", ["RuntimeError", "KeyboardInterrupt"])
+def test_a_recording_a_test_cut_short_is_a_run_that_ended_with_its_error(pytester: pytest.Pytester, kind: str) -> None:
+    """A test that fails or is interrupted mid-recording leaves half a session: its run log says how it ended (as
+    ``with Tape(...)`` does), so ``check`` reports it instead of a clean end."""
+    from tapetui.cli import main
+
+    pytester.makeconftest(CONFTEST)
+    pytester.makefile(".toml", tapes='[tapes]\ndir = "tapes"\n')
+    pytester.makepyfile(test_agent=CUT_SHORT.replace("KIND", kind))
+    if kind == "KeyboardInterrupt":  # it ends the pytest it is raised in: that one is a process of its own
+        pytester.runpytest_subprocess("-p", "no:asyncio", "-p", "no:textual-snapshot", "--tape-mode=record")
+    else:
+        run(pytester, "--tape-mode=record")
+    log = pytester.path / "tapes" / "test_agent" / "test_agent.run.jsonl"
+    end = log.read_text().splitlines()[-1]
+    assert '"event":"end"' in end and f'"type":"{kind}"' in end
+    assert main(["--config", str(pytester.path / "tapes.toml"), "check"]) == 1

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tapetui.core.errors import TapeError
+from tapetui.core.files import STATE_DIR
 from tapetui.core.listing import Listing
 
 __all__ = [
@@ -116,6 +117,13 @@ def prepare_recording(tape: Path) -> None:
         TapeError: the name is longer than :data:`MAX_NAME` bytes, or the folder cannot be made.
     """
     tape = tape if isinstance(tape, Path) else Path(tape)
+    if not is_golden(tape) or any(part.endswith(SAMPLES_SUFFIX) or part == STATE_DIR for part in tape.parts[:-1]):
+        # a run log's or a candidate's name, a samples or state folder: tapetui's own files, which a recording
+        # there would be taken for (and overwritten as)
+        raise TapeError(
+            f"{tape}: a recording needs a tape's own name, NAME.jsonl (not NAME.run.jsonl, NAME.candidate.jsonl, a "
+            f"hidden name, or a file in a NAME{SAMPLES_SUFFIX}/ or {STATE_DIR}/ folder: those are tapetui's own)"
+        )
     size = len(os.fsencode(tape.name))
     if size > MAX_NAME:
         raise TapeError(

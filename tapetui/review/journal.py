@@ -33,6 +33,7 @@ from typing import Any
 import orjson
 
 import tapetui.review.history as history
+from tapetui.core.changes import json_name
 from tapetui.core.clock import now_iso
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
@@ -53,7 +54,9 @@ def tmp_of(golden: Path) -> Path:
 def new_entry(
     action: str, config: Config, golden: Path, steps: Iterable[int], details: list[str], rationale: str | None
 ) -> Entry:
-    """A changelog entry for a change of ``golden`` made now, with a fresh id."""
+    """A changelog entry for a change of ``golden`` made now, with a fresh id. A byte of the rationale that is not
+    UTF-8 (typed in another encoding: a lone surrogate here) is kept as its escape (``\\udcff``), as JSON output
+    shows it: the journal, the history and the changelog hold UTF-8."""
     return Entry(
         secrets.token_hex(6),
         now_iso(),
@@ -61,7 +64,7 @@ def new_entry(
         session_name(golden, config.tapes_dir),
         tuple(sorted(set(steps))),
         tuple(details),
-        rationale,
+        None if rationale is None else json_name(rationale),
     )
 
 

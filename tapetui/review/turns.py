@@ -314,6 +314,12 @@ def _outcome_changes(
     changes: list[Change] = []
     excused: list[tuple[Change, str]] = []
     errors = 0
+    if (a.get("error") is None) != (b.get("error") is None):
+        # the outcome kind changed (it answered, now it fails, or the reverse): a difference no rule excuses, as a
+        # tool call's result that became an error
+        old_outcome = a.get("response") if a.get("error") is None else a.get("error")
+        new_outcome = b.get("response") if b.get("error") is None else b.get("error")
+        return [Change("response" if b.get("error") is None else "response.error", old_outcome, new_outcome)], [], 0
     for old, new in ((a.get("response"), b.get("response")), (_error_of(a), _error_of(b))):
         if old == new:
             continue
