@@ -72,6 +72,8 @@ SLOW = {
     ("python", "LangChain"): "examples/langchain_tools.py and tests/test_integration_langchain.py",
     ("python", "pytest"): "tests/test_plugin.py runs the tape fixture in an inner pytest",
     ("sh", "Review workflow (headless, for CI and scripts)"): "tests/test_cli.py and tests/test_review_fronts.py",
+    ("sh", "Traces in and out"): "tests/test_traces.py imports, compares, promotes and exports traces",
+    ("python", "Traces in and out"): "tests/test_traces.py and tests/test_live_spans.py",
 }
 FINDINGS_EXIT_1 = re.compile(r"^tapetui (check|diff|mcp verify)\b")  # their exit 1 means "found something"
 DIRECTIVE = re.compile(r"^<!--\s*readme-test:\s*(\w+)\s*(.*?)\s*-->\s*$")

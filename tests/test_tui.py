@@ -438,6 +438,7 @@ async def test_after_a_filter_both_panes_show_the_session_the_tree_highlights(sa
         await _panes_follow(pilot, app, "research_prompt")
 
 
+@pytest.mark.slow  # an app walk of seconds
 async def test_a_detail_asked_again_before_its_first_read_ends_still_shows_the_sessions_run(sample_dir: Path) -> None:
     app = app_for(sample_dir)
     async with app.run_test(size=SIZE) as pilot:
@@ -449,6 +450,7 @@ async def test_a_detail_asked_again_before_its_first_read_ends_still_shows_the_s
         await wait_for(pilot, lambda: idle(app) and "── clean ──" in _log_text(app), "clean's run log")
 
 
+@pytest.mark.slow  # an app walk of seconds
 async def test_x_and_r_on_a_session_row_say_where_they_act_and_a_marks_left_out_are_named(sample_dir: Path) -> None:
     app = app_for(sample_dir)
     async with app.run_test(size=SIZE) as pilot:
