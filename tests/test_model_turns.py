@@ -800,3 +800,27 @@ def test_a_turn_that_answered_and_now_fails_is_a_difference_no_rule_excuses(tape
     report = _check(tapes)[0]
     assert report.comparison is not None and not report.comparison.verdict("results").passed
     assert not report.ok
+
+
+def test_a_turns_row_names_the_golden_step_that_accept_step_takes(tapes: Path) -> None:
+    """A candidate that dropped its first turn: its turn 1 is compared with the golden's turn 1 (by place), and the
+    row names the golden's step, the number ``accept --step`` takes (as a call's row does)."""
+    from tapetui.review import accept
+
+    path = tapes / "tapes" / "a.jsonl"
+
+    def answer(text: str) -> Any:
+        return lambda: {"parts": [{"type": "text", "content": text}]}
+
+    with Tape(path, "record") as t:  # turn, call, turn: steps 1, 2, 3
+        t.model(_request("plan"), live=answer("planned"), model=MODEL)
+        t.call("search", {"q": "x"}, live=lambda: "hits")
+        t.model(_request("summarise"), live=answer("summary"), model=MODEL)
+    with Tape(path, "record") as t:  # call, turn: its only turn is step 2
+        t.call("search", {"q": "x"}, live=lambda: "hits")
+        t.model(_request("summarise briefly"), live=answer("brief"), model=MODEL)
+    texts = [f.text for f in _check(tapes)[0].findings]
+    assert any(x.startswith(f"[MODEL] turn 1 ({MODEL}) step 1  request") for x in texts), texts
+    accept(load_config(tapes / "tapes.toml"), path, "the briefer plan", steps=[1])
+    first = next(x for x in _lines(path) if x.get("type") == "model")
+    assert first["seq"] == 1 and first["request"]["instructions"] == "summarise briefly"

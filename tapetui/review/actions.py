@@ -124,8 +124,9 @@ def _accept_locked(config: Config, golden: Path, cand: Path, why: str, steps: It
     same = [n for n in wanted if n in by_seq and by_seq[n].kind == "same"]
     if same and len(same) == len(wanted):  # accepted already (or never different): nothing would change
         raise TapeError(
-            f"{golden}: step{'s' if len(same) > 1 else ''} {', '.join(map(str, same))} of the candidate "
-            f"{'are' if len(same) > 1 else 'is'} the golden's already: nothing to accept"
+            f"{golden}: step{'s' if len(same) > 1 else ''} {', '.join(map(str, same))} of the golden "
+            f"{'are' if len(same) > 1 else 'is'} the same in the candidate: nothing to accept (--step takes the "
+            "golden's step numbers, as diff shows them)"
         )
     replace: dict[int, bytes] = {}
     manifests: list[bytes] = []

@@ -134,8 +134,11 @@ class TurnDiff:
 
     @property
     def label(self) -> str:
+        """The turn's place, its model, and its step in the golden (the step ``accept --step`` takes, as it takes a
+        call's); the candidate's step for a turn only the candidate has."""
         t = self.new or self.old or {}
-        return f"[MODEL] turn {self.turn} ({t.get('model')}) step {t.get('seq')}"
+        step = (self.old or t).get("seq")
+        return f"[MODEL] turn {self.turn} ({t.get('model')}) step {step}"
 
     def rows(self) -> list[tuple[str, RowLevel]]:
         if self.new is None:
