@@ -77,7 +77,7 @@ def _config(args: argparse.Namespace, tapes_dir: str | None = None, *, must_exis
         found = find_config(Path.cwd())
         near = load_config(found) if found else None
         if tapes_dir is not None:
-            d = Path(tapes_dir).resolve()
+            d = resolved(Path(tapes_dir))
             base = Config.for_dir(d)
             if near is None:
                 cfg = base
@@ -291,7 +291,7 @@ def _check_samples(args: argparse.Namespace, cfg: Config, reports: list[review.S
             raise _Usage("--sample names the samples itself: give it without --samples")
         by_golden: dict[Path, list[Path]] = {}
         for f in args.sample:
-            full = safe_path(cfg.tapes_dir, f.resolve())
+            full = safe_path(cfg.tapes_dir, resolved(f))
             g = golden_of(full)
             if g is None or not full.exists():
                 raise TapeError(f"{f}: not a candidate, sample or run log of a session in {cfg.tapes_dir}")
@@ -698,7 +698,7 @@ def _export_target(given: Path, cfg: Config) -> Path:
     if not target.parent.is_dir():
         raise TapeError(f"{given}: no folder {target.parent} to write the spans in")
     own = (".jsonl", ".journal", ".torn", ".tmp")  # tapes, journals, torn tails set aside, atomic writes' temps
-    kept = {cfg.changelog.resolve(), *((cfg.path.resolve(),) if cfg.path is not None else ())}
+    kept = {resolved(cfg.changelog), *((resolved(cfg.path),) if cfg.path is not None else ())}
     if target in kept or (
         inside(cfg.tapes_dir, target) is not None and (target.name.endswith(own) or target.name.startswith("."))
     ):
@@ -865,17 +865,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         # its text may come from anywhere (a traced error's message): said redacted, as every other error is
         err.line(DEFAULT_REDACTOR.redact_text(f"tapetui: {where}{e.strerror or e}"), "red")
         return 2
-    except RuntimeError as e:
-        # Path.resolve() meeting a symlink loop (a tape named by a link to itself) raises this before Python 3.13,
-        # which raises the OSError above: a file given on the command line, never a traceback
-        if not str(e).startswith(_SYMLINK_LOOP):
-            raise
-        where = str(e).removeprefix(_SYMLINK_LOOP).removeprefix("'").removesuffix("'")
-        err.line(f"tapetui: {where}: a symlink loop (it leads to itself)", "red")
-        return 2
-
-
-_SYMLINK_LOOP = "Symlink loop from "
 
 
 if __name__ == "__main__":

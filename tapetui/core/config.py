@@ -24,7 +24,7 @@ from tapetui.core.files import read_regular
 from tapetui.core.fingerprint import MANIFEST_FIELDS
 from tapetui.core.jsondiff import IgnoreRules
 from tapetui.core.redact import Redactor
-from tapetui.core.store import inside
+from tapetui.core.store import inside, resolved
 
 __all__ = [
     "CONFIG_NAME",
@@ -110,7 +110,7 @@ class Config:
     @classmethod
     def for_dir(cls, tapes_dir: Path | str) -> Config:
         """Defaults for a tapes folder with no ``tapes.toml``."""
-        d = Path(tapes_dir).resolve()
+        d = resolved(Path(tapes_dir))
         return cls(root=d, tapes_dir=d, changelog=d / "CHANGELOG.md")
 
     def policy(self, tool: str) -> ToolPolicy:
@@ -266,12 +266,12 @@ def find_config(start: Path | str = ".") -> Path | None:
     another user owns (say ``/tmp/tapes.toml``, planted in a shared folder) is passed over
     with a warning: it could turn a replay's tool live or name a registry to import.
     """
-    return _search(Path(start).resolve())
+    return _search(resolved(Path(start)))
 
 
 def find_tape_config(tape: Path | str) -> Path | None:
     """The ``tapes.toml`` that governs a tape opened without ``config=``, or None (see :func:`find_config`)."""
-    return _search(Path(tape).resolve().parent)
+    return _search(resolved(Path(tape)).parent)
 
 
 def _search(here: Path) -> Path | None:
@@ -298,11 +298,11 @@ def config_for_tape(tape: Path | str) -> Config:
         ConfigError: the ``tapes.toml`` found is malformed (the message names it).
     """
     found = find_tape_config(tape)
-    folder = Config.for_dir(Path(tape).resolve().parent)
+    folder = Config.for_dir(resolved(Path(tape)).parent)
     if found is None:
         return folder
     cfg = load_config(found)
-    t = Path(tape).resolve()
+    t = resolved(Path(tape))
     if cfg.tapes_dir in t.parents:
         return cfg
     return replace(cfg, tapes_dir=folder.tapes_dir, changelog=folder.changelog)
@@ -332,7 +332,7 @@ def load_config(path: Path | str) -> Config:
         ConfigError: the file cannot be read or parsed, or holds an unknown key or a
             value of the wrong type; the message names the file and the key.
     """
-    path = Path(path).resolve()
+    path = resolved(Path(path))
     try:
         text = read_regular(path, "tapes.toml").decode("utf-8")  # a FIFO named tapes.toml never blocks
     except UnicodeDecodeError as e:

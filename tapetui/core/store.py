@@ -196,7 +196,7 @@ def session_name(tape: Path, tapes_dir: Path) -> str:
         rel = tape.relative_to(tapes_dir)
     except ValueError:
         try:
-            rel = tape.resolve().relative_to(tapes_dir.resolve())
+            rel = resolved(tape).relative_to(resolved(tapes_dir))
         except ValueError:
             rel = Path(tape.name)
     return str(rel)[: -len(".jsonl")] if str(rel).endswith(".jsonl") else str(rel)
@@ -270,7 +270,7 @@ def iter_goldens(tapes_dir: Path, listing: Listing | None = None, *, links_out: 
     ``scandir`` per folder and string work per name: 10,000 sessions list in tens of ms. ``listing``: keeps what
     each ``scandir`` saw (``check`` then asks the file system nothing more).
     """
-    root = Path(tapes_dir).resolve()
+    root = resolved(Path(tapes_dir))
     found: set[tuple[str, ...]] = set()
     stack: list[tuple[str, tuple[str, ...]]] = [(str(root), ())]
     while stack:

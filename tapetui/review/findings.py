@@ -923,9 +923,8 @@ def folder_sessions(tapes_dir: Path, config: Config, listing: Listing | None = N
     root, top = Path(tapes_dir).resolve(), config.tapes_dir.resolve()
     if root != top and top not in root.parents:  # a folder outside the tapes folder has nothing parked
         return goldens
-    under = root.relative_to(top).parts  # a sub-folder of it (check tapes/sub): the sessions parked under it
-    parked = (top.joinpath(*Path(f"{name}.jsonl").parts) for name in parked_sessions(config))
-    away = {g for g in parked if g.parts[: len(top.parts) + len(under)] == (*top.parts, *under)}.difference(goldens)
+    # the sessions parked in the folder checked (a sub-folder of the tapes folder: those under it)
+    away = {g for name in parked_sessions(config) if root in (g := top / f"{name}.jsonl").parents}.difference(goldens)
     if not away:
         return goldens
     return sorted([*goldens, *away], key=lambda g: g.relative_to(root).parts)  # as iter_goldens sorts

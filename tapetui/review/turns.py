@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, Literal
 
 from rapidfuzz.distance import Levenshtein
@@ -231,17 +230,15 @@ def turn_rows(
     new: TurnSide,
     settings: CompareSettings,
     config: Config | None,
-    judge: Callable[[str, Any, Any], Judged] | None = None,
+    judge: Callable[[str, Any, Any], Judged],
 ) -> TurnComparison:
     """Two sessions' turns compared by place (the k-th turn with the k-th), requests under the rules (``request.``
     paths), responses and errors as a tool's results are (``judge``: how the comparison judges a side of a step,
-    with ``[diff] ignore`` and its volatile defaults; the rules alone when None).
+    with ``[diff] ignore`` and its volatile defaults).
 
     Raises:
         TapeError: a turn nested too deeply to compare.
     """
-    if judge is None:
-        judge = partial(_rules_only, settings)
     diffs: list[TurnDiff] = []
     failing = 0
     results = [0, 0, 0]  # response differences no rule excuses, excused, a rule's hook errors
@@ -336,10 +333,6 @@ def _outcome_changes(
 def _error_of(turn: dict[str, Any]) -> dict[str, Any]:
     """A turn's error as its part of the outcome: ``{"error": …}`` (none when it answered)."""
     return {"error": turn["error"]} if turn.get("error") is not None else {}
-
-
-def _rules_only(settings: CompareSettings, side: str, old: Any, new: Any) -> Judged:
-    return settings.rules.judge(side, old, new, tool=TURN)
 
 
 def _in_response(c: Change) -> Change:
