@@ -6,6 +6,7 @@ Each test drives the real app with Pilot and asserts on what the screen shows; w
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 import shutil
@@ -127,8 +128,19 @@ async def test_a_big_result_changed_in_places_shows_each_change_exactly(tmp_path
         assert "chars…" in _visible(app)
 
 
+def _shown(app: TapeApp, text: str) -> bool:
+    """``text`` is on the screen, wherever the pane folded it: compared without spaces, line ends and borders."""
+    squeeze = re.compile(r"[\s│┃▎▊▐▌]+")
+    return squeeze.sub("", text) in squeeze.sub("", _visible(app))
+
+
 @pytest.mark.slow
-async def test_a_big_diff_that_had_to_be_coarsened_says_so(tmp_path: Path) -> None:
+@pytest.mark.parametrize("time_cap", [False, True], ids=["by-size", "past-the-time-cap"])
+async def test_a_big_diff_that_had_to_be_coarsened_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, time_cap: bool
+) -> None:
+    if time_cap:  # what a busy machine does: the cap is reached at once and the rest is drawn as whole lines
+        monkeypatch.setattr(diff_view, "build_diff", functools.partial(diff_view.build_diff, seconds=0.0))
     cfg = big_session(tmp_path, {"text": prose(300_000, seed=1)}, {"text": prose(300_000, seed=2)})
     app = TapeApp(cfg, watch=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -136,13 +148,12 @@ async def test_a_big_diff_that_had_to_be_coarsened_says_so(tmp_path: Path) -> No
         await pilot.press("enter", "j")
         await wait_for(pilot, lambda: bool(app.detail.diffs), "the diff is shown")
         ((_, d),) = app.detail.diffs
-        # coarser than characters: words or blocks by their size, or lines past the time cap (a busy machine)
-        assert d.level in diff_view.LEVEL_WORDS
-        await wait_for(
-            pilot,
-            lambda: f"diff coarsened to {diff_view.LEVEL_WORDS[d.level]}: values of 300.0 kB" in _visible(app),
-            "the coarsening marker",
-        )
+        # coarser than characters: words or blocks by their size, or lines past the time cap
+        assert d.level == "lines" if time_cap else d.level in diff_view.LEVEL_WORDS
+        note = f"diff coarsened to {diff_view.LEVEL_WORDS[d.level]}: values of 300.0 kB"
+        assert d.note is not None and d.note.startswith(note)
+        assert d.timed_out == (d.level == "lines") and ("time cap" in d.note) == d.timed_out
+        await wait_for(pilot, lambda: _shown(app, d.note or ""), "the coarsening marker, whole")
 
 
 # ---- 3: tests independent of the working tree ---------------------------------------------------
