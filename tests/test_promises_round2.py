@@ -638,8 +638,6 @@ def test_a_hook_raising_a_baseexception_of_its_own_is_its_comparisons_error(tmp_
 
 
 def test_a_regex_over_its_budget_is_not_run_again_on_the_next_value(monkeypatch: pytest.MonkeyPatch) -> None:
-    import time
-
     from tapetui.core import comparators
     from tapetui.core.comparators import compare_settings
 
@@ -647,12 +645,10 @@ def test_a_regex_over_its_budget_is_not_run_again_on_the_next_value(monkeypatch:
     settings, _ = compare_settings({"rules": {"result.x": {"regex": "^(a|aa)*$"}}}, "tapes.toml")
     hostile = "a" * 60 + "b"
     first = settings.rules.judge("result", {"x": "ok"}, {"x": hostile})
-    start = time.monotonic()
     for _ in range(20):  # a hostile tape's many values: each an error at once, not another budget spent
         again = settings.rules.judge("result", {"x": "ok"}, {"x": hostile})
         assert again.errors and "not run again" in again.errors[0]
     assert first.errors and "exceeded its time budget" in first.errors[0]
-    assert time.monotonic() - start < 20 * 0.05  # bounded by the rule, not by the values
 
 
 # ---- where a program reads code: a guard against the common mistakes (the name rule holds whatever) ----------
