@@ -107,7 +107,10 @@ def test_agent(tape):
 """
 
 
-@pytest.mark.parametrize("kind", ["RuntimeError", "KeyboardInterrupt"])
+@pytest.mark.parametrize(
+    "kind",
+    ["RuntimeError", pytest.param("KeyboardInterrupt", marks=pytest.mark.slow)],  # slow: a pytest process
+)
 def test_a_recording_a_test_cut_short_is_a_run_that_ended_with_its_error(pytester: pytest.Pytester, kind: str) -> None:
     """A test that fails or is interrupted mid-recording leaves half a session: its run log says how it ended (as
     ``with Tape(...)`` does), so ``check`` reports it instead of a clean end."""

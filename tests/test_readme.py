@@ -134,7 +134,9 @@ BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
 
 def of(langs: set[str]) -> list[Any]:
     return [
-        pytest.param(b, id=b.id, marks=[pytest.mark.slow] if (b.lang, b.heading) in SLOW else [])
+        pytest.param(
+            b, id=b.id, marks=[pytest.mark.slow] if ("sh" if b.lang in SHELL else b.lang, b.heading) in SLOW else []
+        )
         for b in BLOCKS
         if b.lang in langs
     ]
