@@ -46,8 +46,9 @@ def safe_json_text(text: str) -> str:
 
 
 # Characters XML 1.0 cannot hold, even escaped: C0 controls but tab, newline and carriage return, surrogates,
-# U+FFFE and U+FFFF (what safe_text leaves of them: it escapes the controls already)
-_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# U+FFFE and U+FFFF (what safe_text leaves of them: it escapes the controls already). Named as what it takes, not as
+# the complement of what XML takes: the same set, compiled in a tenth of a millisecond instead of ten (every command)
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def xml_text(text: str) -> str:

@@ -978,32 +978,33 @@ def check(
         progress(0, total)
     # nothing of the folder is parked at all: one look, not one per session
     parked = os.path.lexists(config.tapes_dir / PARKED_DIR)
-    work = [(g, listing.files(g), parked) for g in goldens]
     kept = CheckCache.open(config, tapes_dir) if cache and not parked else None
+    # what the listing saw of a session is asked where it is checked (in its check process), or here for the cache
+    work: list[_Work] = [(g, listing.files(g) if kept is not None else listing, parked) for g in goldens]
     reports: list[SessionReport | None] = [None] * total
     lookups: list[Lookup | None] = [None] * total
     if kept is not None:
-        for i, (g, files, _) in enumerate(work):
-            name = session_name(g, config.tapes_dir)
-            lookups[i] = lookup = kept.key(g, files, config, name)
+        for i, item in enumerate(work):
+            g, name = item[0], session_name(item[0], config.tapes_dir)
+            lookups[i] = lookup = kept.key(g, _files(item), config, name)
             found = kept.get(g, lookup[0] if lookup is not None else None)
             if found is not None:
                 reports[i] = SessionReport(name, g, found[0], run_verdicts=found[1])
     todo = [i for i, r in enumerate(reports) if r is None]
     if progress is not None and len(todo) < total:
         progress(total - len(todo), total)
-    made = _check_todo([work[i] for i in todo], config, jobs, progress, total, on_note)
-    now = time.time_ns()
+    made, now = _check_todo([work[i] for i in todo], config, jobs, progress, total, on_note), time.time_ns()
     for i, rep in zip(todo, made, strict=True):
         reports[i] = rep
         lookup = lookups[i]
         if kept is not None and lookup is not None:
-            kept.keep(work[i][0], work[i][1], lookup, rep, now)
+            kept.keep(work[i][0], _files(work[i]), lookup, rep, now)
     if kept is not None:
         kept.save()
     done = [r for r in reports if r is not None]
     if require_run:  # after the cache kept its reports: what it keeps does not depend on this option
-        for rep, (g, files, _) in zip(done, work, strict=True):
+        for rep, item in zip(done, work, strict=True):
+            g, files = item[0], _files(item)
             unreplayed = not files.run_log if files is not None else not os.path.lexists(runlog_path(g))
             there = files.golden if files is not None else g.exists()
             if rep.error is None and there and unreplayed:
@@ -1029,8 +1030,8 @@ def _check_todo(
         if on_note is not None:
             on_note("no check processes could be started here: the sessions are checked in this one")
     reports = []
-    for g, files, maybe_parked in todo:
-        reports.append(check_session(g, config, files, parked=maybe_parked))
+    for item in todo:
+        reports.append(_check_work(item, config))
         if progress is not None:
             progress(total - len(todo) + len(reports), total)
     return reports
@@ -1051,7 +1052,20 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-_Work = tuple[Path, SessionFiles | None, bool]  # a golden, what the listing saw of it, whether to look for parking
+# a golden; what the folder's listing saw of it, or the listing to ask (see _check_work); whether to look for parking
+_Work = tuple[Path, SessionFiles | Listing | None, bool]
+
+
+def _files(item: _Work) -> SessionFiles | None:
+    golden, seen, _ = item
+    return seen.files(golden) if isinstance(seen, Listing) else seen
+
+
+def _check_work(item: _Work, config: Config) -> SessionReport:
+    """:func:`check_session` of one session to check."""
+    return check_session(item[0], config, _files(item), parked=item[2])
+
+
 _WORKER: list[tuple[Config, list[_Work]]] = []  # a check process's config and sessions, set once by _worker_start
 
 
@@ -1073,8 +1087,7 @@ def _worker_check(i: int) -> bytes | _Clean | str:
     here (the pool then sends bytes): a report holding a value nested deeper than pickle goes (a candidate's deep
     result) is :data:`_AGAIN` instead."""
     config, work = _WORKER[0]
-    golden, files, parked = work[i]
-    rep = check_session(golden, config, files, parked=parked)
+    rep = _check_work(work[i], config)
     if not rep.findings and rep.error is None and rep.comparison is None and rep.samples is None:
         return rep.session, tuple(
             (v.dimension, v.value, v.threshold, v.excused, v.errors, v.mode, v.judged) for v in rep.run_verdicts
@@ -1125,11 +1138,11 @@ def _check_in_processes(
         pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_start, initargs=(config, goldens))
         with pool:
             for item in pool.map(_worker_check, range(len(goldens)), chunksize=chunk):
-                golden, files, parked = goldens[len(reports)]
+                work = goldens[len(reports)]
                 if isinstance(item, str):  # _AGAIN: checked here, as one process checks it
-                    reports.append(check_session(golden, config, files, parked=parked))
+                    reports.append(_check_work(work, config))
                 else:
-                    reports.append(_received(item, golden, verdicts))
+                    reports.append(_received(item, work[0], verdicts))
                 if progress is not None:
                     progress(total - len(goldens) + len(reports), total)
     except BrokenProcessPool:  # a worker killed (the out-of-memory killer, a signal): no verdict, never a pass
