@@ -16,6 +16,7 @@ from hypothesis import settings
 
 from tapetui import Config, ToolRegistry
 from tapetui.core.runstart import GROUP_ENV
+from tests import bytecode  # first loaded by -p (pyproject.toml); imported here where it was not
 
 # Fuzzing budgets: CI runs a fixed, repeatable set; HYPOTHESIS_PROFILE=fuzz hunts longer with fresh inputs.
 settings.register_profile("ci", max_examples=120, derandomize=True, database=None, deadline=None)
@@ -47,12 +48,11 @@ def pytest_collection(session: pytest.Session) -> Any:
     modules, the package, their dependencies: files nobody changes during a run); writes are atomic, so workers
     collecting at once are safe. The tests then run with the setting as it was: a module a test writes is never
     cached (see :func:`pytest_configure`)."""
-    before = sys.dont_write_bytecode
-    sys.dont_write_bytecode = False
+    sys.dont_write_bytecode = False  # so since tests.bytecode was loaded, before any other plugin
     try:
         yield
     finally:
-        sys.dont_write_bytecode = before
+        sys.dont_write_bytecode = bytecode.DONT_WRITE_BYTECODE
 
 
 ROOT = Path(__file__).resolve().parent.parent
