@@ -951,3 +951,18 @@ def test_a_drift_hidden_by_redaction_says_why() -> None:
     e = TapeDrift(path="t.jsonl", seq=1, tool="f", recorded_key="f:1", new_key="f:2", recorded_args={},
                   new_args={}, changes=[])  # fmt: skip
     assert "no argument differs as stored" in str(e)
+
+
+@pytest.mark.parametrize("depth", [990, 1100], ids=["deeper-than-python-walks", "deeper-than-orjson-reads"])
+def test_json_text_too_deep_to_read_as_data_keeps_no_secret_a_key_names(depth: int) -> None:
+    """A string holding JSON nested deeper than it can be read (past Python's recursion limit, or orjson's 1,024
+    levels) cannot have a key's value redacted by the key's name: none of it is kept (it was kept whole)."""
+    from tapetui.core.redact import TOO_DEEP_TEXT, Redactor
+
+    text = "[" * depth + json.dumps({"zorkfield": "TOPSECRET", "n": 1}) + "]" * depth
+    r = Redactor(keys=["zorkfield"])
+    assert r.redact_text(text) == TOO_DEEP_TEXT
+    assert "TOPSECRET" not in orjson.dumps(r.redact({"result": {"text": text}})).decode()
+    shallow = "[" * 5 + json.dumps({"zorkfield": "TOPSECRET", "n": 1}) + "]" * 5
+    assert "TOPSECRET" not in r.redact_text(shallow) and '"n":1' in r.redact_text(shallow)
+    assert r.redact_text("[not json " + "[" * 2000) == "[not json " + "[" * 2000  # not JSON: the text as it is

@@ -21,6 +21,7 @@ from tapetui.core.redactgates import GATES, PROBE, PROBE_MIN, fold, may_hold_def
 __all__ = ["DEFAULT_PATTERNS", "DEFAULT_REDACTOR", "DEFAULT_RULES", "REDACTED", "Redactor"]
 
 REDACTED = "[REDACTED]"
+TOO_DEEP_TEXT = "[REDACTED: JSON text nested too deeply to be redacted by its keys]"
 
 # Words (after splitting a key on punctuation and camelCase) that make its value secret.
 _SECRET_WORDS = frozenset(
@@ -345,15 +346,15 @@ class Redactor:
         """JSON text inside a string, redacted as data: its keys' words count, not only value shapes."""
         try:
             obj = orjson.loads(text)
-        except orjson.JSONDecodeError:
-            return text
+        except orjson.JSONDecodeError as e:  # not JSON: the value rules run over the text
+            return self._too_deep(count) if str(e).startswith("depth limit") else text
         if not isinstance(obj, (dict, list)):
             return text
         counts, self._counts = self._counts, (self._counts if count else None)
         try:
             red = self._redact(obj)
-        except RecursionError:  # deeper than Python walks: the value rules still run over the text
-            return text
+        except RecursionError:
+            return self._too_deep(count)
         finally:
             self._counts = counts
         if red is obj:
@@ -361,6 +362,13 @@ class Redactor:
         if count and self._counts is not None:
             self._counts["json-text"] += 1
         return dumps(red).decode()  # canon's: any depth (orjson refuses past 254 levels)
+
+    def _too_deep(self, count: bool) -> str:
+        """What is kept of JSON text nested deeper than it can be read as data: nothing (a key's value is a secret
+        by its key's name, which no rule over the text sees)."""
+        if count and self._counts is not None:
+            self._counts["json-text"] += 1
+        return TOO_DEEP_TEXT
 
     # ---- values ------------------------------------------------------------------
     def redact(self, value: Any) -> Any:
