@@ -9,6 +9,7 @@ import os
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -441,6 +442,30 @@ def test_a_symlink_loop_where_a_tape_should_be_is_an_error_never_passed_over(
     assert code == 2 and "Traceback" not in err
     for name in ("loop", "a", "b"):
         assert f"{name}\n  error: " in out and f"{name}.jsonl: Too many levels of symbolic links" in err
+    assert _merged_is_single(capsys, samples, 2)[0] == 2
+
+
+def test_a_folder_check_cannot_list_is_an_error_never_passed_over(
+    samples: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sub-folder of the tapes folder that cannot be listed (made by another user with a restrictive umask) holds
+    sessions check cannot see: an error naming the folder, never a green check of the others."""
+    tapes = samples / "sample_tapes"
+    suite = tapes / "suite"
+    suite.mkdir()
+    for name in ("drift_summarize.jsonl", "drift_summarize.run.jsonl"):
+        (suite / name).write_bytes((tapes / name).read_bytes())
+    scandir = os.scandir
+
+    def refused(path: Any = ".") -> Any:  # what a user without the right sees (these tests may run as root)
+        if os.fspath(path).rstrip("/").endswith("/suite"):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refused)
+    code, out, err = run(capsys, "check")
+    assert code == 2 and "Traceback" not in err
+    assert "suite\n  error: " in out and "suite: a folder check cannot list (Permission denied)" in err
     assert _merged_is_single(capsys, samples, 2)[0] == 2
 
 

@@ -266,9 +266,9 @@ def iter_goldens(tapes_dir: Path, listing: Listing | None = None, *, links_out: 
     """Every golden under ``tapes_dir`` (also ones whose only file so far is a candidate), sorted.
 
     Symlinks that lead out of the folder are skipped (``links_out``: listed too, a folder by its own name, for the
-    caller to refuse: ``check`` says so rather than pass over a session); hidden files and folders are not read. One
-    ``scandir`` per folder and string work per name: 10,000 sessions list in tens of ms. ``listing``: keeps what
-    each ``scandir`` saw (``check`` then asks the file system nothing more).
+    caller to refuse: ``check`` says so rather than pass over a session; so is a sub-folder that cannot be listed);
+    hidden files and folders are not read. One ``scandir`` per folder and string work per name: 10,000 sessions list
+    in tens of ms. ``listing``: keeps what each ``scandir`` saw (``check`` then asks the file system nothing more).
     """
     root = resolved(Path(tapes_dir))
     found: set[tuple[str, ...]] = set()
@@ -278,6 +278,8 @@ def iter_goldens(tapes_dir: Path, listing: Listing | None = None, *, links_out: 
         try:
             entries = list(os.scandir(folder))
         except OSError:
+            if links_out and rel:  # a folder that cannot be listed is listed by its name, for check to say so
+                found.add(rel)
             continue
         if listing is not None:
             listing.note(folder, entries)

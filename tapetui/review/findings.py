@@ -703,6 +703,31 @@ def _stamp(golden: Path) -> tuple[tuple[int, int, int] | None, ...]:
     return tuple(file_stamp(p) for p in (golden, candidate_path(golden), runlog_path(golden)))
 
 
+def _session_paths(golden: Path, config: Config, files: SessionFiles | None) -> tuple[Path | None, Path | None]:
+    """The session's candidate and run log to read (None: not there), once none of its files leads out of the
+    tapes folder (else TapeError). ``files``: what a listing saw: only the files it saw are looked at, and only a
+    symlink can lead out."""
+    cand: Path | None
+    log: Path | None
+    if files is None:
+        cand, log = candidate_path(golden), runlog_path(golden)
+        refuse_links_out(config.tapes_dir, golden, cand, log)
+    else:
+        cand = candidate_path(golden) if files.candidate else None
+        log = runlog_path(golden) if files.run_log else None
+        if files.links:
+            linked = (p for p in (golden, cand, log) if p is not None and p.name in files.links)
+            refuse_links_out(config.tapes_dir, *linked)
+    if not golden.name.endswith(".jsonl"):  # a folder the listing could not read, listed by its name
+        try:
+            os.scandir(golden).close()
+            why = "it could not be listed when check looked"
+        except OSError as e:
+            why = e.strerror or type(e).__name__
+        raise TapeError(f"{golden}: a folder check cannot list ({why}): its sessions are not checked")
+    return cand, log
+
+
 def _check_session_once(
     golden: Path, config: Config, files: SessionFiles | None = None, parked: bool = True
 ) -> SessionReport:
@@ -712,17 +737,7 @@ def _check_session_once(
     ``files``: what a listing saw of the session (see :func:`check_session`), else the file system is asked."""
     rep = SessionReport(session_name(golden, config.tapes_dir), golden)
     try:
-        cand: Path | None
-        log: Path | None
-        if files is None:
-            cand, log = candidate_path(golden), runlog_path(golden)
-            refuse_links_out(config.tapes_dir, golden, cand, log)
-        else:  # only the files the listing saw are looked at, and only a symlink can lead out
-            cand = candidate_path(golden) if files.candidate else None
-            log = runlog_path(golden) if files.run_log else None
-            if files.links:
-                linked = (p for p in (golden, cand, log) if p is not None and p.name in files.links)
-                refuse_links_out(config.tapes_dir, *linked)
+        cand, log = _session_paths(golden, config, files)
         if files.journal if files is not None else os.path.lexists(journal_path(golden)):
             # check ran recover first: what is left, it could not finish
             rep.findings.append(
