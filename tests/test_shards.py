@@ -326,6 +326,38 @@ def test_require_run_makes_a_golden_no_run_replayed_a_finding(
     assert run(capsys, "check", "--jobs", jobs)[0] == 0  # what the cache kept does not depend on the option
 
 
+def test_a_value_nested_about_as_deep_as_python_walks_gets_one_verdict_with_any_jobs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A check process runs its sessions under its pool's frames: a candidate nested just shallow enough for one
+    process to compare was an error there (exit 2 for --jobs 2, a diff for --jobs 1). Each process now checks with
+    the frames one process has: at the deepest value one process compares, and below it, every --jobs agrees."""
+    from tests.builders import HEADER, call_line
+
+    tapes = tmp_path / "tapes"
+    tapes.mkdir()
+    (tmp_path / "tapes.toml").write_text('[tapes]\ndir = "tapes"\n')
+    line = call_line(seq=1, tool="f", args={"x": 1}, result="LEAF")
+    for name in ("aaa", "zzz"):  # so that --jobs 2 does start two processes
+        (tapes / f"{name}.jsonl").write_bytes(HEADER + line)
+    monkeypatch.chdir(tmp_path)
+
+    def deep(depth: int) -> None:
+        for name, leaf in (("deep.jsonl", b"1"), ("deep.candidate.jsonl", b"2")):
+            (tapes / name).write_bytes(HEADER + line.replace(b'"LEAF"', b"[" * depth + leaf + b"]" * depth))
+
+    low, high = 100, 3000  # one process compares `low` levels, not `high`: the deepest it compares is found
+    while high - low > 1:
+        mid = (low + high) // 2
+        deep(mid)
+        low, high = (mid, high) if run(capsys, "check", "--jobs", "1")[0] == 1 else (low, mid)
+    for depth in (low, low - 4, low - 12, high):
+        deep(depth)
+        one, two = run(capsys, "check", "--jobs", "1"), run(capsys, "check", "--jobs", "2")
+        assert one == two, depth
+        assert one[0] == (1 if depth < high else 2)
+
+
 @pytest.mark.skipif("fork" not in __import__("multiprocessing").get_all_start_methods(), reason="needs fork")
 def test_a_check_process_killed_midway_is_an_error_never_a_verdict(
     samples: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch

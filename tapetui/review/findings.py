@@ -9,6 +9,7 @@ import hashlib
 import os
 import pickle
 import signal
+import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -1039,7 +1040,8 @@ def _check_todo(
     auto = jobs == "auto"
     n = (1 if len(todo) < AUTO_JOBS_FROM else usable_cores()) if jobs == "auto" else jobs
     if n > 1 and len(todo) > 1:
-        made = _check_in_processes(todo, config, min(n, len(todo)), progress, total, auto)
+        room = _frames_left()  # what a check process gives its sessions too (see _worker_check)
+        made = _check_in_processes(todo, config, min(n, len(todo)), progress, total, auto, room)
         if made is not None:
             return made
         if on_note is not None:
@@ -1081,14 +1083,29 @@ def _check_work(item: _Work, config: Config) -> SessionReport:
     return check_session(item[0], config, _files(item), parked=item[2])
 
 
-_WORKER: list[tuple[Config, list[_Work]]] = []  # a check process's config and sessions, set once by _worker_start
+def _frames_left() -> int:
+    """How many frames the caller may still push before a RecursionError, found by pushing them: exact, whatever
+    the stack below holds (a check process runs under its pool's frames, which one process has not)."""
+
+    def down(n: int) -> int:
+        try:
+            return down(n + 1)
+        except RecursionError:
+            return n
+
+    return down(0)
 
 
-def _worker_start(config: Config, work: list[_Work]) -> None:
+# a check process's config, sessions, and the frames the parent had left where it checks sessions itself (0 once
+# _worker_check gave this process as many), set by _worker_start
+_WORKER: list[tuple[Config, list[_Work], int]] = []
+
+
+def _worker_start(config: Config, work: list[_Work], room: int) -> None:
     # a check process sent SIGTERM ends as one: the parent says a process ended abruptly (its CLI handler, inherited
     # through fork, would raise SystemExit in here, which the pool hands the parent as this chunk's result)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    _WORKER[:] = [(config, work)]
+    _WORKER[:] = [(config, work, room)]
     show_redacted_by(config.redactor())  # the findings' texts redacted as one process redacts them
 
 
@@ -1100,8 +1117,14 @@ def _worker_check(i: int) -> bytes | _Clean | str:
     sessions are clean: their report goes back as its name and its verdicts' fields, a few plain values, which
     cost the parent (on the same cores as the workers) a tenth of unpickling a report. Any other goes back pickled
     here (the pool then sends bytes): a report holding a value nested deeper than pickle goes (a candidate's deep
-    result) is :data:`_AGAIN` instead."""
-    config, work = _WORKER[0]
+    result) is :data:`_AGAIN` instead.
+
+    A session is checked with as many frames left as one process has where it checks it (:func:`_check_todo`): a
+    value nested deep enough to exhaust Python's stack is read, compared and redacted alike with any ``--jobs``."""
+    config, work, room = _WORKER[0]
+    if room:  # the first session of this process: the limit is set once (the pool calls this at one depth)
+        sys.setrecursionlimit(sys.getrecursionlimit() + room - _frames_left())
+        _WORKER[0] = (config, work, 0)
     rep = _check_work(work[i], config)
     if not rep.findings and rep.error is None and rep.comparison is None and rep.samples is None:
         return rep.session, tuple(
@@ -1112,6 +1135,16 @@ def _worker_check(i: int) -> bytes | _Clean | str:
         return pickle.dumps(rep, pickle.HIGHEST_PROTOCOL)
     except RecursionError:
         return _AGAIN
+
+
+def _check_deeper(item: _Work, config: Config) -> SessionReport:
+    """:func:`_check_work` from one frame below :func:`_check_todo`, with the frames it has."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(limit + 2)  # this frame and its caller's
+    try:
+        return _check_work(item, config)
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 _SENT = Path()  # a report's golden on its way back from a check process
@@ -1133,7 +1166,7 @@ def _received(item: bytes | _Clean, golden: Path, verdicts: dict[Any, tuple[Verd
 
 
 def _check_in_processes(
-    goldens: list[_Work], config: Config, jobs: int, progress: Progress | None, total: int, fall_back: bool
+    goldens: list[_Work], config: Config, jobs: int, progress: Progress | None, total: int, fall_back: bool, room: int
 ) -> list[SessionReport] | None:
     """The sessions checked by ``jobs`` processes (forked where the platform has fork), in order. Each process
     is given the whole list once (forked: shared, not sent at all) and then only numbers. None when no process
@@ -1150,12 +1183,13 @@ def _check_in_processes(
     reports: list[SessionReport] = []
     verdicts: dict[Any, tuple[Verdict, ...]] = {}
     try:
-        pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_start, initargs=(config, goldens))
+        start = (config, goldens, room)
+        pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_start, initargs=start)
         with pool:
             for item in pool.map(_worker_check, range(len(goldens)), chunksize=chunk):
                 work = goldens[len(reports)]
-                if isinstance(item, str):  # _AGAIN: checked here, as one process checks it
-                    reports.append(_check_work(work, config))
+                if isinstance(item, str):  # _AGAIN: checked here, as one process checks it (a frame deeper)
+                    reports.append(_check_deeper(work, config))
                 else:
                     reports.append(_received(item, work[0], verdicts))
                 if progress is not None:
