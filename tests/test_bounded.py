@@ -205,6 +205,23 @@ def test_a_regex_over_its_budget_fails_its_dimension_naming_the_rule(
     assert comparators.REGEX_BUDGET == 0.05 and "of 0.05 s" in out
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_regex_over_its_budget_on_one_session_still_judges_the_next_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, jobs: str
+) -> None:
+    """A session's verdict depends on its own values alone: a rule that went over its budget on another session
+    (checked before it in this process, or in another one with --jobs) runs again on this one."""
+    monkeypatch.setattr(comparators, "REGEX_BUDGET", 0.05)
+    tapes = regex_project(tmp_path, "^(a|aa)*$", "a" * 65 + "!").joinpath("tapes")
+    for name in ("t1", "t2", "t3"):  # checked after s, in name order: each matches at once
+        (tapes / f"{name}.jsonl").write_bytes(HEADER + call({"answer": "ok"}))
+        (tapes / f"{name}.candidate.jsonl").write_bytes(HEADER + call({"answer": "aaaa"}))
+    assert main(["--config", str(tmp_path / "tapes.toml"), "check", "--jobs", jobs]) == 1
+    out = capsys.readouterr().out
+    assert out.count("[ERROR] result.answer") == 1 and "4 session(s) checked, 1 with findings" in out, out
+    assert out.count("matches regex '^(a|aa)*$'") == 3
+
+
 def test_regex_rules_read_as_before() -> None:
     rule = parse_rule("result.answer", {"regex": r"^\d+ items?$"}, "tapes.toml")
     assert rule.describe() == r"regex '^\\d+ items?$'" and rule.value.pattern == r"^\d+ items?$"

@@ -72,21 +72,31 @@ class HookTimeout(TapeError):
     that called it turns it into its error."""
 
 
-# Budgets are per value, and a hostile tape has as many values as it likes: a regex that went over its budget, or a
-# hook that did not answer in time, is not run again by this process (each later comparison needing it is an
-# error saying so), so the time it can take is bounded by the rules and hooks, not by the tape. Kept by the
-# object (held here, so its id is never reused).
+# Budgets are per value, and a hostile tape has as many values as it likes: a regex that went over its budget is not
+# run again in that session, a hook that did not answer in time not again by this process (each later comparison
+# needing it is an error saying so), so the time they can take is bounded by the rules, the hooks and the sessions,
+# not by the values. A regex's is per session: a session's verdict then depends on its own values alone, whichever
+# process checks it after whichever others (check --jobs); a hook that did not answer still runs in its thread, and
+# is never started again. Kept by the object (held here, so its id is never reused).
 _SPENT: dict[int, object] = {}
+_SPENT_IN_SESSION: dict[int, object] = {}
 
 
 def spent(obj: object) -> bool:
-    """Whether ``obj`` (a regex rule, a hook function) went over its time budget before in this process."""
-    return id(obj) in _SPENT
+    """Whether ``obj`` (a regex rule, a hook function) went over its time budget before (see :func:`spend`)."""
+    return id(obj) in _SPENT or id(obj) in _SPENT_IN_SESSION
 
 
-def spend(obj: object) -> None:
-    """``obj`` went over its time budget: it is not run again by this process."""
-    _SPENT[id(obj)] = obj
+def spend(obj: object, *, session: bool = False) -> None:
+    """``obj`` went over its time budget: it is not run again by this process (``session``: until
+    :func:`next_session`)."""
+    (_SPENT_IN_SESSION if session else _SPENT)[id(obj)] = obj
+
+
+def next_session() -> None:
+    """A session's check begins: what went over its budget for the session before runs again."""
+    if _SPENT_IN_SESSION:
+        _SPENT_IN_SESSION.clear()
 
 
 def hooks_running() -> bool:
@@ -122,8 +132,9 @@ def run_hook(fn: Callable[[], _T], timeout: float, name: str, key: object | None
             _hook_ended(me)
             done.set()
 
-    if key is not None and spent(key):
-        raise HookTimeout(f"{name} did not answer in time before ([compare] hook_timeout); not called again")
+    late = f"{name} did not answer within {shown_number(timeout)} s ([compare] hook_timeout); not called again"
+    if key is not None and spent(key):  # said as the first time is: which session met it first is no matter
+        raise HookTimeout(f"{late} by this check")
     _hook_starting()
     thread = threading.Thread(target=run, name=f"tapetui {name}", daemon=True)
     try:
@@ -134,10 +145,7 @@ def run_hook(fn: Callable[[], _T], timeout: float, name: str, key: object | None
     if not done.wait(timeout):
         if key is not None:
             spend(key)
-        raise HookTimeout(
-            f"{name} did not answer within {shown_number(timeout)} s ([compare] hook_timeout); "
-            "not called again by this check"
-        )
+        raise HookTimeout(f"{late} by this check")
     ok, value = box[0]
     if not ok:
         raise value

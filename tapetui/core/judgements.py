@@ -86,21 +86,21 @@ def try_tolerance(rule: Rule, change: Change) -> Verdict:
 
 def try_regex(rule: Rule, change: Change, budget: float) -> Verdict:
     """``regex``: the new string matches, searched within ``budget`` seconds (past it: an error, and the rule
-    is not run again by this process)."""
+    is not run again in this session: see :func:`tapetui.core.hookcalls.next_session`)."""
     b = change.new
-    if spent(rule):  # it went over its budget once in this process: a hostile tape has many values
+    if spent(rule):  # it went over its budget once in this session: a hostile tape has many values
         return (
             "error",
-            f"the rule {rule.key!r} ({rule.describe()}) exceeded its time budget before; not run again",
+            f"the rule {rule.key!r} ({rule.describe()}) exceeded its time budget before in this session; not run again",
         )
     try:  # the user's pattern on the tape's text: a backtracking one would run for ever without a budget
         hit = isinstance(b, str) and rule.value.search(b, timeout=budget)
     except TimeoutError:
-        spend(rule)
+        spend(rule, session=True)
         return (
             "error",
             f"the rule {rule.key!r} ({rule.describe()}) exceeded its time budget of {shown_number(budget)} s "
-            "on this value: the pattern backtracks (not run again by this check)",
+            "on this value: the pattern backtracks (not run again in this session)",
         )
     if hit:
         return Excuse(change, rule, f"matches {rule.describe()}")

@@ -22,6 +22,7 @@ from tapetui.core.comparators import CompareSettings, Hooks, Judged
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
 from tapetui.core.files import file_sha256, file_stamp
+from tapetui.core.hookcalls import next_session
 from tapetui.core.index import TapeIndex
 from tapetui.core.jsondiff import IgnoreRules, path_segments
 from tapetui.core.listing import Listing, SessionFiles
@@ -686,6 +687,7 @@ def check_session(
     the file system is not asked again. A read that fails is done again without it. ``parked=False``: the
     folder has no parked candidates at all (the caller looked), so this session's are not looked for.
     """
+    next_session()  # a regex rule spent on the session before runs again: this verdict depends on this session only
     with reading(golden, lock_file=files is None or files.lock):
         rep = _check_session_once(golden, config, files, parked)
     for _ in range(2):  # a failed read is done again only while the session's files keep changing under it
