@@ -109,6 +109,26 @@ def test_a_malformed_tapes_toml_is_an_error_naming_it(tmp_path: Path) -> None:
         Tape(tmp_path / "s.jsonl", "record", ToolRegistry())
 
 
+@pytest.mark.parametrize("kind", ["folder", "fifo", "dangling symlink"])
+def test_a_tapes_toml_that_is_no_plain_file_is_an_error_naming_it_never_passed_over(tmp_path: Path, kind: str) -> None:
+    """A tapes.toml that cannot be read (a folder, a FIFO, a symlink whose target is gone) is an error: passed over,
+    a recording took a parent's tapes.toml or the defaults, and the [redact] keys it names went to disk as they are."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "tapes.toml").write_text('[redact]\nkeys = ["zorkfield"]\n')
+    inner = tmp_path / "inner"
+    inner.mkdir()
+    there = inner / "tapes.toml"
+    if kind == "folder":
+        there.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(there)
+    else:
+        there.symlink_to(tmp_path / "gone.toml")
+    with pytest.raises(ConfigError, match=r"tapes\.toml"):
+        Tape(inner / "s.jsonl", "record", ToolRegistry())
+    assert find_tape_config(inner / "s.jsonl") == there and not (inner / "s.jsonl").exists()
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs to give a file to another user")
 def test_a_tapes_toml_of_another_user_is_ignored(tmp_path: Path) -> None:
     (tmp_path / ".git").mkdir()

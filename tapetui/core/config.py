@@ -277,8 +277,11 @@ def find_tape_config(tape: Path | str) -> Path | None:
 def _search(here: Path) -> Path | None:
     for d in (here, *here.parents):
         cand = d / CONFIG_NAME
-        if cand.is_file():
-            owner = cand.stat().st_uid
+        if os.path.lexists(cand):  # whatever it is: one that is no plain file is refused by name, never passed over
+            try:  # (its [redact] keys would not apply, its rules not judge: defaults, or a parent's, instead)
+                owner = cand.stat().st_uid
+            except OSError:  # a symlink that leads nowhere, or loops: load_config says so
+                return cand
             if owner in (os.getuid(), 0):
                 return cand
             warnings.warn(f"{cand}: ignored, it belongs to another user (uid {owner})", stacklevel=4)
