@@ -358,6 +358,76 @@ def test_a_value_nested_about_as_deep_as_python_walks_gets_one_verdict_with_any_
         assert one[0] == (1 if depth < high else 2)
 
 
+def test_arguments_keyed_again_on_a_stack_of_their_own_get_one_verdict_with_any_jobs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A call's arguments too deep for the caller's stack are keyed again on a fresh thread's stack: in a check
+    process (whose recursion limit is raised for its pool's frames) that stack held more, and a golden one process
+    calls unkeyable was green with --jobs 2. Around the deepest arguments a fresh stack keys, every --jobs agrees."""
+    import threading
+
+    from tapetui.core.keys import key_of
+    from tests.builders import HEADER, call_line
+
+    tapes = tmp_path / "tapes"
+    tapes.mkdir()
+    (tmp_path / "tapes.toml").write_text('[tapes]\ndir = "tapes"\n')
+    for name in ("aaa", "zzz"):  # so that --jobs 2 does start two processes
+        (tapes / f"{name}.jsonl").write_bytes(HEADER + call_line(seq=1, tool="f", args={"x": 1}, result=1))
+    monkeypatch.chdir(tmp_path)
+
+    def deep(depth: int) -> None:  # a golden whose stored key is the key of its arguments, keyed on a deep stack
+        args: Any = 1
+        for _ in range(depth):
+            args = [args]
+        box: list[str] = []
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(limit + 5000)
+        try:
+            worker = threading.Thread(target=lambda: box.append(key_of("f", {"a": args})))
+            worker.start()
+            worker.join()
+        finally:
+            sys.setrecursionlimit(limit)
+        line = call_line(seq=1, tool="f", args={"a": "ARGS"}, result=1)
+        line = line.replace(json.loads(line)["key"].encode(), box[0].encode())
+        (tapes / "deep.jsonl").write_bytes(HEADER + line.replace(b'"ARGS"', b"[" * depth + b"1" + b"]" * depth))
+
+    low, high = 100, 1020  # one process keys `low` levels, not `high` (past it orjson reads no tape line)
+    while high - low > 1:
+        mid = (low + high) // 2
+        deep(mid)
+        low, high = (mid, high) if run(capsys, "check", "--jobs", "1")[0] == 0 else (low, mid)
+    for depth in (low, low - 4, high, high + 4):
+        deep(depth)
+        one, two = run(capsys, "check", "--jobs", "1"), run(capsys, "check", "--jobs", "2")
+        assert one == two, depth
+        assert one[0] == (0 if depth < high else 1), (depth, one)
+
+
+def test_json_text_as_deep_as_a_stack_walks_is_keyed_alike_from_any_depth(tmp_path: Path) -> None:
+    """A tool's arguments holding JSON text nested deep enough to exhaust a deep caller's stack (an agent framework
+    under pytest) are redacted, and keyed, as from a shallow one: the replay serves the call, never a drift."""
+    from tapetui import Tape, ToolRegistry
+    from tapetui.core.config import load_config
+
+    (tmp_path / "tapes.toml").write_text('[tapes]\ndir = "."\n[redact]\nkeys = ["zorkfield"]\n')  # JSON text is walked
+    config = load_config(tmp_path / "tapes.toml")
+    doc = "[" * 850 + '{"n": 1}' + "]" * 850
+    reg = ToolRegistry()
+    reg.register(lambda doc: {"doc": doc}, name="echo", version="1")
+
+    def at_depth(frames: int, mode: str) -> Any:
+        if frames:
+            return at_depth(frames - 1, mode)
+        with Tape(tmp_path / "s.jsonl", mode, reg, config=config) as tape:
+            return tape.call("echo", {"doc": doc})
+
+    assert at_depth(300, "record") == {"doc": doc}
+    assert at_depth(0, "replay") == {"doc": doc}  # what the tape holds: the text, as redacted from any depth
+    assert at_depth(300, "replay") == {"doc": doc}
+
+
 @pytest.mark.skipif("fork" not in __import__("multiprocessing").get_all_start_methods(), reason="needs fork")
 def test_a_check_process_killed_midway_is_an_error_never_a_verdict(
     samples: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import threading
 from collections.abc import Sequence
 from itertools import accumulate
 from operator import attrgetter, itemgetter
@@ -23,6 +22,7 @@ from tapetui.core.canon import canon, canonical_json
 from tapetui.core.errors import TapeError
 from tapetui.core.extralines import extra_line
 from tapetui.core.fingerprint import ToolManifest
+from tapetui.core.freshstack import on_fresh_stack
 from tapetui.core.index import TapeIndex, _call_from_obj, _json_problem, note_traced
 from tapetui.core.keys import key_of_json
 from tapetui.core.turns import TURN
@@ -301,11 +301,7 @@ def _verify_key(idx: TapeIndex, seq: int, tool: str, key: str, args: Any, line_n
     if computed is None:
         # nested about as deep as Python walks: the recorder keyed it with the stack its caller left it, so it is keyed
         # again on a whole stack of its own (the same answer in one check process or several, at any call depth)
-        box: list[str | None] = [None]
-        worker = threading.Thread(target=lambda: box.__setitem__(0, _stored_key(tool, args)), daemon=True)
-        worker.start()
-        worker.join()
-        computed = box[0]
+        computed = on_fresh_stack(lambda: _stored_key(tool, args))
     if computed != key:
         idx.key_mismatches.append((line_no, seq, tool, key, computed))
 

@@ -16,6 +16,7 @@ import orjson
 from tapetui.core.canon import canon, dumps
 from tapetui.core.errorbase import TooDeep
 from tapetui.core.escapes import plain
+from tapetui.core.freshstack import on_fresh_stack
 from tapetui.core.redactgates import GATES, PROBE, PROBE_MIN, fold, may_hold_default_secret, may_hold_secret_key
 
 __all__ = ["DEFAULT_PATTERNS", "DEFAULT_REDACTOR", "DEFAULT_RULES", "REDACTED", "Redactor"]
@@ -350,18 +351,34 @@ class Redactor:
             return self._too_deep(count) if str(e).startswith("depth limit") else text
         if not isinstance(obj, (dict, list)):
             return text
-        counts, self._counts = self._counts, (self._counts if count else None)
         try:
-            red = self._redact(obj)
-        except RecursionError:
+            return self._walk_text(text, obj, self._counts if count else None)
+        except RecursionError:  # deeper than a whole stack of its own walks: whatever the caller's stack
             return self._too_deep(count)
-        finally:
-            self._counts = counts
-        if red is obj:
-            return text
-        if count and self._counts is not None:
-            self._counts["json-text"] += 1
-        return dumps(red).decode()  # canon's: any depth (orjson refuses past 254 levels)
+
+    def _walk_text(self, text: str, obj: Any, counts: Counter[str] | None) -> str:
+        """``text`` (JSON, its value ``obj``) redacted as data, its redactions added to ``counts``; where the
+        caller's stack runs out, done again on a stack of its own (:mod:`tapetui.core.freshstack`): what is kept of
+        a text (and the key of a call that holds it) never depends on how deep the caller was."""
+
+        def walk() -> str:
+            before = self._counts
+            self._counts = Counter() if counts is not None else None
+            try:
+                red, made = self._redact(obj), self._counts
+            finally:
+                self._counts = before
+            if red is obj:
+                return text
+            if counts is not None:
+                counts.update(made or ())
+                counts["json-text"] += 1
+            return dumps(red).decode()  # canon's: any depth (orjson refuses past 254 levels)
+
+        try:
+            return walk()
+        except RecursionError:
+            return on_fresh_stack(walk)
 
     def _too_deep(self, count: bool) -> str:
         """What is kept of JSON text nested deeper than it can be read as data: nothing (a key's value is a secret

@@ -9,7 +9,6 @@ import hashlib
 import os
 import pickle
 import signal
-import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -22,6 +21,7 @@ from tapetui.core.comparators import CompareSettings, Hooks, Judged
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
 from tapetui.core.files import file_sha256, file_stamp
+from tapetui.core.freshstack import lift_recursion_limit, lifted
 from tapetui.core.hookcalls import next_session
 from tapetui.core.index import TapeIndex
 from tapetui.core.jsondiff import IgnoreRules, path_segments
@@ -1125,7 +1125,7 @@ def _worker_check(i: int) -> bytes | _Clean | str:
     value nested deep enough to exhaust Python's stack is read, compared and redacted alike with any ``--jobs``."""
     config, work, room = _WORKER[0]
     if room:  # the first session of this process: the limit is set once (the pool calls this at one depth)
-        sys.setrecursionlimit(sys.getrecursionlimit() + room - _frames_left())
+        lift_recursion_limit(room - _frames_left())  # forked: it has its parent's frames and its pool's below it
         _WORKER[0] = (config, work, 0)
     rep = _check_work(work[i], config)
     if not rep.findings and rep.error is None and rep.comparison is None and rep.samples is None:
@@ -1141,12 +1141,8 @@ def _worker_check(i: int) -> bytes | _Clean | str:
 
 def _check_deeper(item: _Work, config: Config) -> SessionReport:
     """:func:`_check_work` from one frame below :func:`_check_todo`, with the frames it has."""
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(limit + 2)  # this frame and its caller's
-    try:
+    with lifted(2):  # this frame and its caller's
         return _check_work(item, config)
-    finally:
-        sys.setrecursionlimit(limit)
 
 
 _SENT = Path()  # a report's golden on its way back from a check process
