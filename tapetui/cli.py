@@ -16,6 +16,7 @@ import shlex
 import signal
 import stat
 import sys
+import warnings
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -841,6 +842,16 @@ def _terminated(signum: int, frame: object) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     err = Out(sys.stderr)
+    with warnings.catch_warnings():  # a warning (a tapes.toml passed over) is one line saying so, not Python's two
+
+        def warned(message: Warning | str, *_: Any, **__: Any) -> None:
+            err.line(DEFAULT_REDACTOR.redact_text(f"tapetui: warning: {message}"), "yellow")
+
+        warnings.showwarning = warned
+        return _main(argv, err)
+
+
+def _main(argv: list[str], err: Out) -> int:
     try:
         first = _first_word(argv)
         if first in SUBCOMMANDS:

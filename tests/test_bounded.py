@@ -222,6 +222,24 @@ def test_a_regex_over_its_budget_on_one_session_still_judges_the_next_one(
     assert out.count("matches regex '^(a|aa)*$'") == 3
 
 
+def test_a_regex_spent_on_one_comparison_runs_again_on_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the app and `diff` show of a session does not depend on which session was compared before it."""
+    from tapetui.core.config import load_config
+    from tapetui.review.comparison import compare
+
+    monkeypatch.setattr(comparators, "REGEX_BUDGET", 0.05)
+    tapes = regex_project(tmp_path, "^(a|aa)*$", "a" * 65 + "!").joinpath("tapes")
+    (tapes / "t.jsonl").write_bytes(HEADER + call({"answer": "ok"}))
+    (tapes / "t.candidate.jsonl").write_bytes(HEADER + call({"answer": "aaaa"}))
+    config = load_config(tmp_path / "tapes.toml")
+    hostile = compare(tapes / "s.jsonl", tapes / "s.candidate.jsonl", config)
+    fine = compare(tapes / "t.jsonl", tapes / "t.candidate.jsonl", config)
+    assert any(v.errors for v in hostile.verdicts) and not any(v.errors for v in fine.verdicts)
+    assert all(v.passed for v in fine.verdicts)
+
+
 def test_regex_rules_read_as_before() -> None:
     rule = parse_rule("result.answer", {"regex": r"^\d+ items?$"}, "tapes.toml")
     assert rule.describe() == r"regex '^\\d+ items?$'" and rule.value.pattern == r"^\d+ items?$"

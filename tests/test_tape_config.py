@@ -138,3 +138,19 @@ def test_a_tapes_toml_of_another_user_is_ignored(tmp_path: Path) -> None:
     with pytest.warns(UserWarning, match="belongs to another user"):
         cfg = config_for_tape(tmp_path / "s.jsonl")
     assert cfg.path is None and not cfg.policy("clock").live
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs to give a symlink to another user")
+def test_a_tapes_toml_symlink_another_user_planted_is_ignored_wherever_it_leads(tmp_path: Path) -> None:
+    """Owned by its link: one planted by another user (in a shared folder) to a file root owns, or to nowhere, is
+    passed over with a warning, as a planted file is; one of ours that leads nowhere is an error naming it."""
+    (tmp_path / ".git").mkdir()
+    planted = tmp_path / "tapes.toml"
+    for target in ("/etc/hostname", str(tmp_path / "gone.toml")):
+        planted.unlink(missing_ok=True)
+        planted.symlink_to(target)
+        os.lchown(planted, 4321, 4321)
+        with pytest.warns(UserWarning, match="belongs to another user"):
+            assert find_tape_config(tmp_path / "s.jsonl") is None
+    os.lchown(planted, os.getuid(), os.getgid())
+    assert find_tape_config(tmp_path / "s.jsonl") == planted

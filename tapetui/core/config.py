@@ -9,6 +9,7 @@ import fnmatch
 import math
 import os
 import re
+import stat
 import warnings
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -277,17 +278,29 @@ def find_tape_config(tape: Path | str) -> Path | None:
 def _search(here: Path) -> Path | None:
     for d in (here, *here.parents):
         cand = d / CONFIG_NAME
-        if os.path.lexists(cand):  # whatever it is: one that is no plain file is refused by name, never passed over
-            try:  # (its [redact] keys would not apply, its rules not judge: defaults, or a parent's, instead)
-                owner = cand.stat().st_uid
-            except OSError:  # a symlink that leads nowhere, or loops: load_config says so
-                return cand
+        owner = _owner(cand)  # whatever it is: one that is no plain file is refused by name (load_config), never
+        if owner is not None:  # passed over (its [redact] keys would not apply, its rules not judge)
             if owner in (os.getuid(), 0):
                 return cand
             warnings.warn(f"{cand}: ignored, it belongs to another user (uid {owner})", stacklevel=4)
         if (d / ".git").exists():
             break
     return None
+
+
+def _owner(cand: Path) -> int | None:
+    """Who owns ``cand``: a symlink's own owner when that is another user (a link planted to a root-owned file),
+    else whoever owns what it leads to (the link's owner when it leads nowhere); None when nothing is there."""
+    try:
+        link = cand.lstat()
+    except OSError:
+        return None
+    if not stat.S_ISLNK(link.st_mode) or link.st_uid not in (os.getuid(), 0):
+        return link.st_uid
+    try:
+        return cand.stat().st_uid
+    except OSError:  # leads nowhere, or loops: load_config says so
+        return link.st_uid
 
 
 def config_for_tape(tape: Path | str) -> Config:
