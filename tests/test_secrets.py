@@ -966,3 +966,24 @@ def test_json_text_too_deep_to_read_as_data_keeps_no_secret_a_key_names(depth: i
     shallow = "[" * 5 + json.dumps({"zorkfield": "TOPSECRET", "n": 1}) + "]" * 5
     assert "TOPSECRET" not in r.redact_text(shallow) and '"n":1' in r.redact_text(shallow)
     assert r.redact_text("[not json " + "[" * 2000) == "[not json " + "[" * 2000  # not JSON: the text as it is
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '\ufeff{"zorkfield": "TOPSECRET", "n": 1}',  # a file read with its BOM
+        '{"zorkfield": "TOPSECRET"}\n{"zorkfield": "TOPSECRET"}',  # JSON Lines
+        'INFO payload: {"zorkfield": "TOPSECRET"}',  # a log line
+        '{"a": 1,}  {"zorkfield": "TOPSECRET"}',  # not JSON at all
+        "zork_extra=TOPSECRET; other=1",  # a key named by its pattern
+    ],
+)
+def test_a_configured_key_in_text_that_is_no_json_document_is_redacted(text: str) -> None:
+    """[redact] keys name secrets by their key: in text that does not parse as one JSON document the key and
+    its value are found in the text, as the built-in key words are."""
+    from tapetui.core.redact import Redactor
+
+    r = Redactor(keys=["zorkfield", "zork_*"])
+    once = r.redact_text(text)
+    assert "TOPSECRET" not in once and "[REDACTED]" in once and r.redact_text(once) == once
+    assert Redactor().redact_text(text) == text  # without the keys: nothing of it is a secret

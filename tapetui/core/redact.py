@@ -138,6 +138,15 @@ DEFAULT_RULES: tuple[tuple[str, str], ...] = (
 DEFAULT_PATTERNS: tuple[str, ...] = tuple(pattern for _, pattern in DEFAULT_RULES)
 
 
+def _key_assignment(keys: Iterable[str]) -> str:
+    """A value rule for ``[redact] keys`` written in text (``"key": "value"``, ``key=value``), as
+    ``secret-assignment`` is for the built-in key words; a key's ``*`` and ``?`` stand for name characters."""
+    names = "|".join(
+        "".join(r"[\w.-]*" if c == "*" else r"[\w.-]" if c == "?" else re.escape(c) for c in key) for key in keys
+    )
+    return r"((?<![\w.-])(?i:" + names + r")\\{0,3}[\"']?\s*[=:]{1,3}>?\s*)" + _QUOTED + r"[^\s&;,\"']+)"
+
+
 assert len(GATES) == len(DEFAULT_RULES)  # one gate a rule (tapetui.core.redactgates), in their order
 
 _MEMO_MAX = 1 << 18  # characters: a longer text is not remembered (a big result is not kept alive by the redactor)
@@ -184,6 +193,9 @@ class Redactor:
         self._rules: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], str]]] = []
         self._rules += [(name, re.compile(p), _keep_groups) for name, p in rules]
         self._rules += [(f"config-pattern-{i + 1}", re.compile(p), _keep_prefix) for i, p in enumerate(user)]
+        if self._extra_keys:  # the keys in text that is no JSON document (JSON Lines, a log line, a BOM first)
+            user.append(_key_assignment(self._extra_keys))
+            self._rules.append(("config-key-in-text", re.compile(user[-1]), _keep_groups))
         self._patterns = [pat for _, pat, _ in self._rules]
         try:  # one combined pass over a string for the user's patterns
             self._user: re.Pattern[str] | None = re.compile("|".join(f"(?:{p})" for p in user)) if user else None
