@@ -274,3 +274,25 @@ def test_scrub_drops_undo_history_that_kept_what_the_rules_remove_now(sample_dir
     assert held == [cfg.changelog]  # the changelog is not rewritten (README: what scrub does not touch)
     with pytest.raises(TapeError, match="history is gone"):
         undo(stricter, g)  # the secret cannot come back through an undo
+
+
+def test_a_folder_scrub_cannot_list_is_an_error_never_passed_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Secrets in a sub-folder scrub cannot list (another user's, a restrictive umask) stay on disk: scrub says so,
+    naming the folder, and the sessions it can list are scrubbed."""
+    import os
+
+    cfg, tapes = _old_folder(tmp_path)
+    (tapes / "suite").mkdir()
+    scandir = os.scandir
+
+    def refused(path: Any = ".") -> Any:  # what a user without the right sees (these tests may run as root)
+        if os.fspath(path).rstrip("/").endswith("/suite"):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refused)
+    report = scrub(cfg, dry_run=True)
+    assert report.sessions == 3
+    assert any(f"{tapes / 'suite'}: a folder scrub cannot list (Permission denied)" in e for e in report.errors)

@@ -262,13 +262,20 @@ def _leads_to_folder(e: os.DirEntry[str]) -> bool:
         return False
 
 
-def iter_goldens(tapes_dir: Path, listing: Listing | None = None, *, links_out: bool = False) -> Iterator[Path]:
+def iter_goldens(
+    tapes_dir: Path,
+    listing: Listing | None = None,
+    *,
+    links_out: bool = False,
+    unlisted: list[tuple[Path, str]] | None = None,
+) -> Iterator[Path]:
     """Every golden under ``tapes_dir`` (also ones whose only file so far is a candidate), sorted.
 
     Symlinks that lead out of the folder are skipped (``links_out``: listed too, a folder by its own name, for the
     caller to refuse: ``check`` says so rather than pass over a session; so is a sub-folder that cannot be listed);
     hidden files and folders are not read. One ``scandir`` per folder and string work per name: 10,000 sessions list
     in tens of ms. ``listing``: keeps what each ``scandir`` saw (``check`` then asks the file system nothing more).
+    ``unlisted``: gets each sub-folder that cannot be listed, and why.
     """
     root = resolved(Path(tapes_dir))
     found: set[tuple[str, ...]] = set()
@@ -277,9 +284,11 @@ def iter_goldens(tapes_dir: Path, listing: Listing | None = None, *, links_out: 
         folder, rel = stack.pop()
         try:
             entries = list(os.scandir(folder))
-        except OSError:
+        except OSError as err:
             if links_out and rel:  # a folder that cannot be listed is listed by its name, for check to say so
                 found.add(rel)
+            if unlisted is not None and rel:
+                unlisted.append((Path(folder), err.strerror or type(err).__name__))
             continue
         if listing is not None:
             listing.note(folder, entries)

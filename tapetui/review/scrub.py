@@ -172,7 +172,8 @@ def scrub(
         raise TapeError(f"{root}: no such folder")
     rules = redactor or config.redactor()
     report = ScrubReport(root.resolve(), dry_run=dry_run)
-    for golden in iter_goldens(root):
+    unlisted: list[tuple[Path, str]] = []
+    for golden in iter_goldens(root, unlisted=unlisted):
         report.sessions += 1
         try:
             _scrub_session(config, golden, rules, report, dry_run)
@@ -180,6 +181,9 @@ def scrub(
             report.errors.append(str(e))
         except OSError as e:
             report.errors.append(f"{e.filename or golden}: {e.strerror or e}")
+    report.errors += [
+        f"{folder}: a folder scrub cannot list ({why}): its sessions are not scrubbed" for folder, why in unlisted
+    ]
     _scrub_history(config, rules, report, dry_run)
     if not dry_run:
         report.cache_dropped += indexcache.drop_where(lambda meta: _meta_needs_scrub(meta, rules))
