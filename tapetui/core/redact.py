@@ -300,8 +300,8 @@ class Redactor:
         if len(text) < 20 and self._user is None and text.isalnum():  # the hot path: a short word or number
             return text
         count = self._counts is not None
-        # Remembered: plain text only. A str subclass may hash and compare as another text does; JSON text's
-        # redaction depends on how deep it is found (past Python's recursion limit only its value rules run).
+        # Remembered: plain text only. A str subclass may hash and compare as another text does; JSON text is walked
+        # as data each time (a conversation's JSON arguments are seldom repeated whole).
         memo = type(text) is str and len(text) <= _MEMO_MAX and not count and not _json_like(text)
         if memo:
             known = self._text_memo.get(text, _UNSEEN)

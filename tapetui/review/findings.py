@@ -1090,12 +1090,17 @@ def _frames_left() -> int:
     the stack below holds (a check process runs under its pool's frames, which one process has not)."""
 
     def down(n: int) -> int:
+        if n >= _FRAMES_PROBED:  # a limit raised far past the default: plenty, found without pushing them all
+            return n
         try:
             return down(n + 1)
         except RecursionError:
             return n
 
     return down(0)
+
+
+_FRAMES_PROBED = 20_000
 
 
 # a check process's config, sessions, and the frames the parent had left where it checks sessions itself (0 once
