@@ -39,3 +39,18 @@ def call_line(*, seq: int, tool: str, args: Any, result: Any = None, **fields: A
     unless ``fields`` says otherwise."""
     given: dict[str, Any] = {"key": key_of(tool, args), **CALL_FIELDS, **fields}
     return tapefile.call_line(seq=seq, tool=tool, args=args, result=result, **given)
+
+
+def refuse_listing(monkeypatch: Any, folder: str) -> None:
+    """``os.scandir`` of any folder named ``folder`` fails as it does for a user without the right to list it (these
+    tests may run as root, who may list anything)."""
+    import os
+
+    scandir = os.scandir
+
+    def refused(path: Any = ".") -> Any:
+        if os.fspath(path).rstrip("/").endswith("/" + folder):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refused)

@@ -281,18 +281,11 @@ def test_a_folder_scrub_cannot_list_is_an_error_never_passed_over(
 ) -> None:
     """Secrets in a sub-folder scrub cannot list (another user's, a restrictive umask) stay on disk: scrub says so,
     naming the folder, and the sessions it can list are scrubbed."""
-    import os
+    from tests.builders import refuse_listing
 
     cfg, tapes = _old_folder(tmp_path)
     (tapes / "suite").mkdir()
-    scandir = os.scandir
-
-    def refused(path: Any = ".") -> Any:  # what a user without the right sees (these tests may run as root)
-        if os.fspath(path).rstrip("/").endswith("/suite"):
-            raise PermissionError(13, "Permission denied", os.fspath(path))
-        return scandir(path)
-
-    monkeypatch.setattr(os, "scandir", refused)
+    refuse_listing(monkeypatch, "suite")
     report = scrub(cfg, dry_run=True)
     assert report.sessions == 3
     assert any(f"{tapes / 'suite'}: a folder scrub cannot list (Permission denied)" in e for e in report.errors)

@@ -552,19 +552,14 @@ def test_a_folder_check_cannot_list_is_an_error_never_passed_over(
 ) -> None:
     """A sub-folder of the tapes folder that cannot be listed (made by another user with a restrictive umask) holds
     sessions check cannot see: an error naming the folder, never a green check of the others."""
+    from tests.builders import refuse_listing
+
     tapes = samples / "sample_tapes"
     suite = tapes / "suite"
     suite.mkdir()
     for name in ("drift_summarize.jsonl", "drift_summarize.run.jsonl"):
         (suite / name).write_bytes((tapes / name).read_bytes())
-    scandir = os.scandir
-
-    def refused(path: Any = ".") -> Any:  # what a user without the right sees (these tests may run as root)
-        if os.fspath(path).rstrip("/").endswith("/suite"):
-            raise PermissionError(13, "Permission denied", os.fspath(path))
-        return scandir(path)
-
-    monkeypatch.setattr(os, "scandir", refused)
+    refuse_listing(monkeypatch, "suite")
     code, out, err = run(capsys, "check")
     assert code == 2 and "Traceback" not in err
     assert "suite\n  error: " in out and "suite: a folder check cannot list (Permission denied)" in err
