@@ -225,17 +225,18 @@ def test_a_regex_over_its_budget_on_one_session_still_judges_the_next_one(
 def test_a_regex_spent_on_one_comparison_runs_again_on_the_next(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """What the app and `diff` show of a session does not depend on which session was compared before it."""
+    """What the app and `diff` show of a session does not depend on which session was compared before it (one
+    session's comparisons, each of its samples, share the budget: a rule spent on one is not run on the next)."""
     from tapetui.core.config import load_config
-    from tapetui.review.comparison import compare
+    from tapetui.review.diffs import diff
 
     monkeypatch.setattr(comparators, "REGEX_BUDGET", 0.05)
     tapes = regex_project(tmp_path, "^(a|aa)*$", "a" * 65 + "!").joinpath("tapes")
     (tapes / "t.jsonl").write_bytes(HEADER + call({"answer": "ok"}))
     (tapes / "t.candidate.jsonl").write_bytes(HEADER + call({"answer": "aaaa"}))
     config = load_config(tmp_path / "tapes.toml")
-    hostile = compare(tapes / "s.jsonl", tapes / "s.candidate.jsonl", config)
-    fine = compare(tapes / "t.jsonl", tapes / "t.candidate.jsonl", config)
+    hostile, fine = (diff(config, tapes / f"{name}.jsonl").comparison for name in ("s", "t"))
+    assert hostile is not None and fine is not None
     assert any(v.errors for v in hostile.verdicts) and not any(v.errors for v in fine.verdicts)
     assert all(v.passed for v in fine.verdicts)
 

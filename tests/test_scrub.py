@@ -289,3 +289,6 @@ def test_a_folder_scrub_cannot_list_is_an_error_never_passed_over(
     report = scrub(cfg, dry_run=True)
     assert report.sessions == 3
     assert any(f"{tapes / 'suite'}: a folder scrub cannot list (Permission denied)" in e for e in report.errors)
+    refuse_listing(monkeypatch, "tapes")  # the tapes folder itself
+    report = scrub(cfg, dry_run=True)
+    assert report.sessions == 0 and any(f"{tapes}: a folder scrub cannot list" in e for e in report.errors)

@@ -987,3 +987,38 @@ def test_a_configured_key_in_text_that_is_no_json_document_is_redacted(text: str
     once = r.redact_text(text)
     assert "TOPSECRET" not in once and "[REDACTED]" in once and r.redact_text(once) == once
     assert Redactor().redact_text(text) == text  # without the keys: nothing of it is a secret
+
+
+def test_configured_keys_in_text_are_read_as_fnmatch_reads_them_and_in_linear_time() -> None:
+    from tapetui.core.redact import Redactor
+
+    r = Redactor(keys=["zork[12]", "zork[!a]", "zorkfield"])
+    text = "zork1=S1 zork3=S2 zorkb=S3 zorka=kept --zorkfield=S4 app.zorkfield=S5 my_zorkfield=kept"
+    out = r.redact_text(text)
+    assert not any(f"S{i}" in out for i in range(1, 6)) and out.count("kept") == 2, out
+    assert Redactor(keys=["", "*"]).redact_text("x == y and a => b") == "x == y and a => b"  # no name: no text rule
+    long = "zork" * 50_000  # a key with two wildcards over one long word: linear (it was quadratic: minutes)
+    assert Redactor(keys=["*zork*"]).redact_text(long + "=S6").endswith("=[REDACTED]")
+
+
+def test_json_text_too_deep_for_a_deep_caller_is_recorded_alike_from_any_depth(tmp_path: Path) -> None:
+    """Writing the redacted text back also runs out of a deep caller's stack (a recording under pytest and an agent
+    framework): it is done again on a stack of its own, never an error that depends on the caller's depth."""
+    from tapetui.core.config import load_config
+
+    (tmp_path / "tapes.toml").write_text('[tapes]\ndir = "."\n[redact]\nkeys = ["zorkfield"]\n')
+    config = load_config(tmp_path / "tapes.toml")
+    reg = ToolRegistry()
+    reg.register(lambda q: {"text": "[" * q + '{"zorkfield": "TOPSECRET", "n": 1}' + "]" * q}, name="echo", version="1")
+
+    def at(frames: int, depth: int) -> str:
+        if frames:
+            return at(frames - 1, depth)
+        tape = tmp_path / f"d{len(list(tmp_path.glob('d*.jsonl')))}.jsonl"
+        with Tape(tape, "record", reg, config=config) as t:
+            t.call("echo", {"q": depth})
+        return str(orjson.loads(tape.read_bytes().splitlines()[-1])["result"]["text"])
+
+    for depth in range(950, 990, 6):  # every caller's depth: where one runs out is the stack's affair
+        kept = {at(frames, depth) for frames in range(0, 30, 2)}
+        assert len(kept) == 1 and "TOPSECRET" not in kept.pop(), depth

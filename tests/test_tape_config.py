@@ -154,3 +154,10 @@ def test_a_tapes_toml_symlink_another_user_planted_is_ignored_wherever_it_leads(
             assert find_tape_config(tmp_path / "s.jsonl") is None
     os.lchown(planted, os.getuid(), os.getgid())
     assert find_tape_config(tmp_path / "s.jsonl") == planted
+    hop = tmp_path / "shared.toml"  # ours, to a link of another user's, to a root-owned file: a hop of the chain
+    hop.symlink_to("/etc/hostname")
+    os.lchown(hop, 4321, 4321)
+    planted.unlink()
+    planted.symlink_to(hop)
+    with pytest.warns(UserWarning, match="belongs to another user"):
+        assert find_tape_config(tmp_path / "s.jsonl") is None

@@ -289,18 +289,25 @@ def _search(here: Path) -> Path | None:
 
 
 def _owner(cand: Path) -> int | None:
-    """Who owns ``cand``: a symlink's own owner when that is another user (a link planted to a root-owned file),
-    else whoever owns what it leads to (the link's owner when it leads nowhere); None when nothing is there."""
-    try:
-        link = cand.lstat()
-    except OSError:
-        return None
-    if not stat.S_ISLNK(link.st_mode) or link.st_uid not in (os.getuid(), 0):
-        return link.st_uid
-    try:
-        return cand.stat().st_uid
-    except OSError:  # leads nowhere, or loops: load_config says so
-        return link.st_uid
+    """Who owns ``cand``: the first owner other than this user or root along its chain of symlinks (a link planted to
+    a root-owned file, or a hop of the chain), else whoever owns where it ends; None when nothing is there."""
+    path, owner = str(cand), None
+    for _ in range(_LINK_HOPS):
+        try:
+            st = os.lstat(path)
+        except OSError:  # the chain leads nowhere: its last link's owner (load_config says what it is)
+            return owner
+        owner = st.st_uid
+        if owner not in (os.getuid(), 0) or not stat.S_ISLNK(st.st_mode):
+            return owner
+        try:
+            path = os.path.join(os.path.dirname(path), os.readlink(path))
+        except OSError:
+            return owner
+    return owner  # a loop: load_config says so
+
+
+_LINK_HOPS = 40  # as the kernel follows
 
 
 def config_for_tape(tape: Path | str) -> Config:

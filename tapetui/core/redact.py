@@ -17,6 +17,7 @@ from tapetui.core.canon import canon, dumps
 from tapetui.core.errorbase import TooDeep
 from tapetui.core.escapes import plain
 from tapetui.core.freshstack import on_fresh_stack
+from tapetui.core.keypattern import key_in_text
 from tapetui.core.redactgates import GATES, PROBE, PROBE_MIN, fold, may_hold_default_secret, may_hold_secret_key
 
 __all__ = ["DEFAULT_PATTERNS", "DEFAULT_REDACTOR", "DEFAULT_RULES", "REDACTED", "Redactor"]
@@ -138,13 +139,15 @@ DEFAULT_RULES: tuple[tuple[str, str], ...] = (
 DEFAULT_PATTERNS: tuple[str, ...] = tuple(pattern for _, pattern in DEFAULT_RULES)
 
 
-def _key_assignment(keys: Iterable[str]) -> str:
+def _key_assignment(keys: Iterable[str]) -> str | None:
     """A value rule for ``[redact] keys`` written in text (``"key": "value"``, ``key=value``), as
-    ``secret-assignment`` is for the built-in key words; a key's ``*`` and ``?`` stand for name characters."""
-    names = "|".join(
-        "".join(r"[\w.-]*" if c == "*" else r"[\w.-]" if c == "?" else re.escape(c) for c in key) for key in keys
-    )
-    return r"((?<![\w.-])(?i:" + names + r")\\{0,3}[\"']?\s*[=:]{1,3}>?\s*)" + _QUOTED + r"[^\s&;,\"']+)"
+    ``secret-assignment`` is for the built-in key words (None: no key names anything in text). A key is read as
+    fnmatch reads it (``*``, ``?``, ``[...]``, ``[!...]``), a wildcard standing for at most 64 name characters, so
+    that the rule takes time linear in the text; a key that is only wildcards names no text."""
+    names = [key_in_text(key) for key in keys if key.strip("*?")]
+    if not names:
+        return None
+    return r"((?i:" + "|".join(names) + r")\\{0,3}[\"']?\s*[=:]{1,3}>?\s*)" + _QUOTED + r"[^\s&;,\"']+)"
 
 
 assert len(GATES) == len(DEFAULT_RULES)  # one gate a rule (tapetui.core.redactgates), in their order
@@ -193,9 +196,10 @@ class Redactor:
         self._rules: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], str]]] = []
         self._rules += [(name, re.compile(p), _keep_groups) for name, p in rules]
         self._rules += [(f"config-pattern-{i + 1}", re.compile(p), _keep_prefix) for i, p in enumerate(user)]
-        if self._extra_keys:  # the keys in text that is no JSON document (JSON Lines, a log line, a BOM first)
-            user.append(_key_assignment(self._extra_keys))
-            self._rules.append(("config-key-in-text", re.compile(user[-1]), _keep_groups))
+        in_text = _key_assignment(self._extra_keys)  # keys in text that is no JSON document (JSON Lines, a log line)
+        if in_text is not None:
+            user.append(in_text)
+            self._rules.append(("config-key-in-text", re.compile(in_text), _keep_groups))
         self._patterns = [pat for _, pat, _ in self._rules]
         try:  # one combined pass over a string for the user's patterns
             self._user: re.Pattern[str] | None = re.compile("|".join(f"(?:{p})" for p in user)) if user else None
@@ -365,7 +369,7 @@ class Redactor:
             return text
         try:
             return self._walk_text(text, obj, self._counts if count else None)
-        except RecursionError:  # deeper than a whole stack of its own walks: whatever the caller's stack
+        except (RecursionError, TooDeep):  # deeper than a whole stack of its own walks: whatever the caller's stack
             return self._too_deep(count)
 
     def _walk_text(self, text: str, obj: Any, counts: Counter[str] | None) -> str:
@@ -389,7 +393,7 @@ class Redactor:
 
         try:
             return walk()
-        except RecursionError:
+        except (RecursionError, TooDeep):  # TooDeep: writing it back (canon's dumps) ran out of stack
             return on_fresh_stack(walk)
 
     def _too_deep(self, count: bool) -> str:

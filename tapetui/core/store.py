@@ -275,7 +275,7 @@ def iter_goldens(
     caller to refuse: ``check`` says so rather than pass over a session; so is a sub-folder that cannot be listed);
     hidden files and folders are not read. One ``scandir`` per folder and string work per name: 10,000 sessions list
     in tens of ms. ``listing``: keeps what each ``scandir`` saw (``check`` then asks the file system nothing more).
-    ``unlisted``: gets each sub-folder that cannot be listed, and why.
+    ``unlisted``: gets each folder that cannot be listed (``tapes_dir`` too), and why.
     """
     root = resolved(Path(tapes_dir))
     found: set[tuple[str, ...]] = set()
@@ -287,7 +287,7 @@ def iter_goldens(
         except OSError as err:
             if links_out and rel:  # a folder that cannot be listed is listed by its name, for check to say so
                 found.add(rel)
-            if unlisted is not None and rel:
+            if unlisted is not None:  # the tapes folder itself too
                 unlisted.append((Path(folder), err.strerror or type(err).__name__))
             continue
         if listing is not None:

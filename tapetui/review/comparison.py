@@ -19,7 +19,6 @@ from tapetui.core.contract import ignore_rules
 from tapetui.core.errors import TapeError, TooDeep
 from tapetui.core.files import read_regular
 from tapetui.core.fingerprint import ToolManifest, explain_manifest_change, in_form, without_ignored
-from tapetui.core.hookcalls import next_session
 from tapetui.core.index import CallRecord, TapeIndex
 from tapetui.core.jsondiff import IgnoreRules
 from tapetui.core.paths import prefixed
@@ -406,7 +405,6 @@ def compare(
     Raises:
         ConfigError: a hook tapes.toml names cannot be imported (naming the file and key).
     """
-    next_session()  # a regex rule spent on another comparison runs again: this one depends on its own values only
     if config is not None:
         refuse_links_out(config.tapes_dir, *(p for p in (golden, other) if not isinstance(p, LoadedTape)))
     g = golden if isinstance(golden, LoadedTape) else load(Path(golden))

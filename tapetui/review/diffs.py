@@ -17,6 +17,7 @@ import orjson
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
 from tapetui.core.files import open_regular
+from tapetui.core.hookcalls import next_session
 from tapetui.core.runlog import read_run_log
 from tapetui.core.store import candidate_path, refuse_links_out, runlog_path
 from tapetui.core.tapefile import read_index
@@ -120,6 +121,7 @@ def diff(
     Raises:
         TapeError: nothing to compare with, or a file that cannot be read as what it is named.
     """
+    next_session()  # a regex rule spent on another session runs again: what is shown depends on this one only
     golden = Path(golden)
     source: DiffSource = "tape"
     if other is None:

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from tapetui.core.comparators import DIMENSIONS, CompareSettings
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
+from tapetui.core.hookcalls import next_session
 from tapetui.core.locks import held_park_fd, session_lock
 from tapetui.core.runlog import read_run_log
 from tapetui.core.runstart import runs_of
@@ -270,6 +271,7 @@ def add_samples(config: Config, reports: Iterable[SessionReport], source: Sample
         if not paths:
             continue
         counted += 1
+        next_session()  # a regex rule spent on another session runs again; on this one's samples, once
         report = judge_samples(config, rep.golden, paths)
         rep.samples = report.to_json()
         rep.findings.append(report.finding())
