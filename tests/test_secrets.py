@@ -976,6 +976,7 @@ def test_json_text_too_deep_to_read_as_data_keeps_no_secret_a_key_names(depth: i
         'INFO payload: {"zorkfield": "TOPSECRET"}',  # a log line
         '{"a": 1,}  {"zorkfield": "TOPSECRET"}',  # not JSON at all
         "zork_extra=TOPSECRET; other=1",  # a key named by its pattern
+        '{"n": 1}\n{"zorkfield": ["TOPSECRET", {"x": "TOPSECRET"}]}\n',  # JSON Lines: a list's whole value
     ],
 )
 def test_a_configured_key_in_text_that_is_no_json_document_is_redacted(text: str) -> None:

@@ -364,7 +364,11 @@ class Redactor:
         try:
             obj = orjson.loads(text)
         except orjson.JSONDecodeError as e:  # not JSON: the value rules run over the text
-            return self._too_deep(count) if str(e).startswith("depth limit") else text
+            if str(e).startswith("depth limit"):
+                return self._too_deep(count)
+            if "\n" in text:  # JSON Lines: each line that is a document is redacted as data
+                return "\n".join(self._json_text(ln, count) if _json_like(ln) else ln for ln in text.split("\n"))
+            return text
         if not isinstance(obj, (dict, list)):
             return text
         try:
