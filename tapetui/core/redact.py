@@ -367,7 +367,8 @@ class Redactor:
             if str(e).startswith("depth limit"):
                 return self._too_deep(count)
             if "\n" in text:  # JSON Lines: each line that is a document is redacted as data
-                return "\n".join(self._json_text(ln, count) if _json_like(ln) else ln for ln in text.split("\n"))
+                lines = "\n".join(self._json_text(ln, count) if _json_like(ln) else ln for ln in text.split("\n"))
+                return text if lines == text else lines  # unchanged: the text itself, as callers tell by identity
             return text
         if not isinstance(obj, (dict, list)):
             return text
