@@ -19,10 +19,28 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
-__all__ = ["lift_recursion_limit", "lifted", "on_fresh_stack"]
+__all__ = ["frames_left", "lift_recursion_limit", "lifted", "on_fresh_stack"]
 
 _T = TypeVar("_T")
 _LIFTED = [0]  # frames this process added to its recursion limit (lift_recursion_limit)
+
+
+def frames_left() -> int:
+    """How many frames the caller may still push before a RecursionError, found by pushing them: exact, whatever
+    the stack below holds (a check process runs under its pool's frames, which one process has not)."""
+
+    def down(n: int) -> int:
+        if n >= _FRAMES_PROBED:  # a limit raised far past the default: plenty, found without pushing them all
+            return n
+        try:
+            return down(n + 1)
+        except RecursionError:
+            return n
+
+    return down(0)
+
+
+_FRAMES_PROBED = 20_000
 
 
 def lift_recursion_limit(frames: int) -> None:

@@ -21,7 +21,7 @@ from tapetui.core.comparators import CompareSettings, Hooks, Judged
 from tapetui.core.config import Config
 from tapetui.core.errors import TapeError
 from tapetui.core.files import file_sha256, file_stamp
-from tapetui.core.freshstack import lift_recursion_limit, lifted
+from tapetui.core.freshstack import frames_left, lift_recursion_limit, lifted
 from tapetui.core.hookcalls import next_session
 from tapetui.core.index import TapeIndex
 from tapetui.core.jsondiff import IgnoreRules, path_segments
@@ -1042,7 +1042,7 @@ def _check_todo(
     auto = jobs == "auto"
     n = (1 if len(todo) < AUTO_JOBS_FROM else usable_cores()) if jobs == "auto" else jobs
     if n > 1 and len(todo) > 1:
-        room = _frames_left()  # what a check process gives its sessions too (see _worker_check)
+        room = frames_left()  # what a check process gives its sessions too (see _worker_check)
         made = _check_in_processes(todo, config, min(n, len(todo)), progress, total, auto, room)
         if made is not None:
             return made
@@ -1085,24 +1085,6 @@ def _check_work(item: _Work, config: Config) -> SessionReport:
     return check_session(item[0], config, _files(item), parked=item[2])
 
 
-def _frames_left() -> int:
-    """How many frames the caller may still push before a RecursionError, found by pushing them: exact, whatever
-    the stack below holds (a check process runs under its pool's frames, which one process has not)."""
-
-    def down(n: int) -> int:
-        if n >= _FRAMES_PROBED:  # a limit raised far past the default: plenty, found without pushing them all
-            return n
-        try:
-            return down(n + 1)
-        except RecursionError:
-            return n
-
-    return down(0)
-
-
-_FRAMES_PROBED = 20_000
-
-
 # a check process's config, sessions, and the frames the parent had left where it checks sessions itself (0 once
 # _worker_check gave this process as many), set by _worker_start
 _WORKER: list[tuple[Config, list[_Work], int]] = []
@@ -1130,7 +1112,7 @@ def _worker_check(i: int) -> bytes | _Clean | str:
     value nested deep enough to exhaust Python's stack is read, compared and redacted alike with any ``--jobs``."""
     config, work, room = _WORKER[0]
     if room:  # the first session of this process: the limit is set once (the pool calls this at one depth)
-        lift_recursion_limit(room - _frames_left())  # forked: it has its parent's frames and its pool's below it
+        lift_recursion_limit(room - frames_left())  # forked: it has its parent's frames and its pool's below it
         _WORKER[0] = (config, work, 0)
     rep = _check_work(work[i], config)
     if not rep.findings and rep.error is None and rep.comparison is None and rep.samples is None:
