@@ -667,6 +667,69 @@ def test_words_that_hold_a_prefix_are_not_secrets(text: str) -> None:
     assert DEFAULT_REDACTOR.redact_text(text) == text
 
 
+PROSE = [  # a scheme's word before an ordinary word is not a credential: a prompt keeps what it says
+    "Explain basic arithmetic to a child.",
+    "Start with basic arithmetic, then token classification.",
+    "Bearer Certificates were common in the 1920s",
+    "Subscribe to the weekly digest newsletter",
+    "the token representations of a well-known sentence",
+    "Basic Concepts and Basic troubleshooting",
+    "a token-level classification of internationalization",
+]
+
+
+@pytest.mark.parametrize("text", PROSE)
+def test_a_schemes_word_before_prose_is_not_a_credential(text: str) -> None:
+    assert DEFAULT_REDACTOR.redact_text(text) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Bearer abc.def.ghi",  # a dot inside
+        "Basic dXNlcjpwYXNz",  # base64: a lower letter then a capital
+        "token tok_live_8h2k4m6n8p0q2r4s",
+        "Token 1234567890",
+        "bearer qwertyuiopasdfghjklzx",  # letters only, longer than any word
+        "Digest abcd+efgh/ijkl==",
+    ],
+)
+def test_a_credential_after_its_schemes_word_is_redacted(text: str) -> None:
+    out = DEFAULT_REDACTOR.redact_text(text)
+    assert out == text.split()[0] + " [REDACTED]"
+
+
+@pytest.mark.parametrize("key", ["stop_token", "eos_token", "pad_token", "token_type", "logit_bias_token", "token_ids"])
+def test_a_tokenizers_token_is_not_a_credential(key: str) -> None:
+    assert not DEFAULT_REDACTOR.is_secret_key(key)
+
+
+@pytest.mark.parametrize("key", ["access_token", "refresh_token", "id_token", "csrf_token", "token", "authToken"])
+def test_a_credentials_token_is_secret(key: str) -> None:
+    assert DEFAULT_REDACTOR.is_secret_key(key)
+
+
+def test_a_changed_prompt_with_a_schemes_word_is_drift_not_a_hit(tmp_path: Path) -> None:
+    """A prompt is keyed as redacted: prose taken for a credential made "basic arithmetic" and "basic geometry" one
+    request, replayed as a hit with the recording's (redacted) answer."""
+    reg = ToolRegistry()
+
+    @reg.tool(version="1")
+    def ask(prompt: str) -> str:
+        return f"Start with {prompt.split()[1]} basics, then token classification."
+
+    tape = tmp_path / "s.jsonl"
+    with Tape(tape, "record", reg) as t:
+        assert t.call("ask", {"prompt": "Explain basic arithmetic to a child."}) == (
+            "Start with basic basics, then token classification."
+        )
+    with Tape(tape, "replay", reg) as t:
+        assert t.call("ask", {"prompt": "Explain basic arithmetic to a child."}).endswith("token classification.")
+    with Tape(tape, "replay", reg) as t, pytest.raises(TapeDrift, match="basic arithmetic.*basic geometry"):
+        t.call("ask", {"prompt": "Explain basic geometry to a child."})
+    assert "basic arithmetic" in tape.read_text()
+
+
 @pytest.mark.parametrize(
     "text",
     [

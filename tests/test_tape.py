@@ -315,7 +315,7 @@ def test_secrets_never_reach_the_tape_or_run_log(tmp_path: Path) -> None:
 
     @reg.tool(version="1")
     def login(user: str, password: str, headers: dict[str, str]) -> dict[str, Any]:
-        return {"token": "tok-123456789", "note": "use Bearer abcdefghijklmnop"}
+        return {"token": "tok-123456789", "note": "use Bearer abcdefgh1jklmnop"}
 
     tape = tmp_path / "s.jsonl"
     args = {"user": "ann", "password": "hunter2", "headers": {"Authorization": "Basic dXNlcjpwYXNz"}}
@@ -325,7 +325,7 @@ def test_secrets_never_reach_the_tape_or_run_log(tmp_path: Path) -> None:
         t.call("login", {**args, "password": "rotated-secret"})  # a rotated secret is not drift
     for f in (tape, runlog_path(tape)):
         text = f.read_text()
-        for secret in ("hunter2", "dXNlcjpwYXNz", "tok-123456789", "abcdefghijklmnop", "rotated-secret"):
+        for secret in ("hunter2", "dXNlcjpwYXNz", "tok-123456789", "abcdefgh1jklmnop", "rotated-secret"):
             assert secret not in text, (f, secret)
     assert "[REDACTED]" in tape.read_text()
 

@@ -56,10 +56,26 @@ _SECRET_PAIRS = frozenset(
     }
 )
 
-# Words that make "token" a count of model tokens, not a credential: input_token_details, token_usage,
-# token_count, max_token_limit... (an access_token, a refresh_token, a csrf_token stay secret)
+# Words that make "token" a count of model tokens or a tokenizer's token, not a credential: input_token_details,
+# token_usage, token_count, max_token_limit, stop_token, eos_token, token_type... (an access_token, a refresh_token,
+# a csrf_token, an id_token stay secret)
 _TOKEN_COUNT_WORDS = frozenset(
     {
+        "stop",
+        "eos",
+        "bos",
+        "pad",
+        "unk",
+        "sep",
+        "mask",
+        "special",
+        "logit",
+        "bias",
+        "logprob",
+        "logprobs",
+        "ids",
+        "type",
+        "length",
         "usage",
         "count",
         "counts",
@@ -96,6 +112,7 @@ _HEADERS = (
     r"(?i:proxy-authorization|authorization|set-cookie|cookie|x-api-key|api-key|x-auth-token"
     r"|x-amz-security-token|x-goog-api-key)"
 )
+_CRED = r"[A-Za-z0-9._~+/=-]"  # a character of a credential sent after its scheme (RFC 6750's token68, and .)
 # A word start, or just after a JSON escape letter (\\n, \\t...) that is not itself an escaped backslash's
 _START = r"(?:\b|(?<=(?<!\\)\\[nrtbf]))"
 DEFAULT_RULES: tuple[tuple[str, str], ...] = (
@@ -103,7 +120,14 @@ DEFAULT_RULES: tuple[tuple[str, str], ...] = (
         "private-key-block",
         r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|$)",
     ),
-    ("auth-scheme", r"((?i:\b(?:bearer|token|basic|digest))\s+)[A-Za-z0-9._~+/=-]{8,}"),
+    # A credential after its scheme's word, not prose ("basic arithmetic", "token classification", "Bearer
+    # Certificates"): it holds a digit, a + / = ~ _, a dot inside it, a lower letter then a capital (base64), or it is
+    # longer than any word (21 characters and more)
+    (
+        "auth-scheme",
+        r"((?i:\b(?:bearer|token|basic|digest))\s+)"
+        r"(?=" + _CRED + r"*?(?:[0-9+/=~_]|\.[A-Za-z0-9]|[a-z][A-Z])|" + _CRED + r"{21})" + _CRED + r"{8,}",
+    ),
     ("url-password", r"(://[^/\s:@]+:)[^/\s@]+(?=@)"),
     # A token right after a JSON escape ("…\\nsk-…" in JSON text held as a string: the escape's letter is a word
     # letter, so no word boundary comes) is found as at a word start (_START); AWS key ids also glued to text.
