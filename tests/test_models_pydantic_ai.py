@@ -115,7 +115,10 @@ def exploding() -> FunctionModel:
 
 
 def make_toolset(
-    runs: Counter[str], forecast_doc: str = "Tomorrow's weather of a city.", celsius: float = 14.5
+    runs: Counter[str],
+    forecast_doc: str = "Tomorrow's weather of a city.",
+    celsius: float = 14.5,
+    strict: bool | None = None,
 ) -> FunctionToolset[None]:
     """``add`` and ``weather``, which the script calls, and ``forecast``, which it never calls."""
 
@@ -136,7 +139,7 @@ def make_toolset(
     toolset: FunctionToolset[None] = FunctionToolset()
     toolset.add_function(add)
     toolset.add_function(weather)
-    toolset.add_function(forecast, description=forecast_doc)
+    toolset.add_function(forecast, description=forecast_doc, strict=strict)
     return toolset
 
 
@@ -332,6 +335,21 @@ def test_an_edited_description_of_a_tool_the_model_never_calls_is_a_tool_drift(t
         replay(path, forecast_doc="Tomorrow's weather of a city, hour by hour.")
     assert caught.value.tool == "forecast"
     assert "description" in str(caught.value)
+
+
+@pytest.mark.parametrize(("recorded", "now"), [(None, True), (True, False)])
+def test_a_tool_switched_to_or_from_strict_schemas_is_a_tool_drift(
+    tmp_path: Path, recorded: bool | None, now: bool
+) -> None:
+    """The model is sent a tool's ``strict`` mode: another one is another contract, never a silent hit."""
+    path = tmp_path / "agent.jsonl"
+    runs: Counter[str] = Counter()
+    with use_tape(path, mode="record"):
+        run(agent(offline(), runs, strict=recorded))
+    with pytest.raises(ToolDriftError) as caught:
+        replay(path, strict=now)
+    assert caught.value.tool == "forecast" and "strict" in str(caught.value)
+    replay(path, strict=recorded)  # the same mode: every turn and call a hit
 
 
 def test_a_streamed_run_replays_as_a_stream_of_the_same_text(tmp_path: Path) -> None:

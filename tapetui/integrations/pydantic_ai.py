@@ -37,7 +37,8 @@ What goes on the tape for one call:
 - **contract**: the tool's ``ToolDefinition`` as the toolset gives it at the call, registered with
   :meth:`Tape.contract <tapetui.core.tape.Tape.contract>`: ``parameters_json_schema`` (schema),
   ``description``, ``return_schema`` (output schema; an empty one is none), the MCP ``annotations`` an
-  ``MCPToolset`` puts in the definition's ``metadata``; ``side_effect`` when the tool requires
+  ``MCPToolset`` puts in the definition's ``metadata`` with the definition's ``strict`` mode when it sets one (as
+  ``annotations.strict``); ``side_effect`` when the tool requires
   approval (``kind == "unapproved"``). The declared return type of a ``FunctionToolset`` tool's function is
   passed as ``returns``, so a tool returning a pydantic model or a dataclass returns that type in record and
   replay alike. ``Tape.contract`` is cached by its inputs (a few microseconds a call), so a definition a
@@ -70,10 +71,11 @@ What goes on the tape for one model turn (a ``"type": "model"`` line, ``source``
 - **request.tools**: every tool offered: the function tools the model is shown
   (``declared_function_tools``: not the deferred ones it cannot see yet) and the output tools, each as
   :func:`taped` registers it — ``name``, ``description``, ``parameters`` (``parameters_json_schema``),
-  ``output_schema`` (``return_schema``), ``annotations`` (MCP, from ``metadata``), ``side_effect`` — so the
-  model turn and the tool's calls share one contract. The definitions become contracts (tool lines, checked
-  first on replay: a changed one is a ``ToolDriftError`` even for a tool the model never calls); the request
-  holds their names. **request.native_tools**: the provider's own tools, as their JSON form, when there are any.
+  ``output_schema`` (``return_schema``), ``annotations`` (MCP, from ``metadata``, and ``strict``),
+  ``side_effect`` — so the model turn and the tool's calls share one contract. The definitions become contracts
+  (tool lines, checked first on replay: a changed one is a ``ToolDriftError`` even for a tool the model never
+  calls); the request holds their names. **request.native_tools**: the provider's own tools, as their JSON
+  form, when there are any.
 - **request.output_schema**: ``output_object`` (``json_schema``, ``name``, ``description``, ``strict``)
   without None; None for plain text.
 - **request.settings**: the request's ``ModelSettings`` as JSON without None values, ``extra_headers``
@@ -280,14 +282,12 @@ def _find_call(ctx: RunContext[Any]) -> tuple[ToolCallPart | None, tuple[int, in
 def _register(tape: Tape, name: str, tool: ToolsetTool[Any]) -> None:
     """Make the tool's own definition its contract on ``tape`` (cheap when it is the one already registered)."""
     tool_def: ToolDefinition = tool.tool_def
-    metadata = tool_def.metadata
-    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
     tape.contract(
         name,
         schema=tool_def.parameters_json_schema,
         description=tool_def.description,
         output_schema=tool_def.return_schema or None,
-        annotations=annotations if isinstance(annotations, dict) else None,
+        annotations=_annotations(tool_def),
         side_effect=tool_def.kind == "unapproved",
         returns=_returns(tool),
     )
@@ -566,16 +566,25 @@ def _typed(kind: str, fields: dict[str, Any]) -> dict[str, Any]:
 
 def _tool_definition(t: ToolDefinition) -> dict[str, Any]:
     """A tool as :func:`taped` registers it, so the model turn and the tool's calls share one contract."""
-    metadata = t.metadata
-    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
     return {
         "name": t.name,
         "description": t.description,
         "parameters": t.parameters_json_schema,
         "output_schema": t.return_schema or None,
-        "annotations": annotations if isinstance(annotations, dict) else None,
+        "annotations": _annotations(t),
         "side_effect": t.kind == "unapproved",
     }
+
+
+def _annotations(t: ToolDefinition) -> dict[str, Any] | None:
+    """The MCP annotations an ``MCPToolset`` puts in the definition's ``metadata``, and its ``strict`` mode when it
+    sets one (the model is sent it: a tool switched to strict schemas is a changed contract)."""
+    metadata = t.metadata
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    out = dict(annotations) if isinstance(annotations, dict) else None
+    if t.strict is not None:
+        out = {**(out or {}), "strict": t.strict}
+    return out
 
 
 def _settings(settings: ModelSettings | None) -> dict[str, Any]:
