@@ -614,6 +614,47 @@ def test_turns_added_to_a_golden_without_them_and_lost_by_a_candidate(tapes: Pat
     assert not lost.passed
 
 
+class Issued(Calls):
+    """A live provider: a new response id and a new tool-call id at every call."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n = n
+
+    def first(self) -> dict[str, Any]:
+        out = super().first()
+        out["parts"][0]["id"] = f"call_{self.n}AbC"
+        return {**out, "id": f"resp_{self.n}a"}
+
+    def second(self) -> dict[str, Any]:
+        return {**super().second(), "id": f"resp_{self.n}b"}
+
+
+def test_two_recordings_that_differ_only_in_the_ids_a_provider_issued_compare_equal(tapes: Path) -> None:
+    """Every live sample of a tool-using agent differed from its golden in the ids a provider makes anew at each
+    call (``check --samples`` failed them all); the ids are numbered by first appearance to compare, and kept."""
+    from tapetui.review.comparison import compare
+
+    golden, again = tapes / "tapes" / "a.jsonl", tapes / "tapes" / "b.jsonl"
+    for path, n in ((golden, 1), (again, 2)):
+        with Tape(path, "record") as t:
+            agent(t, Issued(n))
+    config = load_config(tapes / "tapes.toml")
+    same = compare(golden, again, config)
+    assert same.clean and same.passed, same.lines()
+    assert "call_2AbC" in again.read_text() and "resp_2b" in again.read_text()  # the tape keeps what was issued
+    # an answer given to another call than the one the model asked for is still a difference
+    lines = [orjson.loads(x) for x in again.read_bytes().splitlines()]
+    for line in lines:
+        for message in line.get("request", {}).get("messages", []) if line.get("type") == "model" else []:
+            for part in message["parts"]:
+                if part.get("type") == "tool_call_response":
+                    part["id"] = "call_other"
+    again.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+    other = compare(golden, again, config)
+    assert not other.passed and any("messages[2].parts[0].id" in x for x in other.lines()), other.lines()
+
+
 def test_token_counts_are_not_secrets_but_tokens_are() -> None:
     r = Redactor()
     usage = {"input_token_details": {"cache_read": 10}, "token_usage": {"total": 5}, "access_token": "abc"}

@@ -40,6 +40,7 @@ from tapetui.review.verdicts import Verdict
 __all__ = [
     "RowLevel",
     "TurnSide",
+    "comparable_turns",
     "cost_line",
     "cost_text",
     "model_tools_line",
@@ -242,11 +243,14 @@ def turn_rows(
     diffs: list[TurnDiff] = []
     failing = 0
     results = [0, 0, 0]  # response differences no rule excuses, excused, a rule's hook errors
+    old_turns, new_turns = comparable_turns(old.turns), comparable_turns(new.turns)
     for k in range(max(len(old.turns), len(new.turns))):
-        a = old.turns[k] if k < len(old.turns) else None
-        b = new.turns[k] if k < len(new.turns) else None
+        a = old_turns[k] if k < len(old.turns) else None
+        b = new_turns[k] if k < len(new.turns) else None
         if a is None or b is None:
-            diffs.append(TurnDiff(k + 1, a, b))
+            diffs.append(
+                TurnDiff(k + 1, old.turns[k] if a is not None else None, new.turns[k] if b is not None else None)
+            )
             failing += 1 if old.turns and new.turns else 0  # a turn more or less (all of them: below, or reported)
             continue
         changes = diff_values(canon(a.get("request")), canon(b.get("request")))
@@ -273,7 +277,8 @@ def turn_rows(
         results[0] += len(response)
         results[1] += len(response_excused)
         failing += len(kept)
-        diffs.append(TurnDiff(k + 1, a, b, tuple(kept), tuple(excused), tuple(response), tuple(response_excused)))
+        shown = old.turns[k], new.turns[k]  # the turns as on the tapes, their ids as recorded
+        diffs.append(TurnDiff(k + 1, *shown, tuple(kept), tuple(excused), tuple(response), tuple(response_excused)))
     if old.turns and not new.turns:
         failing += 1
     verdicts: list[Verdict] = []
@@ -303,6 +308,40 @@ def turn_rows(
         ),
         results=(results[0], results[1], results[2]),
     )
+
+
+_ID_PARTS = frozenset({"tool_call", "tool_call_response"})
+
+
+def comparable_turns(turns: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A tape's turns as a comparison reads them: the ids a provider issues anew at every call (each tool call's
+    ``id``, in the response that asks for it and in the requests that answer it) numbered ``call_1``, ``call_2``…
+    by first appearance in the tape, and the response's own ``id`` left out. Two recordings of the same behaviour
+    then compare equal, where a live provider made every sample differ; an answer given to another call than
+    before still differs (its number does). The tape keeps its ids: a replay sends them back as recorded."""
+    numbers: dict[str, str] = {}
+
+    def numbered(part: Any) -> Any:
+        if type(part) is dict and part.get("type") in _ID_PARTS and type(part.get("id")) is str:
+            return {**part, "id": numbers.setdefault(part["id"], f"call_{len(numbers) + 1}")}
+        return part
+
+    def with_parts(holder: Any) -> Any:  # a message, or a response: its parts numbered
+        if type(holder) is dict and type(holder.get("parts")) is list:
+            return {**holder, "parts": [numbered(p) for p in holder["parts"]]}
+        return holder
+
+    out: list[dict[str, Any]] = []
+    for turn in turns:
+        turn = dict(turn)
+        request = turn.get("request")
+        if type(request) is dict and type(request.get("messages")) is list:
+            turn["request"] = {**request, "messages": [with_parts(m) for m in request["messages"]]}
+        response = turn.get("response")
+        if type(response) is dict:
+            turn["response"] = {k: v for k, v in with_parts(response).items() if k != "id"}
+        out.append(turn)
+    return out
 
 
 def _outcome_changes(
