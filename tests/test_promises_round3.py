@@ -211,6 +211,58 @@ def test_the_runs_of_one_test_session_sharing_a_tape_are_all_judged(
     assert tapetui_cli(tmp_path, "check").returncode == 0
 
 
+@pytest.mark.parametrize("second_group", [None, "session-1"])
+def test_a_run_started_while_another_runs_joins_it_and_both_are_judged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, second_group: str | None
+) -> None:
+    """Two replays of one tape at once (two processes, two test sessions): the second replaced the run log while the
+    first still ran, the first's drift went to a file no longer there, and check was green on the second's hits."""
+    tape, reg = _shared(tmp_path)
+    monkeypatch.delenv(GROUP_ENV, raising=False)
+    with Tape(tape, "replay", reg) as first:
+        if second_group is not None:  # a test session's run starting beside a plain one takes the plain one's group
+            monkeypatch.setenv(GROUP_ENV, second_group)
+        _replay(tape, reg, 1)  # the second starts, hits and ends while the first still runs
+        with pytest.raises(TapeError):
+            first.call("add", {"a": 100, "b": 2})  # then the first drifts
+    runs = runs_of(read_run_log(runlog_path(tape)))
+    assert [[e["event"] for e in run] for run in runs] == [["start", "drift", "end"], ["start", "hit", "end"]]
+    assert "group" not in runs[1][0] and type(runs[1][0]["run"]) is str and "run" not in runs[0][0]
+    r = tapetui_cli(tmp_path, "check")
+    assert r.returncode == 1 and "run 1 of 2: " in r.stdout and "args.b  1 → 2" in r.stdout, r.stdout
+    monkeypatch.delenv(GROUP_ENV, raising=False)
+    _replay(tape, reg, 1)  # no run running: the next one replaces the file, as it always has
+    assert len(runs_of(read_run_log(runlog_path(tape)))) == 1 and tapetui_cli(tmp_path, "check").returncode == 0
+
+
+def _run_until_killed(tape: Path, reg: ToolRegistry, started: Any) -> None:  # noqa: ANN401 - a multiprocessing event
+    t = Tape(tape, "replay", reg)
+    t.call("add", {"a": 100, "b": 1})
+    started.set()
+    threading.Event().wait(300)  # until killed
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+def test_a_run_whose_process_was_killed_no_longer_runs_and_the_next_replaces_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tape, reg = _shared(tmp_path)
+    monkeypatch.delenv(GROUP_ENV, raising=False)
+    ctx = multiprocessing.get_context("fork")
+    started = ctx.Event()
+    proc = ctx.Process(target=_run_until_killed, args=(tape, reg, started))
+    proc.start()
+    try:
+        assert started.wait(60)
+    finally:
+        proc.kill()
+        proc.join(60)
+    _replay(tape, reg, 1)
+    runs = runs_of(read_run_log(runlog_path(tape)))
+    assert [[e["event"] for e in run] for run in runs] == [["start", "hit", "end"]]
+    assert tapetui_cli(tmp_path, "check").returncode == 0
+
+
 def _replay_after(tape: Path, reg: ToolRegistry, go: Any) -> None:  # noqa: ANN401 - a multiprocessing event
     go.wait(60)
     _replay(tape, reg, 1)
@@ -344,12 +396,12 @@ def test_a_new_run_log_is_written_through_its_own_name(tmp_path: Path) -> None:
 
     # a folder watcher (the app's) names a file's changes by the name its writer opened it by: never a temp name
     path = tmp_path / "s.run.jsonl"
-    for join in (None, ("g", "replay", None)):
-        out = open_run(path, b'{"event":"start","group":"g","mode":"replay"}\n', join)
+    for start in ({"event": "start", "mode": "replay"}, {"event": "start", "group": "g", "mode": "replay"}):
+        run = open_run(path, start)
         try:
-            assert os.readlink(f"/proc/self/fd/{out._fd}") == str(path)
+            assert os.readlink(f"/proc/self/fd/{run.out._fd}") == str(path)
         finally:
-            out.close()
+            run.close()
 
 
 def test_group_values_whose_names_clash_each_get_a_tape_of_their_own(proj: Path) -> None:

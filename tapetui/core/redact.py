@@ -59,42 +59,11 @@ _SECRET_PAIRS = frozenset(
 # Words that make "token" a count of model tokens or a tokenizer's token, not a credential: input_token_details,
 # token_usage, token_count, max_token_limit, stop_token, eos_token, token_type... (an access_token, a refresh_token,
 # a csrf_token, an id_token stay secret)
-_TOKEN_COUNT_WORDS = frozenset(
-    {
-        "stop",
-        "eos",
-        "bos",
-        "pad",
-        "unk",
-        "sep",
-        "mask",
-        "special",
-        "logit",
-        "bias",
-        "logprob",
-        "logprobs",
-        "ids",
-        "type",
-        "length",
-        "usage",
-        "count",
-        "counts",
-        "details",
-        "detail",
-        "limit",
-        "budget",
-        "input",
-        "output",
-        "total",
-        "prompt",
-        "completion",
-        "cached",
-        "cache",
-        "reasoning",
-        "max",
-        "num",
-    }
-)
+_TOKEN_COUNT_WORDS = frozenset({
+    "usage", "count", "counts", "details", "detail", "limit", "budget", "input", "output", "total", "prompt",
+    "completion", "cached", "cache", "reasoning", "max", "num", "stop", "eos", "bos", "pad", "unk", "sep", "mask",
+    "special", "logit", "bias", "logprob", "logprobs", "ids", "type", "length",
+})  # fmt: skip
 
 _WORD_SPLIT = re.compile(r"[^0-9a-zA-Z]+|(?<=[a-z0-9])(?=[A-Z])")
 

@@ -1,7 +1,8 @@
 """Run logs: the events of one replay, appended as they happen, read incrementally.
 
 A run log lives beside its tape as ``<name>.run.jsonl`` and holds the latest run of
-that session: a run starts by atomically replacing it with a ``start`` event, then
+that session (or the runs that joined it: a test session's, runs that overlapped; :mod:`tapetui.core.runstart`):
+a run starts by atomically replacing it with a ``start`` event, then
 appends one line per event (``hit``, ``miss``, ``drift``, ``live``, ``record``, ``stale``,
 ``fingerprint``, ``unused``, and ``note``/``phase``, which are not calls) and an ``end`` event
 carrying the stats. :data:`EventKind` is the vocabulary; a reader puts an ``invalid`` event where a line is malformed.
@@ -24,8 +25,8 @@ from tapetui.core.canon import dumps
 from tapetui.core.changes import json_text
 from tapetui.core.errors import TapeError
 from tapetui.core.files import file_kind
-from tapetui.core.runstart import Joining, joining, new_run_id, open_run, run_group
-from tapetui.core.tapefile import _CHUNK, MAX_LINE, Appender, dump_line
+from tapetui.core.runstart import Joining, Run, joining, new_run_id, open_run, run_group
+from tapetui.core.tapefile import _CHUNK, MAX_LINE, Appender
 
 __all__ = [
     "CALL_EVENTS",
@@ -99,15 +100,21 @@ class RunLog:
         self._clock = clock
         self.problem: str | None = None
         self._out: Appender | None = None
-        # a run of a group (a test session: tapetui.core.runstart) joins its group's runs in the file, each of its
-        # events tagged with its run's id; any other run replaces the file
+        self._run: Run | None = None
+        self._tag: dict[str, str] = {}
+        # a run of a group (a test session: tapetui.core.runstart) joins its group's runs in the file, and a run that
+        # starts while another runs there joins it, each of its events tagged with its run's id; any other run
+        # replaces the file
         group = run_group()
-        self._tag: dict[str, str] = {} if group is None else {"run": new_run_id()}
-        head = {"event": "start", "at": clock(), **start, **({"group": group, **self._tag} if group else {})}
+        head = {"event": "start", "at": clock(), **start, **({"group": group, "run": new_run_id()} if group else {})}
         try:
-            self._out = open_run(self.path, dump_line(head), joining(head))
+            self._run = open_run(self.path, head)
         except OSError as e:
             self._fail(e)
+        else:
+            self._out = self._run.out
+            rid = self._run.start.get("run")
+            self._tag = {"run": rid} if type(rid) is str else {}
 
     def emit(self, event: EventKind, **fields: Any) -> None:
         try:
@@ -130,9 +137,7 @@ class RunLog:
 
     def _fail(self, e: OSError) -> None:
         self.problem = f"{self.path}: {e.strerror or e}"
-        if self._out is not None:
-            self._out.close()
-            self._out = None
+        self.close()
         self.emit = self.emit_many = _off  # type: ignore[method-assign] # nothing more is tried, or said
         warnings.warn(
             f"tapetui: cannot write the run log ({self.problem}); the replay goes on without it, "
@@ -142,12 +147,21 @@ class RunLog:
         )
 
     def close(self) -> None:
-        if self._out is not None:
-            self._out.close()
+        """No more events: the run no longer runs (a run starting now replaces the file)."""
+        if self._run is not None:
+            self._run.close()
+            self._run = None
+        self._out = None
 
 
 def _off(*args: Any, **kwargs: Any) -> None:
     return None
+
+
+def _run_of(ev: dict[str, Any]) -> str:
+    """The id of the run an event is of: its ``run``, or "" for the one run without an id."""
+    rid = ev.get("run")
+    return rid if type(rid) is str else ""
 
 
 def _changes(kind: str, name: str, value: Any) -> str | None:
@@ -510,8 +524,8 @@ class RunSummary:
     problems: list[str] = field(default_factory=list)  # "line N: what is wrong", for malformed events (first 100)
     golden_sha256: str | None = None  # the golden the run played against (its start event), when it says
     outdated: bool = False  # the run played against an earlier golden: its findings are history, not drift
-    joined: Joining | None = None  # what the runs summed join on (tapetui.core.runstart), when they are a group's
-    open_runs: set[str] = field(default_factory=set)  # a group's runs started and not ended (by their run ids)
+    joined: Joining | None = None  # what the runs summed join on (tapetui.core.runstart)
+    open_runs: set[str] = field(default_factory=set)  # runs started and not ended, by their ids ("": the one without)
 
     def add(self, ev: dict[str, Any]) -> None:
         problem = event_problem(ev)  # events from RunLogReader are checked already; others may be anything
@@ -529,12 +543,11 @@ class RunSummary:
             add_status(self.status, at, status)  # one status a step, by STATUS_PRECEDENCE
         if kind == "start":
             join = joining(ev)
-            if join is None or join != self.joined:
-                self.reset()  # a new run replaces the old one; the runs of one group (a test session) add up
+            if join != self.joined or type(ev.get("run")) is not str:
+                self.reset()  # a new run replaces the old one; runs that joined (each with its id) add up
             self.joined = join
             self.running = True
-            if join is not None and type(ev.get("run")) is str:
-                self.open_runs.add(ev["run"])
+            self.open_runs.add(_run_of(ev))
             self.mode = ev.get("mode") if isinstance(ev.get("mode"), str) else None
             sha = ev.get("golden_sha256")
             self.golden_sha256 = sha if isinstance(sha, str) else None
@@ -557,11 +570,8 @@ class RunSummary:
         elif kind in ("live", "record"):
             self.live += 1
         elif kind == "end":
-            if self.joined is not None and type(ev.get("run")) is str:  # a group's run: running while any other is
-                self.open_runs.discard(ev["run"])
-                self.running = bool(self.open_runs)
-            else:
-                self.running = False
+            self.open_runs.discard(_run_of(ev))  # runs that joined: running while any of them is
+            self.running = bool(self.open_runs)
             self.ended = True
 
     def reset(self) -> None:

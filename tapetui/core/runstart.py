@@ -1,23 +1,34 @@
-"""Starting a run log: a run replaces ``NAME.run.jsonl``, or joins the runs of its group there.
+"""Starting a run log: a run replaces ``NAME.run.jsonl``, or joins the runs there.
 
-A run outside a group replaces the file atomically with its ``start`` event, as it always has: the file holds the
-latest run. The runs of one **group** keep every run of the group in the file: a test session (the pytest plugin
-sets :data:`GROUP_ENV` for the session, its xdist workers and the processes its tests start) whose tests share a
-tape leaves each test's run there, so ``check`` judges them all and the last test to replay a shared tape never
-hides an earlier one's drift. Runs join when they are of one group and played one golden (its sha256), whatever
-their mode (a fill between two replays keeps both): a run of another group (the next test session) or against
-another golden (a recording that made it, then its replay; a replay after an accept: the runs before it are
-history) replaces the file. Every event of a
-grouped run carries its run's id (``run``): runs of a group that overlap (xdist workers) interleave their lines,
-and readers tell them apart by it (:func:`runs_of`).
+A run replaces the file atomically with its ``start`` event when it is alone: the file holds the latest run. It
+**joins** the runs in the file instead (appends its own to them) in two cases:
+
+- the runs of one **group** keep every run of the group in the file: a test session (the pytest plugin sets
+  :data:`GROUP_ENV` for the session, its xdist workers and the processes its tests start) whose tests share a
+  tape leaves each test's run there, so ``check`` judges them all and the last test to replay a shared tape never
+  hides an earlier one's drift;
+- a run that starts while a run in the file is **still running** (another process replaying the same tape, two
+  ``pytest`` sessions at once) joins it, whatever its group: replacing the file would cut the running one off, and
+  its drift, written to a file no longer there, would be lost while ``check`` judged the other. The joining run
+  takes the group of the runs it joins (its own ``group`` left out: the file's first start says which).
+
+Runs join only when they played one golden (the ``golden_sha256`` of their ``start``): a run of another group once
+the file's runs ended (the next test session), or a run against another golden (a recording that made it, then its
+replay; a replay after an accept: the runs before it are history) replaces the file. A joining run's events carry
+its run's id (``run``), as every event of a group's run does: runs that overlap interleave their lines, and readers
+tell them apart by it (:func:`runs_of`; a run outside a group that started alone writes no id, and its events are
+the ones without one).
 
 Processes starting runs at once agree through an exclusive ``flock`` of a lock file beside the run log
 (``.NAME.run.jsonl.lock``: created on first use, never replaced or deleted, so every starter locks the same file):
 the holder decides (join, or replace) and replaces by renaming its new file over the path before it lets go. The
-lock is held for that decision only, never while waiting for another lock. Each run then appends through its own
-descriptor, opened by the run log's name, to the file it joined or made, never to another file by its name. A
-symlink or anything but a regular file in the run log's place is replaced, never followed or joined. Where the lock
-file cannot be made (a read-only checkout) the run replaces the file unlocked, as a run outside a group does.
+lock is held for that decision only, never while waiting for another lock. A run says it is running by holding a
+shared ``flock`` of a second file (``.NAME.run.jsonl.live``, made the same way) from its start to its end (a run
+that dies lets go with its process); the decider sees whether any run holds it by trying it exclusively without
+waiting. Each run then appends through its own descriptor, opened by the run log's name, to the file it joined or
+made, never to another file by its name. A symlink or anything but a regular file in the run log's place is
+replaced, never followed or joined. Where the lock files cannot be made (a read-only checkout) the run replaces the
+file unlocked.
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ import hashlib
 import os
 import secrets
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +46,9 @@ import orjson
 
 from tapetui.core.files import temp_beside
 from tapetui.core.redact import DEFAULT_REDACTOR
-from tapetui.core.tapefile import Appender
+from tapetui.core.tapefile import Appender, dump_line
 
-__all__ = ["GROUP_ENV", "Joining", "joining", "new_run_id", "open_run", "run_group", "runs_of"]
+__all__ = ["GROUP_ENV", "Joining", "Run", "joining", "new_run_id", "open_run", "run_group", "runs_of"]
 
 GROUP_ENV = "TAPETUI_RUN_GROUP"
 _MAX_GROUP = 200  # characters of a group's name as it is (it is an id); a longer one is hashed
@@ -59,32 +71,65 @@ def new_run_id() -> str:
     return secrets.token_hex(6)
 
 
-Joining = tuple[str, Any]  # what runs that join share: (group, golden_sha256) of their start events
+Joining = tuple[str | None, Any]
+"""What runs that join share: (group, golden_sha256) of their start events; a run outside a group is of group None."""
 
 
-def joining(start: dict[str, Any]) -> Joining | None:
-    """What a run with this ``start`` event joins on, or None for a run of no group."""
+def joining(start: dict[str, Any]) -> Joining:
+    """What a run with this ``start`` event joins on."""
     group = start.get("group")
-    return (group, start.get("golden_sha256")) if type(group) is str else None
+    return (group if type(group) is str else None, start.get("golden_sha256"))
 
 
-def open_run(path: Path, start: bytes, join: Joining | None, *, fsync: bool = False) -> Appender:
-    """The appender of a run that begins with the line ``start`` (its ``start`` event): in a new file that replaced
-    ``path``, or, for a run that joins on ``join`` (:func:`joining`) when the file's runs do too, at its end.
+@dataclass
+class Run:
+    """A started run: its appender, the ``start`` event as written (a run that joined running ones took their
+    group, and tags its events with its id), and the descriptor holding the run's live lock (-1: none)."""
+
+    out: Appender
+    start: dict[str, Any]
+    live: int = -1
+
+    def close(self) -> None:
+        """The run's end: no more appends, and it no longer runs."""
+        self.out.close()
+        if self.live >= 0:
+            os.close(self.live)  # and its shared lock with it
+            self.live = -1
+
+
+def open_run(path: Path, start: dict[str, Any], *, fsync: bool = False) -> Run:
+    """Start a run with the event ``start``: in a new file that replaced ``path``, or, where it joins the runs in the
+    file (see the module doc), at its end.
 
     Raises:
         OSError: the file cannot be written (the caller's run goes on without a log).
     """
-    lock = _lock(path)
+    lock = _lock(path, ".lock", fcntl.LOCK_EX)
+    live = _lock(path, ".live", fcntl.LOCK_EX | fcntl.LOCK_NB) if lock >= 0 else -1
     try:
-        held = _current(path) if join is not None else None
-        if held is not None and _joining_of(held) == join:
+        running = lock >= 0 and live < 0
+        if running:  # a run holds the live lock shared: this one shares it too (nobody else takes it now)
+            live = _lock(path, ".live", fcntl.LOCK_SH)
+        elif live >= 0:
+            fcntl.flock(live, fcntl.LOCK_SH)  # held alone, under the decision lock: no other starter sees it free
+        join = joining(start)
+        held = _current(path) if join[0] is not None or running else None
+        theirs = _joining_of(held) if held is not None else None
+        if held is not None and theirs is not None and theirs[1] == join[1] and (theirs == join or running):
+            if theirs != join:  # running ones of another group: this run is of theirs
+                start = {k: v for k, v in start.items() if k != "group"}
+                if theirs[0] is not None:
+                    start["group"] = theirs[0]
+            if type(start.get("run")) is not str:
+                start["run"] = new_run_id()
             joined = Appender(path, fsync=fsync, fd=held)
-            joined.append(start)
-            return joined
+            joined.append(dump_line(start))
+            return Run(joined, start, live)
         if held is not None:
             os.close(held)
-        fd, tmp = _fresh(path, start, fsync)
+        line = dump_line(start)
+        fd, tmp = _fresh(path, line, fsync)
         try:
             os.replace(tmp, path)  # over the file (or a symlink, a FIFO...: replaced, never followed)
         except BaseException:
@@ -94,16 +139,20 @@ def open_run(path: Path, start: bytes, join: Joining | None, *, fsync: bool = Fa
             raise
         # the descriptor was opened by the temp name, and a rename keeps the one name the file has: a watcher names
         # its changes by the run log's
-        return Appender(path, fsync=fsync, fd=fd, end=len(start))
+        return Run(Appender(path, fsync=fsync, fd=fd, end=len(line)), start, live)
+    except BaseException:
+        if live >= 0:
+            os.close(live)
+        raise
     finally:
         if lock >= 0:
             os.close(lock)  # and its lock with it
 
 
-def _lock(path: Path) -> int:
-    """A descriptor holding the exclusive lock of the run log's lock file, or -1 where none can be made (a read-only
-    checkout: the caller replaces the run log unlocked)."""
-    name = path.with_name(f".{path.name}.lock")
+def _lock(path: Path, suffix: str, how: int) -> int:
+    """A descriptor holding the ``flock`` ``how`` of the run log's lock file ``.NAME.run.jsonl{suffix}``, or -1 where
+    none can be made (a read-only checkout: the caller replaces the run log unlocked) or, not waiting, it is held."""
+    name = path.with_name(f".{path.name}{suffix}")
     try:
         fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
     except OSError:
@@ -112,7 +161,10 @@ def _lock(path: Path) -> int:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
             return -1
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fcntl.flock(fd, how)
+    except BlockingIOError:
+        os.close(fd)
+        return -1
     except BaseException:
         os.close(fd)
         raise
@@ -133,7 +185,7 @@ def _current(path: Path) -> int | None:
 
 
 def _joining_of(fd: int) -> Joining | None:
-    """What the runs a run log holds join on: its first line's (a start event's), or None."""
+    """What the runs a run log holds join on: its first line's (a start event's), or None (none to join)."""
     head = os.pread(fd, 64 * 1024, 0)
     line = head.split(b"\n", 1)[0] if b"\n" in head else b""
     try:
@@ -162,10 +214,11 @@ def _fresh(path: Path, data: bytes, fsync: bool) -> tuple[int, str]:
 
 
 def runs_of(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """A run log's events, run by run in the order the runs started: each grouped run's events by its id
-    (``run``: overlapping runs interleave), else each ``start`` begins the next run."""
+    """A run log's events, run by run in the order the runs started: each run's events by its id (``run``:
+    overlapping runs interleave), the events without one each of the run started last without one."""
     runs: list[list[dict[str, Any]]] = []
     by_id: dict[str, list[dict[str, Any]]] = {}
+    plain: list[dict[str, Any]] | None = None  # the run of the events without an id: one that started alone
     for ev in events:
         rid = ev.get("run") if type(ev) is dict else None
         if type(rid) is str:
@@ -174,8 +227,9 @@ def runs_of(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
                 run = by_id[rid] = []
                 runs.append(run)
             run.append(ev)
-        elif not runs or (type(ev) is dict and ev.get("event") == "start"):
-            runs.append([ev])
+        elif plain is None or (type(ev) is dict and ev.get("event") == "start"):
+            plain = [ev]
+            runs.append(plain)
         else:
-            runs[-1].append(ev)
+            plain.append(ev)
     return runs

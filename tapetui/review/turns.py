@@ -253,22 +253,7 @@ def turn_rows(
             )
             failing += 1 if old.turns and new.turns else 0  # a turn more or less (all of them: below, or reported)
             continue
-        changes = diff_values(canon(a.get("request")), canon(b.get("request")))
-        if a.get("model") != b.get("model"):
-            changes.insert(0, Change("model", a.get("model"), b.get("model")))
-        kept: list[Change] = []
-        excused: list[tuple[Change, str]] = []
-        rest = [c for c in changes if c.path != "model"]
-        if len(rest) != len(changes):
-            named = changes[0]
-            if settings.model_names == "any":
-                excused.append((named, 'model_names = "any"'))
-            else:
-                kept.append(named)
-        if rest:
-            judged = settings.rules.judge("request", canon(a.get("request")), canon(b.get("request")), tool=TURN)
-            kept += list(judged.changes)
-            excused += [(e.change, e.text) for e in judged.excused]
+        kept, excused = _request_changes(a, b, settings)
         try:
             response, response_excused, errors = _outcome_changes(a, b, judge)
         except RecursionError:
@@ -308,6 +293,26 @@ def turn_rows(
         ),
         results=(results[0], results[1], results[2]),
     )
+
+
+def _request_changes(
+    a: dict[str, Any], b: dict[str, Any], settings: CompareSettings
+) -> tuple[list[Change], list[tuple[Change, str]]]:
+    """How a turn's model and request differ from the golden's turn's: the differences no rule excuses, and the
+    excused ones with the rule that excused each."""
+    kept: list[Change] = []
+    excused: list[tuple[Change, str]] = []
+    if a.get("model") != b.get("model"):
+        named = Change("model", a.get("model"), b.get("model"))
+        if settings.model_names == "any":
+            excused.append((named, 'model_names = "any"'))
+        else:
+            kept.append(named)
+    if diff_values(canon(a.get("request")), canon(b.get("request"))):
+        judged = settings.rules.judge("request", canon(a.get("request")), canon(b.get("request")), tool=TURN)
+        kept += list(judged.changes)
+        excused += [(e.change, e.text) for e in judged.excused]
+    return kept, excused
 
 
 _ID_PARTS = frozenset({"tool_call", "tool_call_response"})

@@ -103,8 +103,8 @@ class RunLogPane(Log):
     def add_events(self, name: str, events: list[dict[str, Any]], reset: bool) -> None:
         """Events just appended to session ``name``'s run log; a new run (or a restarted log) starts afresh."""
         starts = [e for e in events if e.get("event") == "start"]
-        # a new run starts afresh; one joining the runs shown (a run group's) is shown beside them
-        if reset or any(joining(e) is None or joining(e) != self._joined for e in starts):
+        # a new run starts afresh; one joining the runs shown (with its run's id) is shown beside them
+        if reset or any(type(e.get("run")) is not str or joining(e) != self._joined for e in starts):
             self.clear()
             self._run, self._runs = RunSummary(), {}
             self._joined = joining(starts[-1]) if starts else None
