@@ -235,6 +235,18 @@ def test_a_run_started_while_another_runs_joins_it_and_both_are_judged(
     assert len(runs_of(read_run_log(runlog_path(tape)))) == 1 and tapetui_cli(tmp_path, "check").returncode == 0
 
 
+def test_a_folder_in_place_of_the_live_lock_says_nothing_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No live lock to ask: each run replaces the file, as on a read-only checkout (never joins forever)."""
+    tape, reg = _shared(tmp_path)
+    monkeypatch.delenv(GROUP_ENV, raising=False)
+    live = runlog_path(tape).with_name(f".{runlog_path(tape).name}.live")
+    live.unlink(missing_ok=True)
+    live.mkdir()
+    _replay(tape, reg, 2)
+    _replay(tape, reg, 1)
+    assert len(runs_of(read_run_log(runlog_path(tape)))) == 1 and tapetui_cli(tmp_path, "check").returncode == 0
+
+
 def _run_until_killed(tape: Path, reg: ToolRegistry, started: Any) -> None:  # noqa: ANN401 - a multiprocessing event
     t = Tape(tape, "replay", reg)
     t.call("add", {"a": 100, "b": 1})

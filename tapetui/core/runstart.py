@@ -108,7 +108,7 @@ def open_run(path: Path, start: dict[str, Any], *, fsync: bool = False) -> Run:
     lock = _lock(path, ".lock", fcntl.LOCK_EX)
     live = _lock(path, ".live", fcntl.LOCK_EX | fcntl.LOCK_NB) if lock >= 0 else -1
     try:
-        running = lock >= 0 and live < 0
+        running = live == _BUSY
         if running:  # a run holds the live lock shared: this one shares it too (nobody else takes it now)
             live = _lock(path, ".live", fcntl.LOCK_SH)
         elif live >= 0:
@@ -149,9 +149,13 @@ def open_run(path: Path, start: dict[str, Any], *, fsync: bool = False) -> Run:
             os.close(lock)  # and its lock with it
 
 
+_BUSY = -2
+
+
 def _lock(path: Path, suffix: str, how: int) -> int:
-    """A descriptor holding the ``flock`` ``how`` of the run log's lock file ``.NAME.run.jsonl{suffix}``, or -1 where
-    none can be made (a read-only checkout: the caller replaces the run log unlocked) or, not waiting, it is held."""
+    """A descriptor holding the ``flock`` ``how`` of the run log's lock file ``.NAME.run.jsonl{suffix}``; -1 where
+    none can be made (a read-only checkout, anything but a file in its place: the caller replaces the run log
+    unlocked), :data:`_BUSY` where, not waiting, another holds it."""
     name = path.with_name(f".{path.name}{suffix}")
     try:
         fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
@@ -164,7 +168,7 @@ def _lock(path: Path, suffix: str, how: int) -> int:
         fcntl.flock(fd, how)
     except BlockingIOError:
         os.close(fd)
-        return -1
+        return _BUSY
     except BaseException:
         os.close(fd)
         raise
