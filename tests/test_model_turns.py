@@ -222,6 +222,34 @@ def test_fill_runs_only_the_missing_turn_into_a_candidate(tapes: Path) -> None:
     assert t.stats()["live_model_calls"] == 1 and t.stats()["model_hits"] == 2
 
 
+def test_a_fill_after_an_unreviewed_fill_pays_no_model_again(tapes: Path) -> None:
+    """The next fill replays what an earlier, unreviewed (or killed) fill ran live: its tool calls, and its model
+    turns too (a turn was paid again at every fill, and its candidate mixed the earlier tool results with new
+    answers)."""
+    path = tapes / "tapes" / "a.jsonl"
+    _record(path)
+    golden = path.read_bytes()
+    first = Calls()
+    with Tape(path, "fill") as t:
+        agent(t, first)
+        t.model(_request("And then?"), live=first.second, model=MODEL)
+    assert first.model == 1
+    ran = [x for x in _lines(tapes / "tapes" / "a.candidate.jsonl") if x["type"] == "model"][-1]
+    again = Calls(boom=True)  # neither the model nor a tool may run: all of it is on the golden or the candidate
+    with Tape(path, "fill") as t:
+        agent(t, again)
+        assert t.model(_request("And then?"), live=again.second, model=MODEL)["parts"] == ran["response"]["parts"]
+        stats = t.stats()
+    assert stats["live_model_calls"] == 0 and stats["model_hits"] == 3 and stats["model_misses"] == 0
+    assert path.read_bytes() == golden
+    cand = [x for x in _lines(tapes / "tapes" / "a.candidate.jsonl") if x["type"] == "model"]
+    assert [x["seq"] for x in cand] == [1, 3, 4] and cand[-1]["response"] == ran["response"]
+    assert len(list((tapes / "tapes" / "a.samples").iterdir())) == 1  # the earlier candidate: kept, never lost
+    with Tape(tapes / "tapes" / "a.candidate.jsonl", "replay") as t:  # the new candidate replays whole
+        agent(t, Calls(boom=True))
+        t.model(_request("And then?"), live=again.second, model=MODEL)
+
+
 def test_on_drift_live_rebaselines_from_the_first_drifted_turn(tapes: Path) -> None:
     path = tapes / "tapes" / "a.jsonl"
     _record(path)

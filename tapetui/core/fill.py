@@ -5,14 +5,15 @@ the session as played, opened at the first miss with the hits and notes so far, 
 over (renumbered to its step in this run) and every live call appended.
 
 A fill that was never reviewed, or was killed, already ran its misses live; the next fill replays those
-too, so that a side effect runs once, not at every fill. The calls copied into that candidate from the
-golden are not a second source (the golden serves them), only the ones the fill ran.
+too, so that a side effect runs once and a model is paid once, not at every fill. The calls and model turns
+copied into that candidate from the golden are not a second source (the golden serves them), only the ones the
+fill ran.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,14 +43,24 @@ def _sans_seq(line: bytes) -> bytes:
     return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
 
 
-class Filled:
-    """The calls an earlier fill ran live, from its pending candidate: those not copied from the golden."""
+def _turn_sans_seq(turn: dict[str, Any]) -> bytes:
+    """A model turn's line without its ``seq``: how a turn carried into a fill's candidate is told from its golden
+    line."""
+    return orjson.dumps({k: v for k, v in turn.items() if k != "seq"}, option=orjson.OPT_SORT_KEYS)
 
-    def __init__(self, index: TapeIndex, fh: Any, usable: list[int]) -> None:
+
+class Filled:
+    """The calls and model turns an earlier fill ran live, from its pending candidate: those not copied from the
+    golden."""
+
+    def __init__(self, index: TapeIndex, fh: Any, usable: list[int], turns: Sequence[int] = ()) -> None:
         self.index, self.fh = index, fh
         self._by_key: dict[str, list[int]] = {}
         for i in usable:
             self._by_key.setdefault(index.keys[i], []).append(i)
+        self._turns: dict[str, list[int]] = {}
+        for j in turns:
+            self._turns.setdefault(index.turns[j].key, []).append(j)
 
     @classmethod
     def open(cls, cand: Path, golden: TapeIndex, golden_fh: Any) -> Filled | None:
@@ -63,10 +74,12 @@ class Filled:
         try:
             from_golden = {_sans_seq(golden.raw_line(i, golden_fh)) for i in range(len(golden))}
             usable = [i for i in range(len(index)) if _sans_seq(index.raw_line(i, fh)) not in from_golden]
+            golden_turns = {_turn_sans_seq(golden.turn(j, golden_fh)) for j in range(len(golden.turns))}
+            turns = [j for j in range(len(index.turns)) if _turn_sans_seq(index.turn(j, fh)) not in golden_turns]
         except BaseException:
             fh.close()
             raise
-        return cls(index, fh, usable)
+        return cls(index, fh, usable, turns)
 
     def take(self, key: str, expired: Callable[[str], bool], fingerprint: str | None) -> int | None:
         """The first unused call with ``key`` that is still fresh and was recorded with the live contract."""
@@ -79,6 +92,11 @@ class Filled:
                 del calls[n]
                 return i
         return None
+
+    def take_turn(self, key: str) -> int | None:
+        """The first unused model turn with ``key`` (its index among the candidate's turns), or None."""
+        turns = self._turns.get(key)
+        return turns.pop(0) if turns else None
 
     def close(self) -> None:
         self.fh.close()

@@ -347,25 +347,7 @@ class ModelServing(TurnDeciding, TurnLive):
         if self._fill is not None:  # in fill mode the candidate is the session as played: hits are carried into it
             line = b"".join(self._tools.tool_line(n, idx) for n in (rec.get("offered") or {}))
             self._fill.carry_line(self._files.writer, line + idx.turn_renumbered(j, seq, self._files.fh))
-        error = rec.get("error")
-        if error is not None:
-            raise_recorded(error, TURN, seq)
-        response = dict(rec.get("response") or {})
-        response["usage"] = rec.get("usage")
-        events = rec.get("events") if rec.get("stream") is True and type(rec.get("events")) is list else None
-        return ModelTurn(
-            self,
-            seq=seq,
-            turn=k,
-            model=model,
-            source=source,
-            stream=stream,
-            key=key,
-            request=redacted,
-            served=True,
-            response=response,
-            recorded_events=events,
-        )
+        return _served(self, head, rec)
 
     def _turn_checks(self, head: tuple[Any, ...], j: int, rec: dict[str, Any]) -> ModelTurn | None:
         """Before turn ``j`` is served: who recorded it (another adapter's turn is refused), and its expiry (under
@@ -434,6 +416,10 @@ class ModelServing(TurnDeciding, TurnLive):
 
     def _turn_miss(self, head: tuple[Any, ...], reason: str, _near: int | None) -> ModelTurn:
         seq, k, model, source, stream, key, redacted, offered, _ = head
+        earlier = self._fill.earlier if self._fill is not None else None
+        j = earlier.take_turn(key) if earlier is not None else None
+        if j is not None:  # not on the golden: an earlier fill ran it live already
+            return self._turn_serve_earlier(head, j)
         idx = self._index
         self._counts["model_misses"] += 1
         nearest: int | None = None
@@ -472,3 +458,46 @@ class ModelServing(TurnDeciding, TurnLive):
         if self._fill is not None and self._files.writer is None:
             self._files.claim_fill_target(self._fill.opening())
         return self._turn_live(head, write=True)
+
+    def _turn_serve_earlier(self, head: tuple[Any, ...], j: int) -> ModelTurn:
+        """Serve a turn from what an earlier, unreviewed fill ran live (its candidate's turn ``j``): the model is
+        paid once, not at every fill. Carried into this fill's candidate, as the earlier fill's calls are."""
+        seq, k, model, _, _, key, *_ = head
+        assert self._fill is not None and self._fill.earlier is not None
+        earlier = self._fill.earlier
+        t = earlier.index.turns[j]
+        rec = earlier.index.turn(j, earlier.fh)
+        self._counts["model_hits"] += 1
+        self._counts["tokens_saved"] += t.tokens
+        self._after = seq
+        self._emit("hit", seq=seq, tool=TURN, key=key, step=seq, turn=k, model=model, source="candidate")
+        if self._files.writer is None:  # the earlier candidate is not this session as played: write the new one
+            self._files.claim_fill_target(self._fill.opening())
+        tools = b"".join(self._tools.tool_line(n, earlier.index) for n in (rec.get("offered") or {}))
+        self._fill.carry_line(self._files.writer, tools + earlier.index.turn_renumbered(j, seq, earlier.fh))
+        return _served(self, head, rec)
+
+
+def _served(serving: ModelServing, head: tuple[Any, ...], rec: dict[str, Any]) -> ModelTurn:
+    """The turn served from the recorded line ``rec``: its response (and usage, and a stream's events), or its
+    recorded error raised again."""
+    seq, k, model, source, stream, key, redacted, *_ = head
+    error = rec.get("error")
+    if error is not None:
+        raise_recorded(error, TURN, seq)
+    response = dict(rec.get("response") or {})
+    response["usage"] = rec.get("usage")
+    events = rec.get("events") if rec.get("stream") is True and type(rec.get("events")) is list else None
+    return ModelTurn(
+        serving,
+        seq=seq,
+        turn=k,
+        model=model,
+        source=source,
+        stream=stream,
+        key=key,
+        request=redacted,
+        served=True,
+        response=response,
+        recorded_events=events,
+    )
