@@ -96,16 +96,16 @@ def _accept_locked(config: Config, golden: Path, cand: Path, why: str, steps: It
             )
         raise TapeError(f"{golden}: no pending candidate to accept")
     c = load(cand, keep_bytes=True)  # read once: compared, kept as history, promoted
-    cand_before = file_bytes(c.index)
-    if not golden.exists():
-        entry = journal.new_entry(
-            "accept (new session)",
-            config,
-            golden,
-            [x.seq for x in c.calls],
-            [f"new session with {len(c.calls)} steps: {[x.tool for x in c.calls]}"],
-            why,
+    if c.index.line_count == 0:  # never a golden with every step gone
+        raise TapeError(
+            f"{cand}: not a tape (no complete line); nothing to accept (a recording killed as it began leaves one: "
+            "reject it, or record the session again)"
         )
+    cand_before = file_bytes(c.index)
+    torn = _torn(c)
+    if not golden.exists():
+        details = [f"new session with {len(c.calls)} steps: {[x.tool for x in c.calls]}", *torn]
+        entry = journal.new_entry("accept (new session)", config, golden, [x.seq for x in c.calls], details, why)
         before = history.Before(True, None, True, cand_before)
         journal.commit(config, golden, complete_bytes(c), entry, before=before, remove_candidate=True)
         return entry
@@ -114,7 +114,7 @@ def _accept_locked(config: Config, golden: Path, cand: Path, why: str, steps: It
     cmp = compare(g, c, config, hooks=None)  # what changed is recorded; no user hook runs in an accept
     if steps is None:
         details = _details(cmp, cmp.changed_steps) + _note_details(cmp) + [line for line, _ in cmp.turns.rows()]
-        details = details or ["no differences"]
+        details = (details or ["no differences"]) + torn
         entry = journal.new_entry("accept", config, golden, [s.seq for s in cmp.changed_steps if s.old], details, why)
         before = history.Before(True, golden_before, True, cand_before)
         journal.commit(config, golden, complete_bytes(c), entry, before=before, remove_candidate=True)
@@ -154,14 +154,24 @@ def _accept_locked(config: Config, golden: Path, cand: Path, why: str, steps: It
     turn_lines = [
         line for d in cmp.turns.changed if d.old is not None and d.old.get("seq") in wanted for line, _ in d.rows()
     ]
-    entry = journal.new_entry("accept", config, golden, wanted, _details(cmp, chosen) + turn_lines, why)
     # When nothing else differs any more, the candidate has been fully reviewed.
     rest = [s for s in cmp.changed_steps if s not in chosen]
     turns_left = [d for d in cmp.turns.changed if d.old is None or d.old.get("seq") not in wanted]
     done = not rest and not cmp.edit_distance and not cmp.changed_notes and not turns_left  # notes: whole only
+    details = _details(cmp, chosen) + turn_lines + (torn if done else [])
+    entry = journal.new_entry("accept", config, golden, wanted, details, why)
     before = history.Before(True, golden_before, done, cand_before)
     journal.commit(config, golden, data, entry, before=before, remove_candidate=done)
     return entry
+
+
+def _torn(c: LoadedTape) -> list[str]:
+    """What an accept leaves out of the candidate, said in its changelog entry: a torn last line (a recording killed
+    mid-line; its bytes stay in the undo history)."""
+    torn = c.index.torn
+    if torn is None:
+        return []
+    return [f"{c.path.name}: torn last line {torn.line} ({torn.size:,} bytes, an interrupted write) left out"]
 
 
 def _turn_span(g: LoadedTape, c: LoadedTape, k: int, manifests: list[bytes]) -> dict[int, tuple[int, bytes]]:

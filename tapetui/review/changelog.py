@@ -61,7 +61,7 @@ class Entry:
         break its heading onto a line of its own."""
         word = "step" if len(self.steps) == 1 else "steps"
         steps = f" — {word} {', '.join(map(str, self.steps))}" if self.steps else ""
-        head = f"{_line(self.when)} — {_line(self.action)} `{_code(_line(self.session))}`{steps}"
+        head = f"{_line(self.when)} — {_line(self.action)} `{rendered_session(self.session)}`{steps}"
         lines = [f"## {head}", f"{_MARK}{self.id} -->", ""]
         for d in self.details:
             lines.append(f"- {safe_text(_one_line(redactor.redact_text(d)))}")
@@ -78,8 +78,12 @@ def _line(text: str) -> str:
     return safe_text(text, newlines=False)
 
 
-def _code(text: str) -> str:
-    return text.replace("`", "'")
+def _session_code(session: str) -> str:
+    """A session name in its heading's code span, one for one: a backslash doubled, then every control, bidi
+    character and backtick an escape (``\\x0a``, ``\\x60``): two sessions never share a heading (``x`y`` and
+    ``x'y``, a newline and the text ``\\x0a``), so an entry always says which golden changed and ``undo`` finds
+    its own."""
+    return _line(session.replace("\\", "\\\\")).replace("`", "\\x60")
 
 
 def _one_line(text: str) -> str:
@@ -101,6 +105,19 @@ def _open_changelog(changelog: Path, flags: int) -> int:
         os.close(fd)
         raise TapeError(f"{changelog}: the changelog must be a regular file")
     return fd
+
+
+def ensure_writable(changelog: Path) -> None:
+    """Refuse a changelog no entry can be appended to (a symlink, a FIFO, a folder) before a change is journaled:
+    a change whose entry cannot be written is not made.
+
+    Raises:
+        TapeError: the changelog is there and is not a regular file.
+    """
+    try:
+        os.close(_open_changelog(Path(changelog), os.O_RDONLY))
+    except FileNotFoundError:  # made by the first entry
+        return
 
 
 def has_entry(changelog: Path, entry_id: str) -> bool:
@@ -183,7 +200,7 @@ class Logged:
 
 def rendered_session(session: str) -> str:
     """A session name as an entry's heading shows it (to compare with :attr:`Logged.session`)."""
-    return _code(_line(session))
+    return _session_code(session)
 
 
 def logged_entries(changelog: Path) -> list[Logged]:

@@ -40,7 +40,7 @@ from tapetui.core.errors import TapeError
 from tapetui.core.files import atomic_write, file_sha256, fsync_dir
 from tapetui.core.locks import session_lock, try_park_lock, try_session_lock
 from tapetui.core.store import candidate_path, golden_of, journal_path, runlog_path, session_name
-from tapetui.review.changelog import Entry, append_entry, has_entry
+from tapetui.review.changelog import Entry, append_entry, ensure_writable, has_entry
 from tapetui.review.parking import LeftInPlace, is_parked, recover_parked, unpark
 
 __all__ = ["commit", "new_entry", "recover", "session", "tmp_of", "write_new"]
@@ -130,6 +130,7 @@ def commit(
                 "rationale": entry.rationale,
             },
         }
+        ensure_writable(config.changelog)  # a change whose entry cannot be written is not made
         try:
             if before is not None:  # before anything changes: no change without its history record
                 history.save(config, golden, entry, before, after_sha256=sha, reverts=reverts)
@@ -141,10 +142,11 @@ def commit(
             raise TapeError(f"{e.filename or golden}: cannot write: {e.strerror}; nothing was changed") from None
         try:
             _finish(config, golden, journal)
-        except OSError as e:
+        except (OSError, TapeError) as e:
+            why = f"{e.filename or golden}: {e.strerror}" if isinstance(e, OSError) else str(e)
             raise TapeError(
-                f"{e.filename or golden}: {e.strerror}: the change of {golden.name} is journaled but not "
-                "finished; run `tapetui recover` once this is fixed"
+                f"{why}: the change of {golden.name} is journaled but not finished; run `tapetui recover` once this "
+                "is fixed"
             ) from None
 
 

@@ -27,9 +27,11 @@ def tape_path(tapes_dir: Path, name: str, *, anywhere: bool = False) -> Path:
             must still stay inside it.
 
     Raises:
-        TapeError: the path leads out of the tapes folder.
+        TapeError: the path leads out of the tapes folder, or names no file (empty, ``.``, ``/``).
     """
     p = Path(name)
+    if not p.name or p.name == "..":
+        raise TapeError(f"{name!r}: not a tape's name (a session name, or a path to its .jsonl file)")
     if not p.suffix:
         p = p.with_suffix(".jsonl")
     if not p.is_absolute() and not p.exists():
