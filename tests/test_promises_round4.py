@@ -89,3 +89,21 @@ def test_a_name_that_names_no_file_is_a_clear_error(tmp_path: Path, name: str, c
     _tapes(tmp_path, "s")
     r = tapetui_cli(tmp_path, command[0], name, *command[1:])
     assert r.returncode == 2 and "not a tape's name" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_a_rerecord_into_a_pending_candidate_keeps_the_candidate_it_rewrote(
+    sample_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its step was overwritten and the earlier recording of it kept nowhere: no sample, no history, no entry."""
+    cand = sample_dir / "sample_tapes" / "drift_summarize.candidate.jsonl"
+    samples = sample_dir / "sample_tapes" / "drift_summarize.samples"
+    before = cand.read_bytes()
+    assert tapetui_cli(sample_dir, "rerecord", "drift_summarize", "--step", "3", "--yes").returncode == 0
+    (kept,) = samples.iterdir()
+    assert kept.read_bytes() == before and cand.read_bytes() != before
+    assert any("is kept in" in r.getMessage() and r.levelname == "WARNING" for r in caplog.records)
+    # a candidate a re-record made holds the golden's copies of its other steps: re-recorded, nothing is lost
+    clean = sample_dir / "sample_tapes" / "clean.samples"
+    for step, kept_then in ((2, 0), (3, 0), (2, 1)):  # the third re-records the candidate's own recording
+        assert tapetui_cli(sample_dir, "rerecord", "clean", "--step", str(step), "--yes").returncode == 0
+        assert len(list(clean.iterdir()) if clean.exists() else []) == kept_then, step

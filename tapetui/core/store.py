@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tapetui.core.errors import TapeError
-from tapetui.core.files import STATE_DIR
+from tapetui.core.files import STATE_DIR, atomic_write
 from tapetui.core.listing import Listing
 
 __all__ = [
@@ -97,15 +97,30 @@ def rotate_candidate(tape: Path) -> Path | None:
         st = os.lstat(cand)
     except FileNotFoundError:
         return None
+    dest = _sample_name(tape, st.st_mtime)
+    os.rename(cand, dest)
+    return dest
+
+
+def keep_sample(tape: Path, data: bytes) -> Path:
+    """Keep ``data``, a pending candidate about to be rewritten in place (a re-record of one of its steps), in
+    ``name.samples/`` as a displaced candidate is: the candidate is never replaced silently. Returns where it went.
+    The caller holds the session's gate."""
+    dest = _sample_name(tape, datetime.now(UTC).timestamp())
+    atomic_write(dest, data)
+    return dest
+
+
+def _sample_name(tape: Path, when: float) -> Path:
+    """A free name in ``name.samples/`` (made if need be) for a candidate displaced at ``when``."""
     folder = samples_dir(tape)
     folder.mkdir(exist_ok=True)
-    stamp = datetime.fromtimestamp(st.st_mtime, UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    stamp = datetime.fromtimestamp(when, UTC).strftime("%Y%m%dT%H%M%S.%fZ")
     dest = folder / f"{stamp}.jsonl"
     n = 1
     while os.path.lexists(dest):
         n += 1
         dest = folder / f"{stamp}-{n}.jsonl"
-    os.rename(cand, dest)
     return dest
 
 

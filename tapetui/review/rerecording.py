@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,12 +17,14 @@ from tapetui.core.errors import TapeError
 from tapetui.core.files import atomic_write
 from tapetui.core.live import record_live, tool_as_written
 from tapetui.core.registry import ToolRegistry
-from tapetui.core.store import candidate_path, refuse_links_out
-from tapetui.core.tapefile import dump_line, session_line
-from tapetui.review.actions import rebuild
+from tapetui.core.store import candidate_path, keep_sample, refuse_links_out
+from tapetui.core.tapefile import dump_line, read_index, session_line
+from tapetui.review.actions import file_bytes, rebuild
 from tapetui.review.comparison import load
 
 __all__ = ["load_registry", "rerecord", "rerecorded_message"]
+
+_log = logging.getLogger("tapetui")
 
 
 def load_registry(config: Config) -> ToolRegistry:
@@ -104,10 +107,22 @@ def _rerecord_locked(
         manifests.append(dump_line(manifest.to_record(tool.side_effect)))
     i = next(i for i in range(len(base.index)) if base.index.lines[i] == rec.line)
     data = rebuild(base.index, {i: line}, manifests)
-    if not cand.exists():
+    if base.path != cand:
         data = _mark_origin(data, "rerecord")
+    elif not _golden_holds(golden, base.index.raw_line(i)):  # the candidate's own recording of the step: kept
+        kept = keep_sample(golden, file_bytes(base.index))
+        _log.warning("%s: the pending candidate as it was before this re-record is kept in %s", cand, kept)
     atomic_write(cand, data)
     return cand
+
+
+def _golden_holds(golden: Path, line: bytes) -> bool:
+    """The golden holds this very call line: a candidate's step that is the golden's copy, which a re-record may
+    replace with nothing lost (a recording of the candidate's own is kept in ``NAME.samples/`` first)."""
+    if not golden.exists():
+        return False
+    idx = read_index(golden)
+    return any(idx.raw_line(j) == line for j in range(len(idx)))
 
 
 def rerecorded_message(golden: Path, cand: Path, seq: int) -> str:
