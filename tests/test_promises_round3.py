@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tapetui import Tape, TapeError, ToolRegistry
-from tapetui.core.runlog import read_run_log
+from tapetui.core.runlog import RunLogWarning, read_run_log
 from tapetui.core.runstart import GROUP_ENV, runs_of
 from tapetui.core.store import runlog_path
 from tests import otlp_fixtures as fx
@@ -227,7 +227,7 @@ def test_a_run_started_while_another_runs_joins_it_and_both_are_judged(
             first.call("add", {"a": 100, "b": 2})  # then the first drifts
     runs = runs_of(read_run_log(runlog_path(tape)))
     assert [[e["event"] for e in run] for run in runs] == [["start", "drift", "end"], ["start", "hit", "end"]]
-    assert "group" not in runs[1][0] and type(runs[1][0]["run"]) is str and "run" not in runs[0][0]
+    assert runs[1][0].get("group") == second_group and type(runs[1][0]["run"]) is str and "run" not in runs[0][0]
     r = tapetui_cli(tmp_path, "check")
     assert r.returncode == 1 and "run 1 of 2: " in r.stdout and "args.b  1 → 2" in r.stdout, r.stdout
     monkeypatch.delenv(GROUP_ENV, raising=False)
@@ -242,9 +242,67 @@ def test_a_folder_in_place_of_the_live_lock_says_nothing_runs(tmp_path: Path, mo
     live = runlog_path(tape).with_name(f".{runlog_path(tape).name}.live")
     live.unlink(missing_ok=True)
     live.mkdir()
-    _replay(tape, reg, 2)
+    for b in (2, 1):
+        with pytest.warns(RunLogWarning, match=r"cannot tell whether another run of this tape is running"):
+            _replay(tape, reg, b)
+    assert len(runs_of(read_run_log(runlog_path(tape)))) == 1 and tapetui_cli(tmp_path, "check").returncode == 0
+
+
+@pytest.mark.parametrize("first_group", [None, "session-X"])
+def test_a_test_sessions_run_that_joined_another_running_run_is_still_judged_after_its_next_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first_group: str | None
+) -> None:
+    """Session Y's first run drifted while another session's run ran, and joined it under that run's group: Y's
+    next run, alone, found another group in the file and replaced it, and check went green over Y's drift."""
+    tape, reg = _shared(tmp_path)
+    monkeypatch.delenv(GROUP_ENV, raising=False)
+    if first_group is not None:
+        monkeypatch.setenv(GROUP_ENV, first_group)
+    with Tape(tape, "replay", reg) as other:
+        monkeypatch.setenv(GROUP_ENV, "session-Y")
+        _replay(tape, reg, 2)  # Y's first test drifts while the other run runs
+        other.call("add", {"a": 100, "b": 1})
+    _replay(tape, reg, 1)  # Y's second test, alone: it joins its session's runs
+    runs = runs_of(read_run_log(runlog_path(tape)))
+    assert [run[0].get("group") for run in runs] == [first_group, "session-Y", "session-Y"]
+    r = tapetui_cli(tmp_path, "check")
+    assert r.returncode == 1 and "run 2 of 3: " in r.stdout and "args.b  1 → 2" in r.stdout, r.stdout
+    monkeypatch.setenv(GROUP_ENV, "session-Z")  # the next session, alone: afresh
     _replay(tape, reg, 1)
     assert len(runs_of(read_run_log(runlog_path(tape)))) == 1 and tapetui_cli(tmp_path, "check").returncode == 0
+
+
+async def test_the_run_log_pane_shows_a_joining_run_beside_the_first_one() -> None:
+    """The pane cleared the first run (and its drift) when a run joined the file while the app showed it."""
+    from textual.app import App, ComposeResult
+
+    from tapetui.tui.widgets.runlog_pane import RunLogPane
+
+    sha = "ab" * 32
+    first = [
+        {"event": "start", "mode": "replay", "golden_sha256": sha, "at": 1},
+        {"event": "drift", "seq": 2, "tool": "lookup", "step": 2, "changes": [["city", "Paris", "Berlin"]], "at": 2},
+    ]
+    joiner = [
+        {"event": "start", "mode": "replay", "golden_sha256": sha, "run": "r1", "at": 3},
+        {"event": "hit", "seq": 1, "tool": "lookup", "step": 1, "key": "k", "run": "r1", "at": 4},
+    ]
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield RunLogPane()
+
+    app = One()
+    async with app.run_test() as pilot:
+        pane = app.query_one(RunLogPane)
+        pane.show_run("s", first)
+        pane.add_events("s", joiner, False)
+        await pilot.pause()
+        shown = "\n".join(map(str, pane.lines))
+        assert "Berlin" in shown and "hit" in shown, shown
+        pane.add_events("s", first[:1], True)  # the file replaced: afresh
+        await pilot.pause()
+        assert "Berlin" not in "\n".join(map(str, pane.lines))
 
 
 def _run_until_killed(tape: Path, reg: ToolRegistry, started: Any) -> None:  # noqa: ANN401 - a multiprocessing event

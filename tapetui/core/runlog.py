@@ -115,6 +115,14 @@ class RunLog:
             self._out = self._run.out
             rid = self._run.start.get("run")
             self._tag = {"run": rid} if type(rid) is str else {}
+            if not self._run.guarded:
+                warnings.warn(
+                    f"tapetui: {self.path}: cannot tell whether another run of this tape is running (its live lock "
+                    f"file .{self.path.name}.live is not a regular file): this run replaced the run log, and a run "
+                    "still running there is cut off from it",
+                    RunLogWarning,
+                    stacklevel=3,
+                )
 
     def emit(self, event: EventKind, **fields: Any) -> None:
         try:
@@ -542,10 +550,9 @@ class RunSummary:
         if at is not None and status is not None:
             add_status(self.status, at, status)  # one status a step, by STATUS_PRECEDENCE
         if kind == "start":
-            join = joining(ev)
-            if join != self.joined or type(ev.get("run")) is not str:
+            if type(ev.get("run")) is not str:
                 self.reset()  # a new run replaces the old one; runs that joined (each with its id) add up
-            self.joined = join
+            self.joined = joining(ev)
             self.running = True
             self.open_runs.add(_run_of(ev))
             self.mode = ev.get("mode") if isinstance(ev.get("mode"), str) else None

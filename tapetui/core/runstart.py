@@ -9,15 +9,15 @@ A run replaces the file atomically with its ``start`` event when it is alone: th
   hides an earlier one's drift;
 - a run that starts while a run in the file is **still running** (another process replaying the same tape, two
   ``pytest`` sessions at once) joins it, whatever its group: replacing the file would cut the running one off, and
-  its drift, written to a file no longer there, would be lost while ``check`` judged the other. The joining run
-  takes the group of the runs it joins (its own ``group`` left out: the file's first start says which).
+  its drift, written to a file no longer there, would be lost while ``check`` judged the other. It keeps its own
+  group, so the later runs of its group join the file too (one of them finds its group among the file's runs).
 
-Runs join only when they played one golden (the ``golden_sha256`` of their ``start``): a run of another group once
-the file's runs ended (the next test session), or a run against another golden (a recording that made it, then its
-replay; a replay after an accept: the runs before it are history) replaces the file. A joining run's events carry
-its run's id (``run``), as every event of a group's run does: runs that overlap interleave their lines, and readers
-tell them apart by it (:func:`runs_of`; a run outside a group that started alone writes no id, and its events are
-the ones without one).
+Runs join only when they played one golden (the ``golden_sha256`` of their ``start``): a run of a group with no
+run in the file once the file's runs ended (the next test session), or a run against another golden (a recording
+that made it, then its replay; a replay after an accept: the runs before it are history) replaces the file. A
+joining run's events carry its run's id (``run``), as every event of a group's run does: runs that overlap
+interleave their lines, and readers tell them apart by it (:func:`runs_of`; a run outside a group that started
+alone writes no id, and its events are the ones without one; a start without an id begins a file).
 
 Processes starting runs at once agree through an exclusive ``flock`` of a lock file beside the run log
 (``.NAME.run.jsonl.lock``: created on first use, never replaced or deleted, so every starter locks the same file):
@@ -25,14 +25,16 @@ the holder decides (join, or replace) and replaces by renaming its new file over
 lock is held for that decision only, never while waiting for another lock. A run says it is running by holding a
 shared ``flock`` of a second file (``.NAME.run.jsonl.live``, made the same way) from its start to its end (a run
 that dies lets go with its process); the decider sees whether any run holds it by trying it exclusively without
-waiting. Each run then appends through its own descriptor, opened by the run log's name, to the file it joined or
-made, never to another file by its name. A symlink or anything but a regular file in the run log's place is
-replaced, never followed or joined. Where the lock files cannot be made (a read-only checkout) the run replaces the
-file unlocked.
+waiting; where that file cannot be made (anything but a file in its place) the run replaces the file and says it
+could not tell (``Run.guarded``). Each run then appends through its own descriptor, opened by the run log's name,
+to the file it joined or made, never to another file by its name. A symlink or anything but a regular file in the
+run log's place is replaced, never followed or joined. Where the lock files cannot be made (a read-only checkout)
+the run replaces the file unlocked.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -89,6 +91,7 @@ class Run:
     out: Appender
     start: dict[str, Any]
     live: int = -1
+    guarded: bool = True  # False: whether another run was running could not be told (no live lock could be made)
 
     def close(self) -> None:
         """The run's end: no more appends, and it no longer runs."""
@@ -113,19 +116,14 @@ def open_run(path: Path, start: dict[str, Any], *, fsync: bool = False) -> Run:
             live = _lock(path, ".live", fcntl.LOCK_SH)
         elif live >= 0:
             fcntl.flock(live, fcntl.LOCK_SH)  # held alone, under the decision lock: no other starter sees it free
-        join = joining(start)
-        held = _current(path) if join[0] is not None or running else None
-        theirs = _joining_of(held) if held is not None else None
-        if held is not None and theirs is not None and theirs[1] == join[1] and (theirs == join or running):
-            if theirs != join:  # running ones of another group: this run is of theirs
-                start = {k: v for k, v in start.items() if k != "group"}
-                if theirs[0] is not None:
-                    start["group"] = theirs[0]
+        group, golden = joining(start)
+        held = _current(path) if group is not None or running else None
+        if held is not None and _joins(held, group, golden, running):
             if type(start.get("run")) is not str:
-                start["run"] = new_run_id()
+                start = {**start, "run": new_run_id()}  # its events told apart from the others' by it
             joined = Appender(path, fsync=fsync, fd=held)
             joined.append(dump_line(start))
-            return Run(joined, start, live)
+            return Run(joined, start, live, guarded=live >= 0)
         if held is not None:
             os.close(held)
         line = dump_line(start)
@@ -139,7 +137,7 @@ def open_run(path: Path, start: dict[str, Any], *, fsync: bool = False) -> Run:
             raise
         # the descriptor was opened by the temp name, and a rename keeps the one name the file has: a watcher names
         # its changes by the run log's
-        return Run(Appender(path, fsync=fsync, fd=fd, end=len(line)), start, live)
+        return Run(Appender(path, fsync=fsync, fd=fd, end=len(line)), start, live, guarded=live >= 0 or lock < 0)
     except BaseException:
         if live >= 0:
             os.close(live)
@@ -186,6 +184,32 @@ def _current(path: Path) -> int | None:
         os.close(fd)
         return None
     return fd
+
+
+def _joins(fd: int, group: str | None, golden: Any, running: bool) -> bool:
+    """Whether a run of ``group`` against ``golden`` joins the runs of the run log open on ``fd``: they played the same
+    golden (its first start says), and one of them still runs, or the run is of a group that has runs there."""
+    theirs = _joining_of(fd)
+    if theirs is None or theirs[1] != golden:
+        return False
+    if running or (group is not None and theirs[0] == group):
+        return True
+    return group is not None and group in _groups(fd)  # it joined another group's running run once
+
+
+def _groups(fd: int) -> set[str]:
+    """The groups of every run in the run log open on ``fd``: read whole, its start lines only decoded (a grouped
+    run that starts while the file's first group has no run running: once a test session)."""
+    size = os.fstat(fd).st_size
+    data = os.pread(fd, size, 0)
+    out: set[str] = set()
+    for line in data.split(b"\n"):
+        if line.startswith(b'{"event":"start"') and b'"group"' in line:
+            with contextlib.suppress(orjson.JSONDecodeError):
+                ev = orjson.loads(line)
+                if type(ev) is dict and type(ev.get("group")) is str:
+                    out.add(ev["group"])
+    return out
 
 
 def _joining_of(fd: int) -> Joining | None:

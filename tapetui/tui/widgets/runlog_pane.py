@@ -9,7 +9,6 @@ from textual.widgets import Log
 
 from tapetui.core.changes import secret_path, short, shown_path, shown_redactor
 from tapetui.core.runlog import RunSummary, describe_counts, end_counts
-from tapetui.core.runstart import Joining, joining
 from tapetui.core.textsafe import safe_text
 
 MAX_LINES = 5000  # lines the pane keeps; older ones scroll away
@@ -87,7 +86,6 @@ class RunLogPane(Log):
         self._run = RunSummary()  # the shown run so far: its end line counts steps as the tree does
         # a run group's runs shown (tapetui.core.runstart): each its own summary, by run id; what they join on
         self._runs: dict[str, RunSummary] = {}
-        self._joined: Joining | None = None
 
     def on_mount(self) -> None:
         self.border_title = "live run log (p starts a replay · F follows)"
@@ -95,7 +93,7 @@ class RunLogPane(Log):
     def show_run(self, name: str, events: list[dict[str, Any]], problem: str | None = None) -> None:
         """Replace what the pane shows with session ``name``'s run (``problem``: why it could not be read)."""
         self.clear()
-        self._run, self._runs, self._joined = RunSummary(), {}, None
+        self._run, self._runs = RunSummary(), {}
         said = f"  {problem}" if problem is not None else "" if events else "  no run yet (p starts one)"
         self.write_line(f"── {safe_text(name, newlines=False)} ──" + safe_text(said, newlines=False))
         self.write_lines([self._line(e) for e in events])
@@ -103,11 +101,11 @@ class RunLogPane(Log):
     def add_events(self, name: str, events: list[dict[str, Any]], reset: bool) -> None:
         """Events just appended to session ``name``'s run log; a new run (or a restarted log) starts afresh."""
         starts = [e for e in events if e.get("event") == "start"]
-        # a new run starts afresh; one joining the runs shown (with its run's id) is shown beside them
-        if reset or any(type(e.get("run")) is not str or joining(e) != self._joined for e in starts):
+        # a new run starts afresh (a replaced file, or a start without a run id: the file's first); one joining the
+        # runs shown (with its run's id) is shown beside them
+        if reset or any(type(e.get("run")) is not str for e in starts):
             self.clear()
             self._run, self._runs = RunSummary(), {}
-            self._joined = joining(starts[-1]) if starts else None
             self.write_line(f"── {safe_text(name, newlines=False)} ──")
         self.write_lines([self._line(e) for e in events])
         if self.follow:
@@ -115,9 +113,7 @@ class RunLogPane(Log):
 
     def _line(self, ev: dict[str, Any]) -> str:
         rid = ev.get("run")
-        if type(rid) is str:  # a run group's run: its end line counts its own steps
-            if ev.get("event") == "start":
-                self._joined = joining(ev)
+        if type(rid) is str:  # a run that joined others (or a run group's): its end line counts its own steps
             run = self._runs.setdefault(rid, RunSummary())
             run.add(ev)
             return event_line(ev, run)
