@@ -250,6 +250,34 @@ def test_a_fill_after_an_unreviewed_fill_pays_no_model_again(tapes: Path) -> Non
         t.model(_request("And then?"), live=again.second, model=MODEL)
 
 
+def test_an_earlier_fills_failed_turn_or_one_offered_other_contracts_is_asked_again(tapes: Path) -> None:
+    """An earlier fill's turn serves a later fill only as the model would answer now: a transient error (a rate
+    limit) is asked again, and so is a turn whose offered tools had other contracts (it was served with the answer
+    to a description the model never saw)."""
+    path = tapes / "tapes" / "a.jsonl"
+    _record(path)
+    send = {"name": "send_email", "description": "send an e-mail to a colleague", "parameters": {"type": "object"}}
+
+    def fill(live: Any, tool: dict[str, Any] = send) -> None:
+        with Tape(path, "fill") as t:
+            agent(t, Calls(boom=True))  # the golden's two turns and its call: served
+            t.model(_request("And then?", tools=[SEARCH, DELETE, tool]), live=live, model=MODEL)
+
+    def limited() -> dict[str, Any]:
+        raise RuntimeError("429 rate limited")
+
+    with pytest.raises(RuntimeError, match="429"):
+        fill(limited)
+    calls = Calls()
+    fill(calls.second)
+    assert calls.model == 1  # asked again, not the 429 served
+    fill(Calls(boom=True).second)  # the same request under the same contracts: served
+    wider = {**send, "description": "send an e-mail to any address, outside ones too"}
+    fill(calls.second, wider)
+    assert calls.model == 2  # the earlier fill's answer was to another contract of send_email
+    fill(Calls(boom=True).second, wider)
+
+
 def test_on_drift_live_rebaselines_from_the_first_drifted_turn(tapes: Path) -> None:
     path = tapes / "tapes" / "a.jsonl"
     _record(path)

@@ -93,10 +93,16 @@ class Filled:
                 return i
         return None
 
-    def take_turn(self, key: str) -> int | None:
-        """The first unused model turn with ``key`` (its index among the candidate's turns), or None."""
-        turns = self._turns.get(key)
-        return turns.pop(0) if turns else None
+    def take_turn(self, key: str, usable: Callable[[dict[str, Any]], bool]) -> tuple[int, dict[str, Any]] | None:
+        """The first unused model turn with ``key`` that ``usable`` takes (given its line decoded): its index among
+        the candidate's turns and its line; None when there is none."""
+        turns = self._turns.get(key) or []
+        for n, j in enumerate(turns):
+            rec = self.index.turn(j, self.fh)
+            if usable(rec):
+                del turns[n]
+                return j, rec
+        return None
 
     def close(self) -> None:
         self.fh.close()

@@ -417,9 +417,9 @@ class ModelServing(TurnDeciding, TurnLive):
     def _turn_miss(self, head: tuple[Any, ...], reason: str, _near: int | None) -> ModelTurn:
         seq, k, model, source, stream, key, redacted, offered, _ = head
         earlier = self._fill.earlier if self._fill is not None else None
-        j = earlier.take_turn(key) if earlier is not None else None
-        if j is not None:  # not on the golden: an earlier fill ran it live already
-            return self._turn_serve_earlier(head, j)
+        taken = earlier.take_turn(key, lambda rec: self._earlier_usable(rec, offered)) if earlier else None
+        if taken is not None:  # not on the golden: an earlier fill ran it live already
+            return self._turn_serve_earlier(head, *taken)
         idx = self._index
         self._counts["model_misses"] += 1
         nearest: int | None = None
@@ -459,14 +459,20 @@ class ModelServing(TurnDeciding, TurnLive):
             self._files.claim_fill_target(self._fill.opening())
         return self._turn_live(head, write=True)
 
-    def _turn_serve_earlier(self, head: tuple[Any, ...], j: int) -> ModelTurn:
-        """Serve a turn from what an earlier, unreviewed fill ran live (its candidate's turn ``j``): the model is
-        paid once, not at every fill. Carried into this fill's candidate, as the earlier fill's calls are."""
+    def _earlier_usable(self, rec: dict[str, Any], offered: dict[str, str]) -> bool:
+        """Whether an earlier fill's turn may serve this request: it answered (an error, such as a rate limit, is
+        asked again), it has not expired, and the model was offered the tools under the contracts offered now."""
+        expires = rec.get("expires_at")
+        fresh = not isinstance(expires, str) or not self._expired(expires)
+        return rec.get("error") is None and fresh and (rec.get("offered") or {}) == offered
+
+    def _turn_serve_earlier(self, head: tuple[Any, ...], j: int, rec: dict[str, Any]) -> ModelTurn:
+        """Serve a turn from what an earlier, unreviewed fill ran live (its candidate's turn ``j``, line ``rec``): the
+        model is paid once, not at every fill. Carried into this fill's candidate, as the earlier fill's calls are."""
         seq, k, model, _, _, key, *_ = head
         assert self._fill is not None and self._fill.earlier is not None
         earlier = self._fill.earlier
         t = earlier.index.turns[j]
-        rec = earlier.index.turn(j, earlier.fh)
         self._counts["model_hits"] += 1
         self._counts["tokens_saved"] += t.tokens
         self._after = seq
