@@ -107,3 +107,17 @@ def test_a_rerecord_into_a_pending_candidate_keeps_the_candidate_it_rewrote(
     for step, kept_then in ((2, 0), (3, 0), (2, 1)):  # the third re-records the candidate's own recording
         assert tapetui_cli(sample_dir, "rerecord", "clean", "--step", str(step), "--yes").returncode == 0
         assert len(list(clean.iterdir()) if clean.exists() else []) == kept_then, step
+
+
+def test_a_session_whose_name_is_not_utf8_is_accepted_and_undone(tmp_path: Path) -> None:
+    """Its name reached the history's and the journal's JSON as it was: a traceback, and orphan history files."""
+    name = os.fsdecode(b"d\xff")
+    tapes = _tapes(tmp_path, name)
+    golden = (tapes / f"{name}.jsonl").read_bytes()
+    r = tapetui_cli(tmp_path, "accept", name, "--why", "ok")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    heads = [ln for ln in (tapes / "CHANGELOG.md").read_text().splitlines() if ln.startswith("## ")]
+    assert heads[-1].endswith(" — accept `d\\\\udcff` — step 1"), heads
+    r = tapetui_cli(tmp_path, "undo", name)
+    assert r.returncode == 0, r.stderr
+    assert (tapes / f"{name}.jsonl").read_bytes() == golden and candidate_path(tapes / f"{name}.jsonl").exists()

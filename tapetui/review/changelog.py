@@ -15,6 +15,7 @@ import stat
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from tapetui.core.changes import json_name
 from tapetui.core.errors import TapeError
 from tapetui.core.redact import DEFAULT_REDACTOR, Redactor
 from tapetui.core.textsafe import safe_text
@@ -79,7 +80,7 @@ def _line(text: str) -> str:
 
 
 def _session_code(session: str) -> str:
-    """A session name in its heading's code span, one for one: a backslash doubled, then every control, bidi
+    """A (UTF-8) session name in its heading's code span, one for one: a backslash doubled, then every control, bidi
     character and backtick an escape (``\\x0a``, ``\\x60``): two sessions never share a heading (``x`y`` and
     ``x'y``, a newline and the text ``\\x0a``), so an entry always says which golden changed and ``undo`` finds
     its own."""
@@ -199,8 +200,9 @@ class Logged:
 
 
 def rendered_session(session: str) -> str:
-    """A session name as an entry's heading shows it (to compare with :attr:`Logged.session`)."""
-    return _session_code(session)
+    """A session name as an entry's heading shows it (to compare with :attr:`Logged.session`); a name that is not
+    UTF-8 (a lone surrogate) as JSON output shows it (``\\udcff``), as its entry holds it."""
+    return _session_code(json_name(session))
 
 
 def logged_entries(changelog: Path) -> list[Logged]:

@@ -54,14 +54,14 @@ def tmp_of(golden: Path) -> Path:
 def new_entry(
     action: str, config: Config, golden: Path, steps: Iterable[int], details: list[str], rationale: str | None
 ) -> Entry:
-    """A changelog entry for a change of ``golden`` made now, with a fresh id. A byte of the rationale that is not
-    UTF-8 (typed in another encoding: a lone surrogate here) is kept as its escape (``\\udcff``), as JSON output
-    shows it: the journal, the history and the changelog hold UTF-8."""
+    """A changelog entry for a change of ``golden`` made now, with a fresh id. A byte of the rationale or of the
+    session's name that is not UTF-8 (typed in another encoding, a file name: a lone surrogate here) is kept as its
+    escape (``\\udcff``), as JSON output shows it: the journal, the history and the changelog hold UTF-8."""
     return Entry(
         secrets.token_hex(6),
         now_iso(),
         action,
-        session_name(golden, config.tapes_dir),
+        json_name(session_name(golden, config.tapes_dir)),
         tuple(sorted(set(steps))),
         tuple(details),
         None if rationale is None else json_name(rationale),
@@ -117,8 +117,8 @@ def commit(
         sha = hashlib.sha256(data).hexdigest() if data is not None else None
         journal = {
             "id": entry.id,
-            "golden": golden.name,
-            "tmp": tmp.name if data is not None else None,
+            "golden": json_name(golden.name),  # a name that is not UTF-8: as JSON output shows it (checked, not used)
+            "tmp": json_name(tmp.name) if data is not None else None,
             "sha256": sha,
             "remove_candidate": remove_candidate,
             "entry": {
@@ -172,11 +172,11 @@ def _journal_problem(golden: Path, j: Any) -> str | None:
     jid = j.get("id")
     if not isinstance(jid, str) or not 1 <= len(jid) <= 64 or not set(jid) <= _HEX:
         return "'id' must be a hex string"
-    if j.get("golden") != golden.name:
-        return f"'golden' must be {golden.name!r}"
+    if j.get("golden") != json_name(golden.name):
+        return f"'golden' must be {json_name(golden.name)!r}"
     tmp, sha = j.get("tmp"), j.get("sha256")
-    if tmp is not None and tmp != tmp_of(golden).name:
-        return f"'tmp' must be null or {tmp_of(golden).name!r}"
+    if tmp is not None and tmp != json_name(tmp_of(golden).name):
+        return f"'tmp' must be null or {json_name(tmp_of(golden).name)!r}"
     if tmp is not None and not (isinstance(sha, str) and len(sha) == 64 and set(sha) <= _HEX):
         return "'sha256' must be the 64-hex sha256 of the temp golden"
     if not isinstance(j.get("remove_candidate"), bool):
@@ -210,7 +210,7 @@ def _finish(config: Config, golden: Path, journal: dict[str, Any], *, verify: bo
     entry = Entry(
         journal["id"], e["when"], e["action"], e["session"], tuple(e["steps"]), tuple(e["details"]), e["rationale"]
     )
-    tmp = golden.with_name(journal["tmp"]) if journal.get("tmp") else None
+    tmp = tmp_of(golden) if journal.get("tmp") else None  # the one name it may have (_journal_problem)
     rename = tmp is not None and os.path.lexists(tmp)
     if verify and tmp is not None:
         want = journal["sha256"]
