@@ -305,6 +305,32 @@ async def test_the_run_log_pane_shows_a_joining_run_beside_the_first_one() -> No
         assert "Berlin" not in "\n".join(map(str, pane.lines))
 
 
+def _wait_for(go: Any) -> None:  # noqa: ANN401 - a multiprocessing event
+    go.wait(300)
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+def test_a_child_forked_during_a_run_does_not_keep_the_run_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A forked child (a worker pool) inherited the run's live lock: after the run ended every later run joined the
+    file instead of replacing it, and an old drift stayed in check after a clean rerun."""
+    tape, reg = _shared(tmp_path)
+    monkeypatch.delenv(GROUP_ENV, raising=False)
+    ctx = multiprocessing.get_context("fork")
+    go = ctx.Event()
+    with Tape(tape, "replay", reg) as t, contextlib.suppress(TapeError):
+        child = ctx.Process(target=_wait_for, args=(go,))
+        child.start()
+        t.call("add", {"a": 100, "b": 2})  # drifts
+    try:
+        _replay(tape, reg, 1)  # the run ended: a clean rerun replaces its log
+        assert len(runs_of(read_run_log(runlog_path(tape)))) == 1 and tapetui_cli(tmp_path, "check").returncode == 0
+    finally:
+        go.set()
+        child.join(60)
+
+
 def _run_until_killed(tape: Path, reg: ToolRegistry, started: Any) -> None:  # noqa: ANN401 - a multiprocessing event
     t = Tape(tape, "replay", reg)
     t.call("add", {"a": 100, "b": 1})

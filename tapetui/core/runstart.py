@@ -85,20 +85,41 @@ def joining(start: dict[str, Any]) -> Joining:
 
 @dataclass
 class Run:
-    """A started run: its appender, the ``start`` event as written (a run that joined running ones took their
-    group, and tags its events with its id), and the descriptor holding the run's live lock (-1: none)."""
+    """A started run: its appender, the ``start`` event as written (with its run id when it joined others), and the
+    descriptor holding the run's live lock (-1: none)."""
 
     out: Appender
     start: dict[str, Any]
     live: int = -1
     guarded: bool = True  # False: whether another run was running could not be told (no live lock could be made)
 
+    def __post_init__(self) -> None:
+        if self.live >= 0:
+            _LIVE[self.live] = self
+
     def close(self) -> None:
         """The run's end: no more appends, and it no longer runs."""
         self.out.close()
-        if self.live >= 0:
+        if self.live >= 0 and _LIVE.get(self.live) is self:  # not in a forked child: the descriptor is the parent's
+            del _LIVE[self.live]
             os.close(self.live)  # and its shared lock with it
-            self.live = -1
+        self.live = -1
+
+
+_LIVE: dict[int, Run] = {}  # the live locks this process's runs hold, by descriptor
+
+
+def _forked() -> None:
+    """In a forked child: the parent's runs are the parent's (a child that outlived its parent's run kept it
+    running, and every later run joined the file instead of replacing it). The lock stays the parent's."""
+    for fd in _LIVE:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _LIVE.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
 
 
 def open_run(path: Path, start: dict[str, Any], *, fsync: bool = False) -> Run:
