@@ -48,7 +48,7 @@ from tapetui.core.session import SessionFiles
 from tapetui.core.stepspans import StepSpans, step_span
 from tapetui.core.toolbox import Toolbox
 from tapetui.core.turndecide import TurnDeciding
-from tapetui.core.turnlive import TurnLive
+from tapetui.core.turnlive import TurnLive, turn_of
 from tapetui.core.turns import (
     TURN,
     RequestForm,
@@ -487,23 +487,10 @@ class ModelServing(TurnDeciding, TurnLive):
 def _served(serving: ModelServing, head: tuple[Any, ...], rec: dict[str, Any]) -> ModelTurn:
     """The turn served from the recorded line ``rec``: its response (and usage, and a stream's events), or its
     recorded error raised again."""
-    seq, k, model, source, stream, key, redacted, *_ = head
     error = rec.get("error")
     if error is not None:
-        raise_recorded(error, TURN, seq)
+        raise_recorded(error, TURN, head[0])
     response = dict(rec.get("response") or {})
     response["usage"] = rec.get("usage")
     events = rec.get("events") if rec.get("stream") is True and type(rec.get("events")) is list else None
-    return ModelTurn(
-        serving,
-        seq=seq,
-        turn=k,
-        model=model,
-        source=source,
-        stream=stream,
-        key=key,
-        request=redacted,
-        served=True,
-        response=response,
-        recorded_events=events,
-    )
+    return turn_of(serving, head, served=True, response=response, recorded_events=events)

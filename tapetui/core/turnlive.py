@@ -25,7 +25,16 @@ from tapetui.core.tapefile import dump_line
 from tapetui.core.toolbox import Toolbox
 from tapetui.core.turns import TURN, redact_events, requested_tools, tokens
 
-__all__ = ["TurnLive"]
+__all__ = ["TurnLive", "turn_of"]
+
+
+def turn_of(owner: Any, head: tuple[Any, ...], **fields: Any) -> ModelTurn:
+    """The :class:`ModelTurn` of a request decided now (``head``: its seq, turn, model, source, stream, key and
+    request, as the deciding tape holds them), with its other ``fields``."""
+    seq, k, model, source, stream, key, redacted, *_ = head
+    return ModelTurn(
+        owner, seq=seq, turn=k, model=model, source=source, stream=stream, key=key, request=redacted, **fields
+    )
 
 
 class TurnLive:
@@ -63,20 +72,13 @@ class TurnLive:
         return self._turn_live(head, write=False, compare=compare)
 
     def _turn_live(self, head: tuple[Any, ...], *, write: bool, compare: dict[str, Any] | None = None) -> ModelTurn:
-        seq, k, model, source, stream, key, redacted, offered, _ = head
         self._active += 1
-        return ModelTurn(
+        return turn_of(
             self,
-            seq=seq,
-            turn=k,
-            model=model,
-            source=source,
-            stream=stream,
-            key=key,
-            request=redacted,
+            head,
             served=False,
             write=write,
-            offered=offered,
+            offered=head[7],
             recorded_at=self._clock() if write else None,
             compare=compare,
             order=head[8][1],
