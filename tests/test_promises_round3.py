@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tapetui import Tape, TapeError, ToolRegistry
+from tapetui.core import locks
 from tapetui.core.runlog import RunLogWarning, read_run_log
 from tapetui.core.runstart import GROUP_ENV, runs_of
 from tapetui.core.store import runlog_path
@@ -326,6 +327,29 @@ def test_a_child_forked_during_a_run_does_not_keep_the_run_running(
     try:
         _replay(tape, reg, 1)  # the run ended: a clean rerun replaces its log
         assert len(runs_of(read_run_log(runlog_path(tape)))) == 1 and tapetui_cli(tmp_path, "check").returncode == 0
+    finally:
+        go.set()
+        child.join(60)
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+def test_a_child_forked_while_a_tape_was_open_does_not_hold_its_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker pool forked during a replay kept the session's lock (a flock lives as long as any copy of its open
+    file): accept timed out with "in use by another tapetui process" for as long as the pool lived."""
+    tape, reg = _shared(tmp_path)
+    (tape.parent / "shared.candidate.jsonl").write_bytes(tape.read_bytes())
+    ctx = multiprocessing.get_context("fork")
+    go = ctx.Event()
+    with Tape(tape, "replay", reg) as t:
+        child = ctx.Process(target=_wait_for, args=(go,))
+        child.start()
+        t.call("add", {"a": 100, "b": 1})
+    try:
+        monkeypatch.setattr(locks, "DEFAULT_WAIT", 0.2)  # held, it would be refused at once
+        r = tapetui_cli(tmp_path, "accept", "shared", "--why", "the pool is idle")
+        assert r.returncode == 0, r.stderr
     finally:
         go.set()
         child.join(60)

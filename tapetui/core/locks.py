@@ -32,7 +32,9 @@ additionally serialised by a per-write ``flock`` on the tape itself (see
 :class:`tapetui.core.tapefile.Appender`), so lines never interleave.
 
 Locks are re-entrant within one process (per thread): a review action that calls
-another under the same session lock does not deadlock on itself.
+another under the same session lock does not deadlock on itself. A holder unlocks before it
+closes (:func:`unlock_close`): a flock belongs to the open file, which a child forked meanwhile
+shares, and a close alone would leave it held for as long as the child lives.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ __all__ = [
     "session_lock",
     "try_park_lock",
     "try_session_lock",
+    "unlock_close",
 ]
 
 DEFAULT_WAIT = 10.0  # seconds a review action waits for a session another process holds
@@ -83,6 +86,15 @@ def park_lock_path(golden: Path) -> Path:
 
 
 _held = threading.local()
+
+
+def unlock_close(fd: int) -> None:
+    """Let go of a lock held on ``fd``, then close it. The unlock first: a flock belongs to the open file, which a
+    child forked meanwhile (a worker pool, a daemon) shares, and a close alone left the lock held for as long as the
+    child lived (every later run of the tape, every review action of the session waited on it)."""
+    with suppress(OSError):
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
 
 
 def _held_map() -> dict[tuple[str, str], tuple[int, int, int]]:
@@ -158,7 +170,7 @@ def _hold(path: Path, mode: int, wait: float | None, what: str) -> Iterator[bool
                 m[key] = (fd, held_mode, depth - 1)
             else:
                 del m[key]
-                os.close(fd)
+                unlock_close(fd)
         return
     got = _acquire(path, mode, wait, what)
     if got is None:
@@ -169,7 +181,7 @@ def _hold(path: Path, mode: int, wait: float | None, what: str) -> Iterator[bool
         yield True
     finally:
         fd, _, depth = m.pop(slot)
-        os.close(fd)  # closing the descriptor releases the flock
+        unlock_close(fd)
 
 
 @contextmanager
@@ -271,7 +283,7 @@ def reading(golden: Path, *, lock_file: bool = True) -> Iterator[None]:
                     pause = min(pause * 2, 0.05)
         yield
     finally:
-        os.close(fd)
+        unlock_close(fd)
 
 
 class RecordingLock:
@@ -285,7 +297,7 @@ class RecordingLock:
 
     def release(self) -> None:
         if self._fd is not None:
-            os.close(self._fd)
+            unlock_close(self._fd)
             self._fd = None
 
 

@@ -47,6 +47,7 @@ from typing import Any
 import orjson
 
 from tapetui.core.files import temp_beside
+from tapetui.core.locks import unlock_close
 from tapetui.core.redact import DEFAULT_REDACTOR
 from tapetui.core.tapefile import Appender, dump_line
 
@@ -93,33 +94,12 @@ class Run:
     live: int = -1
     guarded: bool = True  # False: whether another run was running could not be told (no live lock could be made)
 
-    def __post_init__(self) -> None:
-        if self.live >= 0:
-            _LIVE[self.live] = self
-
     def close(self) -> None:
         """The run's end: no more appends, and it no longer runs."""
         self.out.close()
-        if self.live >= 0 and _LIVE.get(self.live) is self:  # not in a forked child: the descriptor is the parent's
-            del _LIVE[self.live]
-            os.close(self.live)  # and its shared lock with it
-        self.live = -1
-
-
-_LIVE: dict[int, Run] = {}  # the live locks this process's runs hold, by descriptor
-
-
-def _forked() -> None:
-    """In a forked child: the parent's runs are the parent's (a child that outlived its parent's run kept it
-    running, and every later run joined the file instead of replacing it). The lock stays the parent's."""
-    for fd in _LIVE:
-        with contextlib.suppress(OSError):
-            os.close(fd)
-    _LIVE.clear()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forked)
+        if self.live >= 0:
+            unlock_close(self.live)  # and its shared lock with it, even where a forked child keeps a copy
+            self.live = -1
 
 
 def open_run(path: Path, start: dict[str, Any], *, fsync: bool = False) -> Run:
@@ -161,11 +141,11 @@ def open_run(path: Path, start: dict[str, Any], *, fsync: bool = False) -> Run:
         return Run(Appender(path, fsync=fsync, fd=fd, end=len(line)), start, live, guarded=live >= 0 or lock < 0)
     except BaseException:
         if live >= 0:
-            os.close(live)
+            unlock_close(live)
         raise
     finally:
         if lock >= 0:
-            os.close(lock)  # and its lock with it
+            unlock_close(lock)  # a child forked meanwhile must not keep the decision
 
 
 _BUSY = -2

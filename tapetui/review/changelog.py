@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tapetui.core.changes import json_name
 from tapetui.core.errors import TapeError
+from tapetui.core.locks import unlock_close
 from tapetui.core.redact import DEFAULT_REDACTOR, Redactor
 from tapetui.core.textsafe import safe_text
 
@@ -170,7 +171,7 @@ def append_entries(
             os.ftruncate(fd, size)
             raise
     finally:
-        os.close(fd)
+        unlock_close(fd)
 
 
 def read_entries(changelog: Path) -> list[str]:

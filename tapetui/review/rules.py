@@ -31,6 +31,7 @@ from tapetui.core.comparators import RULE_KINDS, Rule, parse_rule
 from tapetui.core.config import Config, config_from_text
 from tapetui.core.errors import ConfigError, TapeError
 from tapetui.core.files import atomic_write, read_regular
+from tapetui.core.locks import unlock_close
 from tapetui.core.store import session_name
 from tapetui.review.changelog import Entry, append_entry
 from tapetui.review.journal import new_entry
@@ -122,7 +123,7 @@ def _config_lock(path: Path) -> Iterator[None]:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
-        os.close(fd)
+        unlock_close(fd)
 
 
 def add_rule(config: Config, golden: Path, spec: str | RuleSpec, why: str | None) -> tuple[Entry | None, Config, str]:
