@@ -355,6 +355,31 @@ def test_a_child_forked_while_a_tape_was_open_does_not_hold_its_session(
         child.join(60)
 
 
+def test_a_replay_made_while_samples_record_is_kept_over_the_parked_run_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """check --samples parks the run log while the samples record, then put it back over whatever was there: a
+    drifting replay another process made meanwhile was thrown away, and check went green."""
+    from tapetui.core.config import Config
+    from tapetui.review.parking import parked
+
+    tape, reg = _shared(tmp_path)
+    monkeypatch.delenv(GROUP_ENV, raising=False)
+    _replay(tape, reg, 1)  # the run log check --samples parks: clean
+    config = Config.for_dir(tape.parent)
+    notes: list[str] = []
+    with parked(config, tape, notes):
+        with Tape(tape, "record", reg) as t:  # a sample's recording
+            t.call("add", {"a": 100, "b": 1})
+        _replay(tape, reg, 2)  # another process's replay, meanwhile: it drifts
+    assert [e["event"] for e in read_run_log(runlog_path(tape))] == ["start", "drift", "end"]
+    assert any("a replay made while the samples recorded is kept" in n for n in notes), notes
+    assert tapetui_cli(tmp_path, "check").returncode == 1
+    with parked(config, tape), Tape(tape, "record", reg) as t:  # samples alone: the parked run log comes back
+        t.call("add", {"a": 100, "b": 1})
+    assert [e["event"] for e in read_run_log(runlog_path(tape))] == ["start", "drift", "end"]
+
+
 def _run_until_killed(tape: Path, reg: ToolRegistry, started: Any) -> None:  # noqa: ANN401 - a multiprocessing event
     t = Tape(tape, "replay", reg)
     t.call("add", {"a": 100, "b": 1})

@@ -14,7 +14,8 @@ lock):
 3. the commands run, without the session lock (their ``Tape`` takes it);
 4. under the gate and lock (:func:`unpark`): what the runs left as the candidate is a sample and joins
    ``NAME.samples/``; the parked files are checked against the journal and renamed back (a session that had no
-   run log gets none); the journal and the folder are removed.
+   run log gets none), except a run log in place that holds a replay another process made meanwhile (a run that
+   is no recording): it is newer, and kept; the journal and the folder are removed.
 
 A kill at any point leaves the journal: :func:`recover_parked` (run by ``recover``, which every command and the
 app run first) does step 4 for every session whose park lock nobody holds — and only for a journal whose token
@@ -224,12 +225,17 @@ def unpark(config: Config, golden: Path, kept: _Kept | None = None) -> list[str]
         done.append(f"{cand}: put the pending candidate back")
     elif want_cand is None and cand_now is not None:  # a sample's, pending when the run was stopped
         rotate_candidate(golden)
-    if want_log is not None and _sha(log) != want_log:
+    log_now = _sha(log)
+    if log_now is not None and log_now == want_log:
+        pass  # put back already (a recover after a kill)
+    elif _replayed_meanwhile(log):  # a run another process made meanwhile: newer than the parked one, and kept
+        done.append(f"{log}: a replay made while the samples recorded is kept (it is newer than the parked run log)")
+    elif want_log is not None:
         source = _source(parked_log, kept.run_log if kept else None, want_log)
         if source is None:
             raise TapeError(f"{jp}: the run log it parked is gone (neither parked nor kept); left in place")
         _put(source, log)
-    elif want_log is None:
+    else:
         log.unlink(missing_ok=True)  # the session had no run log: the samples' own is not its
     fsync_dir(golden.parent)
     if there is not None:
@@ -239,6 +245,23 @@ def unpark(config: Config, golden: Path, kept: _Kept | None = None) -> list[str]
         _remove_empty(folder, config.tapes_dir / PARKED_DIR)
     _token_path(golden).unlink(missing_ok=True)
     return done
+
+
+def _replayed_meanwhile(log: Path) -> bool:
+    """The run log in place holds a run that is no recording: a replay or a fill another process made while the
+    samples recorded (theirs are recordings). Put the parked run log back over it and its drift is lost, and check
+    green; it is the latest run, as any newer run is."""
+    try:
+        data = read_regular(log)
+    except (OSError, TapeError):
+        return False
+    for line in data.splitlines():
+        if line.startswith(b'{"event":"start"'):
+            with contextlib.suppress(orjson.JSONDecodeError):
+                start = orjson.loads(line)
+                if type(start) is dict and start.get("mode") != "record":
+                    return True
+    return False
 
 
 def _local_token(golden: Path) -> str | None:
