@@ -24,7 +24,7 @@ from tapetui.core.config import Config, find_config, load_config
 from tapetui.core.current import use_tape
 from tapetui.core.errors import TapeError
 from tapetui.core.registry import ToolRegistry
-from tapetui.core.runstart import GROUP_ENV
+from tapetui.core.runstart import GROUP_ENV, end_group
 from tapetui.core.store import inside
 from tapetui.core.tape import MODES, Tape
 from tapetui.core.textsafe import inert_commands, safe_text
@@ -74,6 +74,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    end_group()  # the session's tapes no longer run (tapetui.core.runstart): the next session's runs replace their logs
     if config.stash.get(_SET_GROUP, None) is not None and os.environ.get(GROUP_ENV) == config.stash[_SET_GROUP]:
         del os.environ[GROUP_ENV]
 

@@ -380,6 +380,41 @@ def test_a_replay_made_while_samples_record_is_kept_over_the_parked_run_log(
     assert [e["event"] for e in read_run_log(runlog_path(tape))] == ["start", "drift", "end"]
 
 
+def _session(tape: Path, reg: ToolRegistry, group: str, steps: list[tuple[Any, Any, int]]) -> None:
+    """A test session of its own (a pytest process): each step waits for its turn, replays, and says it is done."""
+    os.environ[GROUP_ENV] = group
+    for turn, done, b in steps:
+        turn.wait(60)
+        _replay(tape, reg, b)
+        done.set()
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+def test_two_test_sessions_at_once_whose_runs_take_turns_each_keep_their_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two pytest sessions sharing a tape whose runs never overlapped: each run found no run running and no run of
+    its session in the file, and replaced it; session 1's drift was gone and check green."""
+    tape, reg = _shared(tmp_path)
+    monkeypatch.delenv(GROUP_ENV, raising=False)
+    ctx = multiprocessing.get_context("fork")
+    e = [ctx.Event() for _ in range(5)]
+    s1 = ctx.Process(target=_session, args=(tape, reg, "S1", [(e[0], e[1], 2), (e[2], e[3], 1)]))
+    s2 = ctx.Process(target=_session, args=(tape, reg, "S2", [(e[1], e[2], 1), (e[3], e[4], 1)]))
+    for p in (s1, s2):
+        p.start()
+    e[0].set()  # S1's first test (drifts), S2's first, S1's second, S2's second: one after another
+    for p in (s1, s2):
+        p.join(120)
+        assert p.exitcode == 0
+    runs = runs_of(read_run_log(runlog_path(tape)))
+    assert [run[0].get("group") for run in runs] == ["S1", "S2", "S1", "S2"]
+    r = tapetui_cli(tmp_path, "check")
+    assert r.returncode == 1 and "run 1 of 4: " in r.stdout and "args.b  1 → 2" in r.stdout, r.stdout
+    _replay(tape, reg, 1)  # both sessions over: the next run replaces the file
+    assert len(runs_of(read_run_log(runlog_path(tape)))) == 1
+
+
 def _run_until_killed(tape: Path, reg: ToolRegistry, started: Any) -> None:  # noqa: ANN401 - a multiprocessing event
     t = Tape(tape, "replay", reg)
     t.call("add", {"a": 100, "b": 1})

@@ -10,7 +10,9 @@ A run replaces the file atomically with its ``start`` event when it is alone: th
 - a run that starts while a run in the file is **still running** (another process replaying the same tape, two
   ``pytest`` sessions at once) joins it, whatever its group: replacing the file would cut the running one off, and
   its drift, written to a file no longer there, would be lost while ``check`` judged the other. It keeps its own
-  group, so the later runs of its group join the file too (one of them finds its group among the file's runs).
+  group, so the later runs of its group join the file too (one of them finds its group among the file's runs). A
+  group's run keeps its tape running until its test session ends (:func:`end_group`, or the process's end): two
+  sessions at once whose runs of a shared tape only take turns join each other's runs too.
 
 Runs join only when they played one golden (the ``golden_sha256`` of their ``start``): a run of a group with no
 run in the file once the file's runs ended (the next test session), or a run against another golden (a recording
@@ -51,7 +53,7 @@ from tapetui.core.locks import unlock_close
 from tapetui.core.redact import DEFAULT_REDACTOR
 from tapetui.core.tapefile import Appender, dump_line
 
-__all__ = ["GROUP_ENV", "Joining", "Run", "joining", "new_run_id", "open_run", "run_group", "runs_of"]
+__all__ = ["GROUP_ENV", "Joining", "Run", "end_group", "joining", "new_run_id", "open_run", "run_group", "runs_of"]
 
 GROUP_ENV = "TAPETUI_RUN_GROUP"
 _MAX_GROUP = 200  # characters of a group's name as it is (it is an id); a longer one is hashed
@@ -95,11 +97,33 @@ class Run:
     guarded: bool = True  # False: whether another run was running could not be told (no live lock could be made)
 
     def close(self) -> None:
-        """The run's end: no more appends, and it no longer runs."""
+        """The run's end: no more appends, and it no longer runs; a group's run (a test session's) keeps its tape
+        running until the session ends (:func:`end_group`), so that another session's run joins the file."""
         self.out.close()
         if self.live >= 0:
-            unlock_close(self.live)  # and its shared lock with it, even where a forked child keeps a copy
+            group, key = self.start.get("group"), str(self.out.path)
+            if type(group) is str and key not in _SESSION and len(_SESSION) < _SESSION_MAX:
+                _SESSION[key] = (group, self.live)
+            else:
+                unlock_close(self.live)  # and its shared lock with it, even where a forked child keeps a copy
             self.live = -1
+
+
+# A test session's runs of a tape run, for the others, until the session ends: two sessions at once whose runs of a
+# shared tape take turns (one run ends before the next starts) each join the file, and neither replaces the other's
+# drift. Kept per run log (its live lock, shared), at most _SESSION_MAX in one process; a process's end lets go.
+_SESSION: dict[str, tuple[str, int]] = {}
+_SESSION_MAX = 256
+
+
+def end_group(but: str | None = None) -> None:
+    """The test session ended (the pytest plugin says so at its end; a process's end does the same): its tapes no
+    longer run. ``but``: keep the tapes of this group (a run of it starting in this process)."""
+    for key, (group, fd) in list(_SESSION.items()):
+        if group != but:
+            del _SESSION[key]
+            with contextlib.suppress(OSError):
+                unlock_close(fd)
 
 
 def open_run(path: Path, start: dict[str, Any], *, fsync: bool = False) -> Run:
@@ -109,6 +133,9 @@ def open_run(path: Path, start: dict[str, Any], *, fsync: bool = False) -> Run:
     Raises:
         OSError: the file cannot be written (the caller's run goes on without a log).
     """
+    group = start.get("group") if type(start.get("group")) is str else None
+    if _SESSION:
+        end_group(but=group)  # a run of another group in this process: the session before it ended
     lock = _lock(path, ".lock", fcntl.LOCK_EX)
     live = _lock(path, ".live", fcntl.LOCK_EX | fcntl.LOCK_NB) if lock >= 0 else -1
     try:
@@ -117,7 +144,7 @@ def open_run(path: Path, start: dict[str, Any], *, fsync: bool = False) -> Run:
             live = _lock(path, ".live", fcntl.LOCK_SH)
         elif live >= 0:
             fcntl.flock(live, fcntl.LOCK_SH)  # held alone, under the decision lock: no other starter sees it free
-        group, golden = joining(start)
+        golden = joining(start)[1]
         held = _current(path) if group is not None or running else None
         if held is not None and _joins(held, group, golden, running):
             if type(start.get("run")) is not str:
