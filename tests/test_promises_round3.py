@@ -236,11 +236,14 @@ def test_a_run_started_while_another_runs_joins_it_and_both_are_judged(
     assert len(runs_of(read_run_log(runlog_path(tape)))) == 1 and tapetui_cli(tmp_path, "check").returncode == 0
 
 
-def test_a_folder_in_place_of_the_live_lock_says_nothing_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No live lock to ask: each run replaces the file, as on a read-only checkout (never joins forever)."""
+@pytest.mark.parametrize("which", [".live", ".lock"])
+def test_a_folder_in_place_of_a_run_logs_lock_says_it_cannot_tell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, which: str
+) -> None:
+    """No live lock to ask: each run replaces the file (never joins forever), and says so."""
     tape, reg = _shared(tmp_path)
     monkeypatch.delenv(GROUP_ENV, raising=False)
-    live = runlog_path(tape).with_name(f".{runlog_path(tape).name}.live")
+    live = runlog_path(tape).with_name(f".{runlog_path(tape).name}{which}")
     live.unlink(missing_ok=True)
     live.mkdir()
     for b in (2, 1):

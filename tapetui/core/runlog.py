@@ -117,9 +117,9 @@ class RunLog:
             self._tag = {"run": rid} if type(rid) is str else {}
             if not self._run.guarded:
                 warnings.warn(
-                    f"tapetui: {self.path}: cannot tell whether another run of this tape is running (its live lock "
-                    f"file .{self.path.name}.live is not a regular file): this run replaced the run log, and a run "
-                    "still running there is cut off from it",
+                    f"tapetui: {self.path}: cannot tell whether another run of this tape is running (its lock files "
+                    f".{self.path.name}.lock and .live must be regular files): this run replaced the run log, and a "
+                    "run still running there is cut off from it",
                     RunLogWarning,
                     stacklevel=3,
                 )

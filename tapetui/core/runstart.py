@@ -165,7 +165,7 @@ def open_run(path: Path, start: dict[str, Any], *, fsync: bool = False) -> Run:
             raise
         # the descriptor was opened by the temp name, and a rename keeps the one name the file has: a watcher names
         # its changes by the run log's
-        return Run(Appender(path, fsync=fsync, fd=fd, end=len(line)), start, live, guarded=live >= 0 or lock < 0)
+        return Run(Appender(path, fsync=fsync, fd=fd, end=len(line)), start, live, guarded=live >= 0)
     except BaseException:
         if live >= 0:
             unlock_close(live)
