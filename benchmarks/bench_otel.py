@@ -108,7 +108,7 @@ def write_file(path: Path, spans: int, per_trace: int = 4) -> int:
 
 
 CHILD = r"""
-import os, resource, sys, time, tempfile
+import os, resource, shutil, sys, time, tempfile
 from pathlib import Path
 sys.path.insert(0, {root!r})
 what, path = sys.argv[1], Path(sys.argv[2])
@@ -131,6 +131,8 @@ else:
     import_otlp([path], out, config=cfg)
 took = time.perf_counter() - t
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+if what != "orjson":
+    shutil.rmtree(out)  # tens of thousands of tapes a run: left behind, they slowed every later run's file system
 print(took, base, peak)
 """
 
