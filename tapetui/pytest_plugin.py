@@ -74,8 +74,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    end_group()  # the session's tapes no longer run (tapetui.core.runstart): the next session's runs replace their logs
     if config.stash.get(_SET_GROUP, None) is not None and os.environ.get(GROUP_ENV) == config.stash[_SET_GROUP]:
+        # this session's tapes no longer run (tapetui.core.runstart): the next session's runs replace their logs. A
+        # session inside another (pytest.main in a test) set no group of its own: the outer session's still runs
+        end_group()
         del os.environ[GROUP_ENV]
 
 

@@ -381,6 +381,52 @@ def test_a_replay_made_while_samples_record_is_kept_over_the_parked_run_log(
     with parked(config, tape), Tape(tape, "record", reg) as t:  # samples alone: the parked run log comes back
         t.call("add", {"a": 100, "b": 1})
     assert [e["event"] for e in read_run_log(runlog_path(tape))] == ["start", "drift", "end"]
+    with parked(config, tape), Tape(tape, "fill", reg) as t:  # a sample that fills is no replay made meanwhile
+        t.call("add", {"a": 100, "b": 1})
+        t.call("add", {"a": 1, "b": 1}, live=lambda: 2)  # not on the tape: run live into a candidate
+    assert [e["event"] for e in read_run_log(runlog_path(tape))] == ["start", "drift", "end"]
+
+
+def test_the_park_lock_handed_to_a_command_stays_held_while_it_lives(tmp_path: Path) -> None:
+    """Every lock is unlocked before it is closed, but the park lock: check --samples hands it to its commands, so
+    that one still running after tapetui stopped keeps recover from putting the candidate back under it."""
+    tape, _ = _shared(tmp_path)
+    with locks.park_lock(tape):
+        fd = locks.held_park_fd(tape)
+        assert fd is not None
+        command = subprocess.Popen(
+            [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE, pass_fds=(fd,)
+        )
+    try:
+        with locks.try_park_lock(tape) as held:
+            assert not held  # the command holds it still
+    finally:
+        assert command.stdin is not None
+        command.stdin.close()
+        command.wait(60)
+    with locks.try_park_lock(tape) as held:
+        assert held
+
+
+def test_a_test_session_inside_another_leaves_the_outer_sessions_tapes_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pytest.main in a test ended every group at its end, the outer session's too: a concurrent session then
+    replaced the outer one's run log, drift and all."""
+    from tapetui import pytest_plugin
+    from tapetui.core import runstart
+
+    tape, reg = _shared(tmp_path)
+    monkeypatch.setenv(GROUP_ENV, "outer")
+    _replay(tape, reg, 2)  # the outer session's run: it keeps its tape running
+    assert str(runlog_path(tape)) in runstart._SESSION
+
+    class Nested:  # a session inside: the group was set already, so it set none of its own
+        stash = pytest.Stash()
+
+    pytest_plugin.pytest_unconfigure(Nested())  # type: ignore[arg-type]
+    assert str(runlog_path(tape)) in runstart._SESSION
+    runstart.end_group()
 
 
 def _session(tape: Path, reg: ToolRegistry, group: str, steps: list[tuple[Any, Any, int]]) -> None:

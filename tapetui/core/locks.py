@@ -34,7 +34,8 @@ additionally serialised by a per-write ``flock`` on the tape itself (see
 Locks are re-entrant within one process (per thread): a review action that calls
 another under the same session lock does not deadlock on itself. A holder unlocks before it
 closes (:func:`unlock_close`): a flock belongs to the open file, which a child forked meanwhile
-shares, and a close alone would leave it held for as long as the child lives.
+shares, and a close alone would leave it held for as long as the child lives. The park lock alone
+is closed without unlocking: its descriptor is handed to commands that must keep it held.
 """
 
 from __future__ import annotations
@@ -154,7 +155,10 @@ def _acquire(path: Path, mode: int, wait: float | None, what: str) -> int | None
 
 
 @contextmanager
-def _hold(path: Path, mode: int, wait: float | None, what: str) -> Iterator[bool]:
+def _hold(path: Path, mode: int, wait: float | None, what: str, *, shared: bool = False) -> Iterator[bool]:
+    """Hold ``path``'s flock in ``mode`` (re-entrant in this thread); ``shared``: the descriptor is handed to
+    commands that must keep the lock held while they live, even after this process let go (closed, not unlocked)."""
+    let_go = os.close if shared else unlock_close
     m = _held_map()
     slot = (str(path), "ex" if mode == fcntl.LOCK_EX else "sh")
     other = (str(path), "sh" if mode == fcntl.LOCK_EX else "ex")
@@ -170,7 +174,7 @@ def _hold(path: Path, mode: int, wait: float | None, what: str) -> Iterator[bool
                 m[key] = (fd, held_mode, depth - 1)
             else:
                 del m[key]
-                unlock_close(fd)
+                let_go(fd)
         return
     got = _acquire(path, mode, wait, what)
     if got is None:
@@ -181,7 +185,7 @@ def _hold(path: Path, mode: int, wait: float | None, what: str) -> Iterator[bool
         yield True
     finally:
         fd, _, depth = m.pop(slot)
-        unlock_close(fd)
+        let_go(fd)
 
 
 @contextmanager
@@ -221,7 +225,8 @@ def park_lock(golden: Path, *, wait: float | None = None) -> Iterator[None]:
     """
     golden = Path(golden)
     what = f"the pending candidate of session {golden} (parked by another check --samples)"
-    with _hold(park_lock_path(golden), fcntl.LOCK_EX, DEFAULT_WAIT if wait is None else wait, what):
+    # handed to the commands (held_park_fd): a command still running after tapetui stopped keeps it held
+    with _hold(park_lock_path(golden), fcntl.LOCK_EX, DEFAULT_WAIT if wait is None else wait, what, shared=True):
         yield
 
 

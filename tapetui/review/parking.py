@@ -14,8 +14,8 @@ lock):
 3. the commands run, without the session lock (their ``Tape`` takes it);
 4. under the gate and lock (:func:`unpark`): what the runs left as the candidate is a sample and joins
    ``NAME.samples/``; the parked files are checked against the journal and renamed back (a session that had no
-   run log gets none), except a run log in place that holds a replay another process made meanwhile (a run that
-   is no recording): it is newer, and kept; the journal and the folder are removed.
+   run log gets none), except a run log in place that holds a replay another process made meanwhile (the samples
+   record or fill, never replay): it is newer, and kept; the journal and the folder are removed.
 
 A kill at any point leaves the journal: :func:`recover_parked` (run by ``recover``, which every command and the
 app run first) does step 4 for every session whose park lock nobody holds — and only for a journal whose token
@@ -248,9 +248,9 @@ def unpark(config: Config, golden: Path, kept: _Kept | None = None) -> list[str]
 
 
 def _replayed_meanwhile(log: Path) -> bool:
-    """The run log in place holds a run that is no recording: a replay or a fill another process made while the
-    samples recorded (theirs are recordings). Put the parked run log back over it and its drift is lost, and check
-    green; it is the latest run, as any newer run is."""
+    """The run log in place holds a replay: one another process made while the samples recorded (a sample records,
+    or fills: never a plain replay, which writes no candidate). Put the parked run log back over it and its drift is
+    lost, and check green; it is the latest run, as any newer run is."""
     try:
         data = read_regular(log)
     except (OSError, TapeError):
@@ -259,7 +259,7 @@ def _replayed_meanwhile(log: Path) -> bool:
         if line.startswith(b'{"event":"start"'):
             with contextlib.suppress(orjson.JSONDecodeError):
                 start = orjson.loads(line)
-                if type(start) is dict and start.get("mode") != "record":
+                if type(start) is dict and start.get("mode") == "replay":
                     return True
     return False
 
