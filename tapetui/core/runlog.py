@@ -25,7 +25,7 @@ from tapetui.core.canon import dumps
 from tapetui.core.changes import json_text
 from tapetui.core.errors import TapeError
 from tapetui.core.files import file_kind
-from tapetui.core.runstart import Joining, Run, joining, new_run_id, open_run, run_group
+from tapetui.core.runstart import Run, new_run_id, open_run, run_group
 from tapetui.core.tapefile import _CHUNK, MAX_LINE, Appender
 
 __all__ = [
@@ -532,7 +532,6 @@ class RunSummary:
     problems: list[str] = field(default_factory=list)  # "line N: what is wrong", for malformed events (first 100)
     golden_sha256: str | None = None  # the golden the run played against (its start event), when it says
     outdated: bool = False  # the run played against an earlier golden: its findings are history, not drift
-    joined: Joining | None = None  # what the runs summed join on (tapetui.core.runstart)
     open_runs: set[str] = field(default_factory=set)  # runs started and not ended, by their ids ("": the one without)
 
     def add(self, ev: dict[str, Any]) -> None:
@@ -552,7 +551,6 @@ class RunSummary:
         if kind == "start":
             if type(ev.get("run")) is not str:
                 self.reset()  # a new run replaces the old one; runs that joined (each with its id) add up
-            self.joined = joining(ev)
             self.running = True
             self.open_runs.add(_run_of(ev))
             self.mode = ev.get("mode") if isinstance(ev.get("mode"), str) else None

@@ -133,7 +133,7 @@ def open_run(path: Path, start: dict[str, Any], *, fsync: bool = False) -> Run:
     Raises:
         OSError: the file cannot be written (the caller's run goes on without a log).
     """
-    group = start.get("group") if type(start.get("group")) is str else None
+    group, golden = joining(start)
     if _SESSION:
         end_group(but=group)  # a run of another group in this process: the session before it ended
     lock = _lock(path, ".lock", fcntl.LOCK_EX)
@@ -144,7 +144,6 @@ def open_run(path: Path, start: dict[str, Any], *, fsync: bool = False) -> Run:
             live = _lock(path, ".live", fcntl.LOCK_SH)
         elif live >= 0:
             fcntl.flock(live, fcntl.LOCK_SH)  # held alone, under the decision lock: no other starter sees it free
-        golden = joining(start)[1]
         held = _current(path) if group is not None or running else None
         if held is not None and _joins(held, group, golden, running):
             if type(start.get("run")) is not str:
